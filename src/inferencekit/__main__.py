@@ -1,0 +1,3 @@
+from inferencekit.cli import main
+
+raise SystemExit(main())

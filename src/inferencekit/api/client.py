@@ -1,0 +1,225 @@
+"""Async HTTP client for OpenAI-compatible servers (aiohttp): send, stamp, keep raw bytes.
+
+While a reply is open the loop only awaits the next network chunk, stamps it with
+``time.perf_counter_ns()`` and appends the bytes (DESIGN.md principle 5); SSE splitting and JSON
+parsing happen afterwards (``sse.split_events``, ``reply.derive``). Every failure — refused
+connection, HTTP error, broken stream, timeout — becomes a recorded ``Exchange`` with ``status``
+(0 when no HTTP status arrived) and ``error``; nothing here raises for a server fault.
+
+Optional request fields (those an operation can live without, e.g. ``stream_options`` or
+``return_token_ids``) that a server rejects with HTTP 400 are dropped and the request is sent once
+more; the dropped names are recorded and the client keeps them dropped for later requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import orjson
+
+from inferencekit.api.endpoint import Endpoint
+from inferencekit.api.reply import derive
+from inferencekit.api.sse import split_events
+
+__all__ = ["Client", "Exchange", "describe_exception", "ERROR_BYTES"]
+
+ERROR_BYTES = 500  # an HTTP error body is recorded up to this many bytes
+
+
+@dataclass(slots=True)
+class Exchange:
+    """One request and what came back, before any parsing.
+
+    ``sent_ns`` and the chunk times are absolute ``perf_counter_ns``; ``status`` is the HTTP
+    status or 0 when none arrived; ``error`` describes any failure (HTTP error body, connection
+    error, broken stream), else None.
+    """
+
+    request_id: str
+    path: str
+    body: dict[str, Any]
+    sent_ns: int
+    status: int = 0
+    chunks: list[tuple[int, bytes]] = field(default_factory=list)
+    error: str | None = None
+    content_type: str = ""
+    dropped_fields: list[str] = field(default_factory=list)
+
+    def events(self) -> tuple[list[list[Any]], bool]:
+        """``([[t_ns relative to sent_ns, payload], ...], unterminated)`` for the reply file.
+
+        A JSON (non-SSE) body becomes one event holding the whole body, timed at its last chunk.
+        """
+        if not self.chunks:
+            return [], False
+        if "text/event-stream" not in self.content_type and self.status == 200:
+            body = b"".join(c for _, c in self.chunks).decode("utf-8", "replace")
+            return [[self.chunks[-1][0] - self.sent_ns, body]], False
+        evs, unterminated = split_events(self.chunks)
+        return [[t - self.sent_ns, p] for t, p in evs], unterminated
+
+    def json(self) -> Any:
+        """The body parsed as JSON (non-streamed replies), or None when it is not JSON."""
+        try:
+            return orjson.loads(b"".join(c for _, c in self.chunks))
+        except orjson.JSONDecodeError:
+            return None
+
+    def to_reply(self, **meta: Any) -> dict[str, Any]:
+        """The reply-file dict (DESIGN.md) for this exchange; ``meta`` adds id, engine, level, ..."""
+        events, unterminated = self.events()
+        derived = derive(events)
+        stream_error = derived.pop("stream_error")
+        error = self.error or stream_error
+        if error is None and self.status == 200 and "text/event-stream" in self.content_type and not derived["done"]:
+            error = "stream ended without [DONE]" + (" inside an event" if unterminated else "")
+        reply: dict[str, Any] = {**meta, "request_id": self.request_id, "endpoint": self.path,
+                                 "sent_ns": self.sent_ns, "status": self.status}
+        if error:
+            reply["error"] = error
+        reply["events"] = events
+        reply.update(derived)
+        reply["dropped_fields"] = list(self.dropped_fields)
+        return reply
+
+
+def describe_exception(exc: BaseException, timeout_s: float | None = None) -> str:
+    """One line for a transport failure; the single place aiohttp's errors are mapped."""
+    if isinstance(exc, asyncio.TimeoutError):
+        return f"timeout: no complete reply within {timeout_s:g} s" if timeout_s else "timeout"
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return f"connection failed: {exc.os_error or exc}"
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return "server disconnected before the reply ended"
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        return f"broken stream: {exc}"
+    if isinstance(exc, aiohttp.ClientResponseError):
+        return f"bad HTTP response: {exc.status} {exc.message}"
+    if isinstance(exc, (aiohttp.ClientError, OSError)):
+        return f"{type(exc).__name__}: {exc}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _named_in(fields: Iterable[str], message: str) -> list[str]:
+    low = message.lower()
+    return [f for f in fields if f.lower() in low]
+
+
+class Client:
+    """One aiohttp session to one endpoint. Use as ``async with Client(endpoint) as c:``.
+
+    Args:
+        endpoint: where to send, with the API-key variable's name.
+        timeout_s: whole-request limit in seconds (stream included).
+        max_connections: connection pool size; 0 = unlimited (the load runner bounds concurrency).
+    """
+
+    def __init__(self, endpoint: Endpoint, *, timeout_s: float = 600.0, max_connections: int = 0) -> None:
+        self.endpoint = endpoint
+        self.timeout_s = timeout_s
+        self._limit = max_connections
+        self._session: aiohttp.ClientSession | None = None
+        self._headers = {"Content-Type": "application/json", **endpoint.headers()}
+        self.rejected_fields: set[str] = set()
+
+    async def __aenter__(self) -> Client:
+        connector = aiohttp.TCPConnector(limit=self._limit, ttl_dns_cache=300, enable_cleanup_closed=False)
+        self._session = aiohttp.ClientSession(connector=connector, auto_decompress=True,
+                                              timeout=aiohttp.ClientTimeout(total=self.timeout_s))
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            raise RuntimeError("Client used outside `async with`")
+        return self._session
+
+    async def get(self, path: str, *, timeout_s: float | None = None) -> Exchange:
+        """GET ``path`` (e.g. ``/v1/models``); never raises for server faults."""
+        return await self._exchange("GET", path, None, uuid.uuid4().hex, timeout_s)
+
+    async def post(self, path: str, body: dict[str, Any], *, optional: Iterable[str] = (),
+                   request_id: str | None = None, timeout_s: float | None = None) -> Exchange:
+        """POST ``body`` to ``path``, streamed or not; drop-and-retry rejected ``optional`` fields once.
+
+        Args:
+            path: e.g. ``/v1/chat/completions``.
+            body: the JSON request; not modified.
+            optional: names of fields in ``body`` the caller can do without.
+            request_id: sent as ``X-Request-ID`` (a fresh uuid4 hex when None).
+        """
+        rid = request_id or uuid.uuid4().hex
+        optional = [f for f in optional if f in body]
+        dropped = [f for f in optional if f in self.rejected_fields]
+        send = {k: v for k, v in body.items() if k not in dropped} if dropped else body
+        ex = await self._exchange("POST", path, send, rid, timeout_s)
+        if ex.status == 400 and optional:
+            left = [f for f in optional if f not in dropped]
+            drop = _named_in(left, ex.error or "") or left
+            if drop:
+                self.rejected_fields.update(drop)
+                dropped = dropped + drop
+                send = {k: v for k, v in body.items() if k not in dropped}
+                ex = await self._exchange("POST", path, send, rid, timeout_s)
+        ex.dropped_fields = dropped
+        return ex
+
+    async def _exchange(self, method: str, path: str, body: dict[str, Any] | None, rid: str,
+                        timeout_s: float | None) -> Exchange:
+        headers = {**self._headers, "X-Request-ID": rid}
+        data = orjson.dumps(body) if body is not None else None
+        kw = {"timeout": aiohttp.ClientTimeout(total=timeout_s)} if timeout_s else {}
+        ex = Exchange(request_id=rid, path=path, body=body or {}, sent_ns=0)
+        chunks = ex.chunks
+        append = chunks.append
+        clock = time.perf_counter_ns
+        try:
+            ex.sent_ns = clock()
+            async with self.session.request(method, self.endpoint.url(path), data=data, headers=headers,
+                                            **kw) as resp:
+                ex.status = resp.status
+                ex.content_type = resp.headers.get("Content-Type", "")
+                readany = resp.content.readany
+                if resp.status != 200:
+                    raw = await resp.content.read(64 * 1024)
+                    append((clock(), raw))
+                    ex.error = f"HTTP {resp.status}: " + raw[:ERROR_BYTES].decode("utf-8", "replace")
+                    return ex
+                while True:
+                    chunk = await readany()
+                    if not chunk:
+                        break
+                    append((clock(), chunk))
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            ex.error = describe_exception(exc, timeout_s or self.timeout_s)
+            if chunks:
+                ex.error = f"{ex.error} (after {len(chunks)} chunks)"
+        return ex
+
+    async def get_json(self, path: str, *, timeout_s: float | None = 10.0) -> tuple[Any, str | None]:
+        """``(parsed JSON, None)`` for a 200 reply, else ``(None, error line)``."""
+        ex = await self.get(path, timeout_s=timeout_s)
+        if ex.error:
+            return None, ex.error
+        val = ex.json()
+        return (val, None) if val is not None else (None, f"{path}: reply is not JSON")
+
+    async def post_json(self, path: str, body: dict[str, Any], *,
+                        timeout_s: float | None = None) -> tuple[Any, str | None]:
+        """POST without streaming: ``(parsed JSON, None)`` for 200, else ``(None, error line)``."""
+        ex = await self.post(path, body, timeout_s=timeout_s)
+        if ex.error:
+            return None, ex.error
+        val = ex.json()
+        return (val, None) if val is not None else (None, f"{path}: reply is not JSON")

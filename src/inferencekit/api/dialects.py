@@ -1,0 +1,132 @@
+"""How each engine spells what the OpenAI API leaves out — the one place that says so.
+
+Per engine: where tokenize lives and how its body and reply look, how to get generated token ids,
+how to bypass or reset the prompt/prefix cache, where the parallel capacity is reported, and which
+options it is known to drop silently. Observed behaviour is in ../shared/ENGINES.md; SGLang's
+native API follows its docs (``/tokenize``, ``/flush_cache``, ``/get_server_info``).
+
+``detect.py`` decides which dialect a URL speaks; everything else asks the dialect.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Dialect", "DIALECTS", "dialect", "ENGINE_NAMES"]
+
+
+def _tokens_list(reply: Any) -> list[int] | None:
+    """``{"tokens": [...]}`` with ints, or with ``{"id": ...}`` objects (llama-server with_pieces)."""
+    if not isinstance(reply, dict) or not isinstance(reply.get("tokens"), list):
+        return None
+    out = []
+    for t in reply["tokens"]:
+        if isinstance(t, dict):
+            t = t.get("id")
+        if not isinstance(t, int) or isinstance(t, bool):
+            return None
+        out.append(t)
+    return out
+
+
+def _text_of(reply: Any) -> str | None:
+    if isinstance(reply, dict):
+        for k in ("content", "prompt", "text"):
+            if isinstance(reply.get(k), str):
+                return reply[k]
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    """One engine's spelling of the non-standard parts.
+
+    Attributes:
+        name: engine name as recorded (``vllm``, ``sglang``, ``llama-server``, ``llama-cpp-python``,
+            ``openai``).
+        tokenize_path: POST path of the tokenizer endpoint, or None.
+        tokenize_body: text → request body for ``tokenize_path``.
+        detokenize_path, detokenize_body: the inverse, or None.
+        count_fields: request fields that make every streamed event say how many tokens it carried (token
+            ids, else one logprob entry per token); {} when the engine has no such option.
+        cache_bypass: returns request fields that make one request miss the prompt cache, or None.
+        cache_reset_path: POST path that empties the prefix cache, or None.
+        capacity_path: GET path whose JSON reports parallel capacity; ``capacity_of`` reads it.
+        fixed_capacity: capacity known without asking (llama-cpp-python serialises: 1).
+        ignores: option names this engine is known to accept and drop without effect.
+    """
+
+    name: str
+    tokenize_path: str | None = None
+    tokenize_body: Callable[[str], dict[str, Any]] | None = None
+    detokenize_path: str | None = None
+    detokenize_body: Callable[[list[int]], dict[str, Any]] | None = None
+    count_fields: dict[str, Any] = field(default_factory=dict)
+    cache_bypass: Callable[[], dict[str, Any]] | None = None
+    cache_reset_path: str | None = None
+    capacity_path: str | None = None
+    capacity_of: Callable[[Any], int | None] | None = None
+    fixed_capacity: int | None = None
+    ignores: tuple[str, ...] = ()
+
+    def parse_tokens(self, reply: Any) -> list[int] | None:
+        """Token ids from a tokenize reply, or None when the shape is not understood."""
+        return _tokens_list(reply)
+
+    def parse_text(self, reply: Any) -> str | None:
+        """Text from a detokenize reply, or None."""
+        return _text_of(reply)
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-able summary for run.json and the probe report."""
+        return {"name": self.name, "tokenize": self.tokenize_path, "detokenize": self.detokenize_path,
+                "stream_count_fields": self.count_fields or None,
+                "cache_bypass": sorted(self.cache_bypass()) if self.cache_bypass else None,
+                "cache_reset": self.cache_reset_path, "capacity": self.capacity_path or self.fixed_capacity,
+                "known_ignored_options": list(self.ignores)}
+
+
+def _slots(props: Any) -> int | None:
+    v = props.get("total_slots") if isinstance(props, dict) else None
+    return v if isinstance(v, int) and v > 0 else None
+
+
+def _sglang_capacity(info: Any) -> int | None:
+    v = info.get("max_running_requests") if isinstance(info, dict) else None
+    return v if isinstance(v, int) and v > 0 else None
+
+
+DIALECTS: dict[str, Dialect] = {
+    "vllm": Dialect(
+        "vllm", tokenize_path="/tokenize", tokenize_body=lambda t: {"prompt": t, "add_special_tokens": False},
+        detokenize_path="/detokenize", detokenize_body=lambda ids: {"tokens": ids},
+        count_fields={"return_token_ids": True},
+        cache_bypass=lambda: {"cache_salt": uuid.uuid4().hex},
+        cache_reset_path="/reset_prefix_cache"),
+    "sglang": Dialect(
+        "sglang", tokenize_path="/tokenize", tokenize_body=lambda t: {"prompt": t, "add_special_tokens": False},
+        detokenize_path="/detokenize", detokenize_body=lambda ids: {"tokens": ids},
+        cache_reset_path="/flush_cache", capacity_path="/get_server_info", capacity_of=_sglang_capacity),
+    "llama-server": Dialect(
+        "llama-server", tokenize_path="/tokenize", tokenize_body=lambda t: {"content": t, "add_special": False},
+        detokenize_path="/detokenize", detokenize_body=lambda ids: {"tokens": ids},
+        count_fields={"logprobs": True, "top_logprobs": 0},
+        cache_bypass=lambda: {"cache_prompt": False},
+        capacity_path="/props", capacity_of=_slots),
+    "llama-cpp-python": Dialect(
+        "llama-cpp-python", tokenize_path="/extras/tokenize", tokenize_body=lambda t: {"input": t},
+        detokenize_path="/extras/detokenize", detokenize_body=lambda ids: {"tokens": ids},
+        count_fields={"logprobs": True, "top_logprobs": 0},
+        fixed_capacity=1, ignores=("ignore_eos", "stream_options")),
+    "openai": Dialect("openai"),
+}
+
+ENGINE_NAMES = tuple(DIALECTS)
+
+
+def dialect(name: str) -> Dialect:
+    """The dialect called ``name`` (unknown names get the generic OpenAI dialect)."""
+    return DIALECTS.get(name, DIALECTS["openai"])

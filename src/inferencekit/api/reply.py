@@ -1,0 +1,217 @@
+"""The reply file: built from one exchange's timed events, every derived field re-derivable.
+
+A reply file (DESIGN.md, "Reply file") keeps every SSE ``data:`` payload exactly as received with
+its receive time relative to the send (``events``). Everything else — text, reasoning, token ids,
+logprobs, usage, finish_reason, TTFT, TTFO, E2EL, ITL — is computed here from those events, after
+the stream, so a parser fix can re-derive an old run with ``rederive()``.
+
+Definitions (the bench metric manifest, ``bench/manifest.py``):
+- a *token event* carries generated output on any channel: visible content, reasoning, a tool-call
+  delta, token ids or logprob entries; usage-only events, role-only events and ``[DONE]`` are not;
+- TTFT = first token event; TTFO = first event with visible content; E2EL = last token event;
+- ITL = gaps between consecutive token events; an event that says how many tokens it carried
+  (token ids, else logprob entries) has its gap split evenly over them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, TypedDict
+
+import orjson
+
+__all__ = ["ReplyFile", "derive", "rederive", "is_ok"]
+
+
+class ReplyFile(TypedDict, total=False):
+    """JSON shape of ``outputs/<engine>/.../<id>.json``."""
+
+    id: str
+    request_id: str
+    engine: str
+    endpoint: str
+    level: str
+    bucket: str
+    salt: str
+    scheduled_ns: int
+    sent_ns: int
+    status: int
+    error: str
+    events: list[list[Any]]
+    done: bool
+    text: str
+    reasoning: str
+    tool_calls: list[dict[str, Any]]
+    token_ids: list[int]
+    logprobs: list[dict[str, Any]]
+    prompt_token_ids: list[int]
+    finish_reason: str | None
+    usage: dict[str, Any] | None
+    server_timings: dict[str, Any]
+    ttft_ms: float | None
+    ttfo_ms: float | None
+    e2el_ms: float | None
+    itl_ms: list[float]
+    chunks: int
+    n_streamed: int | None
+    streamed_method: str | None
+    dropped_fields: list[str]
+
+
+def _legacy_logprobs(lp: dict[str, Any]) -> list[dict[str, Any]]:
+    """/v1/completions ``{tokens, token_logprobs, top_logprobs}`` → chat-shaped entries."""
+    toks = lp.get("tokens") or []
+    vals = lp.get("token_logprobs") or []
+    tops = lp.get("top_logprobs") or []
+    out = []
+    for i, tok in enumerate(toks):
+        top = tops[i] if i < len(tops) and isinstance(tops[i], dict) else {}
+        out.append({"token": tok, "logprob": vals[i] if i < len(vals) else None,
+                    "top_logprobs": [{"token": k, "logprob": v} for k, v in top.items()]})
+    return out
+
+
+def _entries(choice: dict[str, Any]) -> list[dict[str, Any]] | None:
+    lp = choice.get("logprobs")
+    if not isinstance(lp, dict):
+        return None
+    if isinstance(lp.get("content"), list):
+        return lp["content"]
+    if isinstance(lp.get("tokens"), list):
+        return _legacy_logprobs(lp)
+    return None
+
+
+def _merge_tool_calls(acc: dict[int, dict[str, Any]], deltas: list[Any]) -> None:
+    for d in deltas:
+        if not isinstance(d, dict):
+            continue
+        slot = acc.setdefault(int(d.get("index", len(acc))), {"id": None, "type": "function",
+                                                             "name": "", "arguments": ""})
+        if d.get("id"):
+            slot["id"] = d["id"]
+        fn = d.get("function") or {}
+        slot["name"] += fn.get("name") or ""
+        slot["arguments"] += fn.get("arguments") or ""
+
+
+def derive(events: Sequence[Sequence[Any]]) -> dict[str, Any]:
+    """Derived reply fields from timed payloads.
+
+    Args:
+        events: ``[t_ns, payload]`` pairs, ``t_ns`` relative to the send (ns), payload the raw SSE
+            data string (or a whole JSON body for a non-streamed reply).
+
+    Returns:
+        A dict with ``text``, ``reasoning``, ``tool_calls``, ``token_ids`` (None when the stream
+        carried none), ``logprobs`` (None likewise), ``prompt_token_ids``, ``finish_reason``,
+        ``usage``, ``server_timings``, ``done``, ``ttft_ms``, ``ttfo_ms``, ``e2el_ms``, ``itl_ms``,
+        ``chunks`` (token events), ``n_streamed`` and ``streamed_method`` and ``stream_error``
+        (an error object sent inside the stream, else None).
+    """
+    text: list[str] = []
+    reasoning: list[str] = []
+    tools: dict[int, dict[str, Any]] = {}
+    ids: list[int] = []
+    saw_ids = False
+    lps: list[dict[str, Any]] = []
+    saw_lps = False
+    usage = finish = timings = prompt_ids = stream_error = None
+    done = False
+    first_tok = first_vis = last_tok = None
+    token_times: list[tuple[int, int | None]] = []
+    for t_ns, payload in events:
+        if payload == "[DONE]":
+            done = True
+            continue
+        try:
+            obj = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            stream_error = stream_error or f"unparseable event: {payload[:200]}"
+            continue
+        if not isinstance(obj, dict):
+            continue
+        if obj.get("error") is not None:
+            err = obj["error"]
+            stream_error = (err.get("message") if isinstance(err, dict) else None) or str(err)[:500]
+        if obj.get("usage"):
+            usage = obj["usage"]
+        if obj.get("timings"):
+            timings = obj["timings"]
+        if obj.get("prompt_token_ids") is not None:
+            prompt_ids = obj["prompt_token_ids"]
+        choices = obj.get("choices") or []
+        ch = choices[0] if choices and isinstance(choices[0], dict) else {}
+        if ch.get("finish_reason") is not None:
+            finish = ch["finish_reason"]
+        if ch.get("prompt_token_ids") is not None:
+            prompt_ids = ch["prompt_token_ids"]
+        delta = ch.get("delta") if isinstance(ch.get("delta"), dict) else ch.get("message")
+        content = rsn = None
+        tool_delta = None
+        if isinstance(delta, dict):
+            content = delta.get("content")
+            rsn = delta.get("reasoning_content") or delta.get("reasoning")
+            tool_delta = delta.get("tool_calls")
+        elif isinstance(ch.get("text"), str):
+            content = ch["text"]
+        n_here: int | None = None
+        ev_ids = ch.get("token_ids")
+        entries = _entries(ch)
+        if isinstance(entries, list):
+            saw_lps = True
+            lps.extend(entries)
+            if entries:
+                n_here = len(entries)
+            if ev_ids is None and entries and all(isinstance(e, dict) and "id" in e for e in entries):
+                ev_ids = [e["id"] for e in entries]
+        if isinstance(ev_ids, list):
+            saw_ids = True
+            ids.extend(ev_ids)
+            if ev_ids:
+                n_here = len(ev_ids)
+        if content:
+            text.append(content)
+        if rsn:
+            reasoning.append(rsn)
+        if tool_delta:
+            _merge_tool_calls(tools, tool_delta)
+        if content or rsn or tool_delta or n_here:
+            if first_tok is None:
+                first_tok = t_ns
+            if content and first_vis is None:
+                first_vis = t_ns
+            last_tok = t_ns
+            token_times.append((t_ns, n_here))
+    itl: list[float] = []
+    for (t0, _), (t1, n) in zip(token_times, token_times[1:]):
+        k = n if n and n > 1 else 1
+        itl.extend([(t1 - t0) / 1e6 / k] * k)
+    n_streamed, method = (len(ids), "token_ids") if saw_ids else ((len(lps), "logprobs") if saw_lps else (None, None))
+    return {
+        "text": "".join(text), "reasoning": "".join(reasoning),
+        "tool_calls": [tools[k] for k in sorted(tools)],
+        "token_ids": ids if saw_ids else None, "logprobs": lps if saw_lps else None,
+        "prompt_token_ids": prompt_ids, "finish_reason": finish, "usage": usage, "server_timings": timings,
+        "done": done, "stream_error": stream_error,
+        "ttft_ms": None if first_tok is None else first_tok / 1e6,
+        "ttfo_ms": None if first_vis is None else first_vis / 1e6,
+        "e2el_ms": None if last_tok is None else last_tok / 1e6,
+        "itl_ms": itl, "chunks": len(token_times), "n_streamed": n_streamed, "streamed_method": method,
+    }
+
+
+def rederive(reply: dict[str, Any]) -> dict[str, Any]:
+    """The reply with every derived field recomputed from its ``events`` (a parser fix re-applies)."""
+    out = dict(reply)
+    derived = derive(reply.get("events") or [])
+    stream_error = derived.pop("stream_error")
+    out.update(derived)
+    if stream_error and not out.get("error"):
+        out["error"] = stream_error
+    return out
+
+
+def is_ok(reply: dict[str, Any]) -> bool:
+    """A finished, successful reply: HTTP 200, no recorded error."""
+    return reply.get("status") == 200 and not reply.get("error")

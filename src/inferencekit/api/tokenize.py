@@ -1,0 +1,113 @@
+"""Tokenizers: the engine's own tokenize endpoint (through its dialect) or a local Hugging Face one.
+
+Preference (DESIGN.md, N_out): ``--tokenizer PATH`` (a local Hugging Face directory or a GGUF
+file, loaded with transformers), else the engine's tokenize endpoint. Every tokenizer says what it
+is (``source``), which is recorded beside every re-tokenized count. Texts are encoded without
+special tokens (no BOS): counts are of the text itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any, Protocol
+
+from inferencekit.api.client import Client
+from inferencekit.api.dialects import Dialect
+from inferencekit.errors import OpError
+
+__all__ = ["Tokenizer", "EngineTokenizer", "LocalTokenizer", "TokenizeError", "choose_tokenizer"]
+
+
+class TokenizeError(RuntimeError):
+    """The tokenizer could not answer (server error, unknown reply shape)."""
+
+
+class Tokenizer(Protocol):
+    source: str
+
+    async def encode(self, text: str) -> list[int]: ...
+
+    async def decode(self, ids: list[int]) -> str: ...
+
+
+class EngineTokenizer:
+    """The server's own tokenizer over HTTP (``/tokenize``, ``/extras/tokenize``, ...)."""
+
+    def __init__(self, client: Client, dialect: Dialect) -> None:
+        if not dialect.tokenize_path or dialect.tokenize_body is None:
+            raise ValueError(f"engine {dialect.name} has no known tokenize endpoint")
+        self.client = client
+        self.dialect = dialect
+        self.source = f"engine:{dialect.name}{dialect.tokenize_path}"
+
+    async def encode(self, text: str) -> list[int]:
+        """Token ids of ``text`` (no special tokens added).
+
+        Raises:
+            TokenizeError: HTTP error or an unknown reply shape.
+        """
+        assert self.dialect.tokenize_path and self.dialect.tokenize_body
+        val, err = await self.client.post_json(self.dialect.tokenize_path, self.dialect.tokenize_body(text),
+                                               timeout_s=60)
+        ids = self.dialect.parse_tokens(val) if err is None else None
+        if ids is None:
+            raise TokenizeError(err or f"{self.dialect.tokenize_path}: unexpected reply {str(val)[:200]}")
+        return ids
+
+    async def decode(self, ids: list[int]) -> str:
+        """Text of ``ids``.
+
+        Raises:
+            TokenizeError: no detokenize endpoint, HTTP error or an unknown reply shape.
+        """
+        if not self.dialect.detokenize_path or self.dialect.detokenize_body is None:
+            raise TokenizeError(f"engine {self.dialect.name} has no detokenize endpoint")
+        val, err = await self.client.post_json(self.dialect.detokenize_path, self.dialect.detokenize_body(ids),
+                                               timeout_s=60)
+        text = self.dialect.parse_text(val) if err is None else None
+        if text is None:
+            raise TokenizeError(err or f"{self.dialect.detokenize_path}: unexpected reply {str(val)[:200]}")
+        return text
+
+
+class LocalTokenizer:
+    """A Hugging Face tokenizer from a local directory or a GGUF file (needs ``transformers``; ``gguf`` for GGUF).
+
+    Raises:
+        OpError: transformers missing, or the path cannot be loaded.
+    """
+
+    def __init__(self, path: str) -> None:
+        try:
+            from transformers import AutoTokenizer
+        except ImportError:
+            raise OpError("--tokenizer needs transformers: pip install 'inferencekit[tokenizers]'") from None
+        p = Path(path)
+        try:
+            if p.is_file() and p.suffix == ".gguf":
+                self._tok: Any = AutoTokenizer.from_pretrained(str(p.parent), gguf_file=p.name)
+            elif p.is_dir():
+                self._tok = AutoTokenizer.from_pretrained(str(p))
+            else:
+                raise OpError(f"--tokenizer {path!r} is neither a Hugging Face directory nor a .gguf file")
+        except OpError:
+            raise
+        except Exception as e:  # transformers raises many types for a bad folder
+            raise OpError(f"--tokenizer {path!r} could not be loaded: {type(e).__name__}: {e}") from None
+        self.source = f"local:{p}"
+
+    async def encode(self, text: str) -> list[int]:
+        return list(await asyncio.to_thread(self._tok.encode, text, add_special_tokens=False))
+
+    async def decode(self, ids: list[int]) -> str:
+        return str(await asyncio.to_thread(self._tok.decode, ids))
+
+
+def choose_tokenizer(path: str | None, client: Client, dialect: Dialect) -> Tokenizer | None:
+    """``--tokenizer`` when given, else the engine's endpoint when its dialect has one, else None."""
+    if path:
+        return LocalTokenizer(path)
+    if dialect.tokenize_path:
+        return EngineTokenizer(client, dialect)
+    return None

@@ -1,0 +1,55 @@
+"""The settings of one ``bench serve`` run, stored in run.json so ``--resume`` replays them exactly."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from inferencekit.bench.plan import LevelSpec
+
+__all__ = ["ServeConfig", "FIXED_FIELDS"]
+
+# Request fields bench serve sets itself; --extra-body may not override them.
+FIXED_FIELDS = {"model", "messages", "prompt", "max_tokens", "stream", "stream_options", "temperature",
+                "ignore_eos", "return_token_ids", "logprobs", "top_logprobs"}
+
+
+@dataclass(slots=True)
+class ServeConfig:
+    """Everything that decides what is sent (all JSON-able; see ``to_json``).
+
+    ``num_prompts`` is per level; ``duration_s`` (when set) bounds each level's sending time
+    instead. ``count_tokens`` asks the engine's dialect for per-event token counts (token ids or
+    logprob entries) so N_out can be checked against usage.
+    """
+
+    levels: list[LevelSpec]
+    dataset: str = "dev"
+    num_prompts: int | None = 32
+    duration_s: float | None = None
+    warmup: int = 2
+    max_tokens: int | None = None
+    ignore_eos: bool = False
+    temperature: float = 0.0
+    input_len: int | None = None
+    seed: int = 0
+    slo: dict[str, float] = field(default_factory=dict)
+    count_tokens: bool = True
+    retokenize: bool = True
+    tokenizer: str | None = None
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+    timeout_s: float = 600.0
+    engine_label: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["levels"] = [asdict(lv) for lv in self.levels]
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> ServeConfig:
+        d = dict(d)
+        d["levels"] = [LevelSpec(**lv) for lv in d["levels"]]
+        known = set(cls.__dataclass_fields__)  # type: ignore[attr-defined]
+        return cls(**{k: v for k, v in d.items() if k in known})

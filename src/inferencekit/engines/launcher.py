@@ -1,0 +1,169 @@
+"""Start a local engine on a free loopback port, wait until it answers, stop it, explain a crash.
+
+The engine runs in its own process group with stdout and stderr in a log file. Readiness is an
+HTTP 200 from the recipe's health path. If the process exits first (SIGILL from a native llama.cpp
+build on a CPU whose AMX the VM disables, the OOM killer's SIGKILL, a bad flag), ``start_engine``
+raises an ``OpError`` that names the signal, the log file and its last lines.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from inferencekit.engines.recipes import Recipe, recipe
+from inferencekit.errors import OpError
+
+__all__ = ["RunningEngine", "free_port", "start_engine", "stop_engine", "log_tail", "http_ok", "pid_alive"]
+
+_SIGNAL_HINTS = {
+    signal.SIGILL: "illegal instruction: the binary uses a CPU feature this machine does not enable (a llama.cpp "
+                   "built with GGML_NATIVE=ON on a VM that hides AMX does this); rebuild with GGML_NATIVE=OFF",
+    signal.SIGKILL: "killed: most often the kernel's OOM killer (not enough memory for the model and KV cache)",
+    signal.SIGSEGV: "segmentation fault inside the engine",
+    signal.SIGABRT: "the engine aborted (an assertion or fatal error; see the log)",
+}
+
+
+@dataclass(slots=True)
+class RunningEngine:
+    """A started engine. ``url`` is its root (no ``/v1``)."""
+
+    engine: str
+    pid: int
+    port: int
+    url: str
+    log_path: str
+    argv: list[str]
+    started_at: float
+    ready_s: float
+    model_name: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def log_tail(path: Path | str, lines: int = 15) -> str:
+    """The last ``lines`` lines of a log file ('' when unreadable)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 16384))
+            return "\n".join(f.read().decode("utf-8", "replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def http_ok(url: str, timeout_s: float = 2.0) -> bool:
+    """True when GET ``url`` answers 200."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as r:  # noqa: S310 (loopback URLs we built)
+            return r.status == 200
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _exit_text(code: int) -> str:
+    if code < 0:
+        sig = signal.Signals(-code)
+        hint = _SIGNAL_HINTS.get(sig, "")
+        return f"was killed by signal {-code} ({sig.name}{': ' + hint if hint else ''})"
+    return f"exited with code {code}"
+
+
+def start_engine(engine: str, log_dir: Path, *, port: int | None = None, threads: int | None = None,
+                 parallel: int = 4, ctx_size: int = 4096, extra: tuple[str, ...] = (),
+                 ready_timeout_s: float | None = None, rec: Recipe | None = None) -> RunningEngine:
+    """Start ``engine`` and return once it answers its health path.
+
+    Args:
+        log_dir: folder for ``<engine>-<port>.log`` (created).
+        port: loopback port (default: a free one).
+        ready_timeout_s: how long to wait for readiness (default: the recipe's).
+        rec: a prepared recipe (tests); default ``recipe(engine, port, ...)``.
+
+    Raises:
+        OpError: the engine is not installed, exits before it is ready (signal, log path and log
+            tail in the message), or does not answer within the timeout (it is then stopped).
+    """
+    port = port or free_port()
+    rec = rec or recipe(engine, port, threads=threads, parallel=parallel, ctx_size=ctx_size, extra=extra)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / f"{engine}-{port}.log"
+    env = {**os.environ, **rec.env}
+    t0 = time.monotonic()
+    with open(log_path, "ab") as log:
+        log.write(f"# inferencekit: {' '.join(rec.argv)}\n".encode())
+        log.flush()
+        proc = subprocess.Popen(rec.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = t0 + (ready_timeout_s or rec.ready_timeout_s)
+    while True:
+        code = proc.poll()
+        if code is not None:
+            raise OpError(f"engine {engine} {_exit_text(code)} before it was ready. Log: {log_path}\n"
+                          f"--- last lines ---\n{log_tail(log_path)}")
+        if http_ok(url + rec.health_path, timeout_s=2.0):
+            break
+        if time.monotonic() > deadline:
+            _terminate(proc.pid)
+            raise OpError(f"engine {engine} did not answer {rec.health_path} within "
+                          f"{ready_timeout_s or rec.ready_timeout_s:g} s; stopped it. Log: {log_path}\n"
+                          f"--- last lines ---\n{log_tail(log_path)}")
+        time.sleep(0.25)
+    return RunningEngine(engine, proc.pid, port, url, str(log_path), list(rec.argv), time.time(),
+                         round(time.monotonic() - t0, 2), rec.model_name)
+
+
+def _terminate(pid: int, grace_s: float = 10.0) -> None:
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        return
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            done = pid if not pid_alive(pid) else 0
+        if done:
+            return
+        time.sleep(0.1)
+    try:
+        os.killpg(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except (ProcessLookupError, ChildProcessError, PermissionError):
+        pass
+
+
+def stop_engine(eng: RunningEngine | dict[str, Any], grace_s: float = 10.0) -> None:
+    """Stop a started engine (SIGTERM to its process group, SIGKILL after ``grace_s``)."""
+    pid = eng.pid if isinstance(eng, RunningEngine) else int(eng["pid"])
+    _terminate(pid, grace_s)
+

@@ -1,0 +1,125 @@
+"""How to start each local engine: command line, environment, readiness check, where it is installed.
+
+Recipes follow ../shared/ENGINES.md as observed on a 2-core CPU machine:
+- ``llama-cpp-python``: ``python -m llama_cpp.server`` (the embedded default; serialises requests);
+- ``llama-server``: llama.cpp's native server built by ``make llama-server`` (parallel slots,
+  prompt cache, per-request ``timings``);
+- ``vllm``: vLLM on CPU in its own virtualenv, serving the GGUF converted to float32 safetensors
+  (``make vllm``).
+Install locations: ``$INFERENCEKIT_LLAMA_SERVER``, ``$INFERENCEKIT_VLLM_PYTHON``,
+``$INFERENCEKIT_VLLM_MODEL``, else the build cache ``$INFERENCEKIT_CACHE`` (default
+``~/.cache/inferencekit``) where the Makefile puts them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from inferencekit.engines.model import EMBEDDED_MODEL_NAME, embedded_gguf
+from inferencekit.errors import OpError
+
+__all__ = ["Recipe", "ENGINES", "recipe", "cache_root", "llama_server_binary", "vllm_install"]
+
+ENGINES = ("llama-cpp-python", "llama-server", "vllm")
+LLAMA_CPP_VERSION = "0.3.36"
+VLLM_VERSION = "0.32.0"
+
+
+def cache_root() -> Path:
+    """``$INFERENCEKIT_CACHE``, else ``$XDG_CACHE_HOME/inferencekit``, else ``~/.cache/inferencekit``."""
+    if os.environ.get("INFERENCEKIT_CACHE"):
+        return Path(os.environ["INFERENCEKIT_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "inferencekit"
+
+
+def llama_server_binary() -> Path:
+    """The llama-server executable.
+
+    Raises:
+        OpError: not built (names the make target and the variable that overrides the path).
+    """
+    env = os.environ.get("INFERENCEKIT_LLAMA_SERVER")
+    cands = [Path(env)] if env else [cache_root() / f"llama.cpp-{LLAMA_CPP_VERSION}" / "bin" / "llama-server"]
+    if not env and shutil.which("llama-server"):
+        cands.append(Path(shutil.which("llama-server")))  # type: ignore[arg-type]
+    for c in cands:
+        if c.is_file() and os.access(c, os.X_OK):
+            return c
+    raise OpError(f"llama-server is not built (looked at {', '.join(map(str, cands))}); run `make llama-server` "
+                  "or set INFERENCEKIT_LLAMA_SERVER to its path")
+
+
+def vllm_install() -> tuple[Path, Path]:
+    """(python of the vLLM virtualenv, float32 model directory).
+
+    Raises:
+        OpError: not set up (names the make target and the override variables).
+    """
+    py = Path(os.environ.get("INFERENCEKIT_VLLM_PYTHON")
+              or cache_root() / f"vllm-{VLLM_VERSION}" / "venv" / "bin" / "python")
+    model = Path(os.environ.get("INFERENCEKIT_VLLM_MODEL")
+                 or cache_root() / "models" / "smollm2-135m-instruct-f32")
+    if not py.is_file():
+        raise OpError(f"vLLM is not set up ({py} missing); run `make vllm` or set INFERENCEKIT_VLLM_PYTHON")
+    if not (model / "config.json").is_file():
+        raise OpError(f"the vLLM model directory {model} is missing; run `make vllm` or set INFERENCEKIT_VLLM_MODEL")
+    return py, model
+
+
+@dataclass(frozen=True, slots=True)
+class Recipe:
+    """A ready-to-run engine command. ``health_path`` answers 200 once the engine serves."""
+
+    engine: str
+    argv: tuple[str, ...]
+    env: dict[str, str] = field(default_factory=dict)
+    health_path: str = "/v1/models"
+    ready_timeout_s: float = 120.0
+    model_name: str = EMBEDDED_MODEL_NAME
+
+
+def recipe(engine: str, port: int, *, threads: int | None = None, parallel: int = 4, ctx_size: int = 4096,
+           extra: tuple[str, ...] = ()) -> Recipe:
+    """The command that starts ``engine`` on ``127.0.0.1:port``.
+
+    Args:
+        threads: CPU threads for llama.cpp engines (default: every core).
+        parallel: llama-server slots; its context is ``ctx_size`` per slot.
+        ctx_size: context length in tokens (per slot for llama-server; vLLM uses ``min(ctx_size, 2048)``).
+        extra: more engine flags, appended as given.
+
+    Raises:
+        OpError: unknown engine, or the engine / model is not installed.
+    """
+    threads = threads or os.cpu_count() or 1
+    host = ("--host", "127.0.0.1", "--port", str(port))
+    if engine == "llama-cpp-python":
+        try:
+            import llama_cpp  # noqa: F401
+        except ImportError:
+            raise OpError("llama-cpp-python is not installed in this environment; run `make demo` (it builds "
+                          "it with GGML_NATIVE=OFF)") from None
+        argv = (sys.executable, "-m", "llama_cpp.server", "--model", str(embedded_gguf()), *host,
+                "--n_ctx", str(ctx_size), "--n_threads", str(threads), "--model_alias", EMBEDDED_MODEL_NAME,
+                # Its default interrupts a streaming request whenever another arrives (broken streams under
+                # load); with this off it queues them, which is what a serialising server should do.
+                "--interrupt_requests", "false", *extra)
+        return Recipe(engine, argv, ready_timeout_s=120.0)
+    if engine == "llama-server":
+        argv = (str(llama_server_binary()), "-m", str(embedded_gguf()), *host, "--ctx-size", str(ctx_size * parallel),
+                "--parallel", str(parallel), "--threads", str(threads), "--metrics", "--alias", EMBEDDED_MODEL_NAME,
+                *extra)
+        return Recipe(engine, argv, health_path="/health", ready_timeout_s=60.0)
+    if engine == "vllm":
+        py, model = vllm_install()
+        argv = (str(py), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--served-model-name",
+                "smollm2-135m-instruct-f32", *host, "--dtype", "float32", "--max-model-len", str(min(ctx_size, 2048)),
+                "--enforce-eager", "--enable-prompt-tokens-details", *extra)
+        env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1",
+               "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
+        return Recipe(engine, argv, env, ready_timeout_s=300.0, model_name="smollm2-135m-instruct-f32")
+    raise OpError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")

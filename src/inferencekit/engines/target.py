@@ -1,0 +1,35 @@
+"""The server an operation talks to: the given URL, or the embedded engine started for the run."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from inferencekit.engines.launcher import RunningEngine, start_engine, stop_engine
+
+__all__ = ["serve_target", "EMBEDDED_ENGINE"]
+
+EMBEDDED_ENGINE = "llama-cpp-python"
+
+
+@contextmanager
+def serve_target(base_url: str | None, log_dir: Path, *, quiet: bool = False,
+                 engine: str = EMBEDDED_ENGINE) -> Iterator[tuple[str, RunningEngine | None]]:
+    """Yield ``(url, started engine or None)``; an engine started here is stopped on exit.
+
+    Raises:
+        OpError: the embedded engine is not installed or crashed while starting (log named).
+    """
+    if base_url:
+        yield base_url, None
+        return
+    if not quiet:
+        print(f"inferencekit: starting the embedded engine ({engine}, SmolLM2-135M-Instruct Q4_1); log in {log_dir}",
+              file=sys.stderr)
+    eng = start_engine(engine, log_dir)
+    try:
+        yield eng.url, eng
+    finally:
+        stop_engine(eng)

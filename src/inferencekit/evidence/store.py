@@ -1,0 +1,92 @@
+"""The evidence store: a folder of records, plus a copy of each in its run directory.
+
+Default store: ``$INFERENCEKIT_HOME/evidence``, else ``$XDG_DATA_HOME/inferencekit/evidence``
+(``~/.local/share/inferencekit/evidence``). A record is found by id, unique id prefix, or path.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from inferencekit.errors import OpError
+from inferencekit.rundir import RunDir, data_home, read_json, write_bytes
+from inferencekit.evidence.canonical import canonical_json
+
+__all__ = ["Store", "save_record", "resolve_record", "record_base"]
+
+
+def _default_root() -> Path:
+    return data_home() / "evidence"
+
+
+class Store:
+    """A folder of ``ev_<id>.json`` records."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = Path(root) if root else _default_root()
+
+    def save(self, record: dict[str, Any]) -> Path:
+        p = self.root / f"{record['evidence_id']}.json"
+        write_bytes(p, canonical_json(record))
+        return p
+
+    def find(self, id_or_prefix: str) -> Path | None:
+        """The record file for an id or unique prefix (``ev_`` optional), else None.
+
+        Raises:
+            OpError: the prefix matches more than one record.
+        """
+        key = id_or_prefix if id_or_prefix.startswith("ev_") else "ev_" + id_or_prefix
+        exact = self.root / f"{key}.json"
+        if exact.is_file():
+            return exact
+        hits = sorted(self.root.glob(f"{key}*.json")) if self.root.is_dir() else []
+        if len(hits) > 1:
+            raise OpError(f"{id_or_prefix!r} matches {len(hits)} records; give more of the id")
+        return hits[0] if hits else None
+
+    def all(self) -> list[Path]:
+        return sorted(self.root.glob("ev_*.json"), key=lambda p: p.stat().st_mtime) if self.root.is_dir() else []
+
+
+def save_record(record: dict[str, Any], run: RunDir | None, store: Store | None = None) -> Path:
+    """Write ``record`` to the store and, when given, to ``<run>/evidence/``; returns the run-dir copy's path
+    (or the store's when there is no run dir)."""
+    store_path = (store or Store()).save(record)
+    if run is None:
+        return store_path
+    p = run.evidence_dir / f"{record['evidence_id']}.json"
+    write_bytes(p, canonical_json(record))
+    return p
+
+
+def record_base(path: Path, record: dict[str, Any]) -> Path | None:
+    """The run directory a record's artifact paths are relative to: the folder above ``evidence/``
+    when the record sits in a run dir, else ``data.run_dir`` when that exists."""
+    path = Path(path).resolve()
+    if path.parent.name == "evidence" and (path.parent.parent / "run.json").is_file():
+        return path.parent.parent
+    hint = (record.get("data") or {}).get("run_dir")
+    if isinstance(hint, str) and Path(hint).is_dir():
+        return Path(hint)
+    return None
+
+
+def resolve_record(id_or_path: str, store: Store | None = None) -> tuple[dict[str, Any], Path]:
+    """Load a record given as a file path, an id, or an id prefix.
+
+    Raises:
+        OpError: nothing found, or the file is not a JSON record.
+    """
+    p = Path(id_or_path)
+    if not p.is_file():
+        found = (store or Store()).find(id_or_path)
+        if found is None:
+            raise OpError(f"no evidence record {id_or_path!r} (not a file, not in the store "
+                          f"{str((store or Store()).root)!r})")
+        p = found
+    rec = read_json(p)
+    if not isinstance(rec, dict) or "evidence_id" not in rec:
+        raise OpError(f"{str(p)!r} is not an evidence record")
+    return rec, p

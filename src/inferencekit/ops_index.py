@@ -1,0 +1,26 @@
+"""Imports every module that declares operations (the registry reads this), and ``inferencekit ops``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from inferencekit import verify  # noqa: F401
+from inferencekit.api import probe  # noqa: F401
+from inferencekit.bench import ops as _bench_ops  # noqa: F401
+from inferencekit.engines import ops as _engine_ops  # noqa: F401
+from inferencekit.evidence import ops as _evidence_ops  # noqa: F401
+from inferencekit.registry import Call, Outcome, operation, schema
+
+
+@operation(("ops",), "List every operation (with --json: the JSON schema of each, for agents).",
+           description="Prints each command with its one-line summary; with --json, one JSON document holding every "
+                       "operation's parameters as JSON schema, its example and the exit codes.",
+           example="inferencekit ops --json")
+def list_ops(call: Call) -> Outcome:
+    doc = schema()
+
+    def render(console: Any) -> None:
+        for op in doc["operations"]:
+            console.print(f"[bold]{op['command']}[/]  {op['summary']}")
+
+    return Outcome(doc, None, render)

@@ -1,0 +1,65 @@
+"""Terminal cards (rich): the bench level table and the verification card.
+
+Every figure says how it was measured: the table header names the statistic and unit, and the
+footer names the clock, the N_out source and where the files are.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["bench_table", "render_bench", "verdict_style"]
+
+_STYLE = {"PASS": "bold green", "FAIL": "bold red", "UNPROVEN": "bold yellow", "NOT RUN": "bold magenta"}
+
+
+def verdict_style(v: str | None) -> str:
+    return _STYLE.get(v or "", "bold")
+
+
+def _f(x: float | None, digits: int = 1) -> str:
+    return "—" if x is None else f"{x:,.{digits}f}"
+
+
+def bench_table(record: dict[str, Any]) -> Any:
+    """A rich Table: one row per load level of a ``bench`` record."""
+    from rich.table import Table
+
+    levels = record["data"]["levels"]
+    has_goodput = any("goodput" in v for v in levels.values())
+    t = Table(title="bench serve — client-side, per level (ms unless stated)", title_justify="left")
+    for col in ("level", "ok/total", "TTFT p50", "TTFT p99", "TPOT p50", "ITL p50", "E2EL p50", "out tok/s", "req/s"):
+        t.add_column(col, justify="right" if col != "level" else "left")
+    if has_goodput:
+        t.add_column("goodput req/s", justify="right")
+    for label, v in levels.items():
+        rq, th = v["requests"], v["throughput"]
+        row = [label, f"{rq['completed']}/{rq['total']}", _f(v["ttft_ms"]["p50"]), _f(v["ttft_ms"]["p99"]),
+               _f(v["tpot_ms"]["p50"]), _f(v["itl_ms"]["p50"]), _f(v["e2el_ms"]["p50"]),
+               _f(th["output_throughput_tok_s"]), _f(th["request_throughput_req_s"], 2)]
+        if has_goodput:
+            row.append(_f((v.get("goodput") or {}).get("goodput_req_s"), 2))
+        t.add_row(*row)
+    return t
+
+
+def _sources(record: dict[str, Any]) -> str:
+    srcs: dict[str, int] = {}
+    for v in record["data"]["levels"].values():
+        for k, n in v["n_out"]["sources"].items():
+            srcs[k] = srcs.get(k, 0) + n
+    return ", ".join(f"{k} ×{n}" for k, n in sorted(srcs.items())) or "none"
+
+
+def render_bench(console: Any, record: dict[str, Any]) -> None:
+    """Print the level table and how the figures were measured."""
+    console.print(bench_table(record))
+    eng = record["identity"]["engine"]
+    console.print(f"engine: {eng.get('engine')} {eng.get('version') or ''}  model: {record['identity']['model']['id']}  "
+                  f"N_out from: {_sources(record)}", markup=False)
+    console.print("TTFT = send → first token event; TPOT = (E2EL − TTFT)/(N_out − 1); ITL = gaps between token events; "
+                  "clock: perf_counter_ns on the client. Definitions: the record's data.metrics_manifest.",
+                  markup=False, style="dim")
+    for lim in record.get("limitations", []):
+        console.print(f"note: {lim}", markup=False, style="yellow")
+    console.print(f"record: {record['evidence_id']}   run dir: {record['data']['run_dir']}", markup=False)

@@ -1,0 +1,35 @@
+"""The verification card: headline figures, every part's verdict with its record, and the run dir."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from inferencekit.report.card import bench_table, verdict_style
+
+__all__ = ["render_verification"]
+
+
+def render_verification(console: Any, rec: dict[str, Any], subs: dict[str, dict[str, Any]]) -> None:
+    """Print the card for a ``verification`` record and its probe and bench sub-records."""
+    from rich.panel import Panel
+    from rich.table import Table
+
+    eng = rec["identity"]["engine"]
+    console.print(Panel.fit(f"[{verdict_style(rec['verdict'])}]{rec['verdict']}[/]  inferencekit verify "
+                            f"({rec['data']['profile']}) — {eng.get('engine')} {eng.get('version') or ''}, model "
+                            f"{rec['identity']['model']['id']}", title="verdict"))
+    console.print(bench_table(subs["bench"]))
+    caps = subs["probe"]["data"]["capabilities"]
+    console.print("capabilities (judged by effect): " + ", ".join(f"{k} {v['status']}" for k, v in caps.items()),
+                  markup=False)
+    t = Table("part", "verdict", "why", "record", title="parts", title_justify="left")
+    for p in rec["data"]["parts"]:
+        v = p["verdict"] or "info"
+        t.add_row(p["part"], f"[{verdict_style(p['verdict'])}]{v}[/]", p["reason"], p["evidence_id"] or "—")
+    console.print(t)
+    console.print(f"overall: {rec['data']['combine']}", style="dim", markup=False)
+    for lim in subs["bench"].get("limitations", []):
+        console.print(f"note: {lim}", style="yellow", markup=False)
+    console.print(f"record: {rec['evidence_id']}  (check: inferencekit evidence verify {rec['evidence_id']})",
+                  markup=False)
+    console.print(f"run dir: {rec['data']['run_dir']}", markup=False)

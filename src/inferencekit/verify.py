@@ -1,0 +1,147 @@
+"""``inferencekit verify``: the main job — engine → probe → load → (gates, quality) → one record → card.
+
+With no ``--base-url`` it starts the embedded engine (llama-cpp-python serving SmolLM2-135M-Instruct
+Q4_1), runs every part of the profile against it in one run directory and stops it. Parts the
+profile expects but that are not built yet, or cannot run on the target, are listed as NOT RUN with
+the reason; an expected part that did not run makes the overall verdict UNPROVEN (DESIGN.md:
+missing evidence is never a pass).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from inferencekit.api.client import Client
+from inferencekit.api.detect import detect_engine
+from inferencekit.api.endpoint import Endpoint, normalize_base_url, read_api_key
+from inferencekit.api.probe import probe_endpoint
+from inferencekit.bench.config import FIXED_FIELDS, ServeConfig
+from inferencekit.bench.plan import parse_levels
+from inferencekit.bench.serve import run_bench
+from inferencekit.data.datasets import load_static
+from inferencekit.engines.target import serve_target
+from inferencekit.evidence import artifact, build_record, save_record
+from inferencekit.options import CLIENT_ARGS, parse_json_object, split_extra_body, template_kwargs
+from inferencekit.registry import Arg, Call, Outcome, operation
+from inferencekit.report.progress import ProgressBar
+from inferencekit.report.verify_card import render_verification
+from inferencekit.rundir import RunDir
+from inferencekit.stats import combine_claims
+
+__all__ = ["PROFILES", "Profile", "verify"]
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """What a profile runs: load levels and size, and the later parts it expects."""
+
+    name: str
+    concurrency: tuple[int, ...]
+    num_prompts: int
+    max_tokens: int
+    warmup: int
+    expected: tuple[tuple[str, str], ...]  # (part, issue that builds it)
+
+
+_QUICK_GATES = (("gates: caching", "gates"), ("gates: token_count", "gates"), ("gates: output_length", "gates"),
+                ("gates: unique_prompts", "gates"), ("gates: hidden_probes", "gates"), ("gates: rare_tokens", "gates"))
+_STANDARD = (("quality: trajectory + score", "quality parity"), ("quality: sampler check", "quality tasks"),
+             ("quality: gsm8k subset", "quality tasks"), ("gates: order", "order gate"))
+_FULL = (("bench: appliance receipt", "appliance receipt"), ("quality: niah grid", "quality tasks"))
+
+PROFILES: dict[str, Profile] = {
+    "quick": Profile("quick", (1, 2, 4), 8, 64, 1, _QUICK_GATES),
+    "standard": Profile("standard", (1, 2, 4, 8), 16, 128, 2, _QUICK_GATES + _STANDARD),
+    "full": Profile("full", (1, 2, 4, 8, 16), 32, 256, 2, _QUICK_GATES + _STANDARD + _FULL),
+}
+
+
+def _part(name: str, kind: str | None, rec: dict[str, Any] | None, verdict: str | None, reason: str) -> dict[str, Any]:
+    return {"part": name, "kind": kind, "evidence_id": rec["evidence_id"] if rec else None, "verdict": verdict,
+            "reason": reason}
+
+
+def verification_record(run: RunDir, profile: Profile, info: dict[str, Any], parts: list[dict[str, Any]],
+                        sub_records: list[dict[str, Any]], headline: list[dict[str, Any]]) -> dict[str, Any]:
+    """One record linking every part; its verdict combines the parts (informational parts excluded)."""
+    judged = [p["verdict"] for p in parts if p["verdict"] is not None]
+    verdict = combine_claims("UNPROVEN" if v == "NOT RUN" else v for v in judged)
+    not_run = [p["part"] for p in parts if p["verdict"] == "NOT RUN"]
+    arts = [artifact(run.evidence_dir / f"{r['evidence_id']}.json", run.path, "record") for r in sub_records]
+    summary = (f"verify ({profile.name}) on {info.get('engine')} ({info.get('model')}): {verdict}"
+               + (f" — {len(not_run)} expected part(s) not run" if not_run else ""))
+    rec = build_record(kind="verification", claim_class="derived", summary=summary,
+                       identity={"engine": {k: v for k, v in info.items() if k != "models"},
+                                 "model": {"id": info.get("model")}, "workload": {"profile": profile.name}},
+                       metrics=headline, artifacts=arts, missing=[f"{p}: expected, not run" for p in not_run],
+                       limitations=[f"{p['part']}: {p['reason']}" for p in parts if p["verdict"] == "NOT RUN"],
+                       verdict=verdict,
+                       data={"run_dir": str(run.path.resolve()), "profile": profile.name, "parts": parts,
+                             "combine": "any FAIL → FAIL; else any UNPROVEN (an expected part NOT RUN counts as "
+                                        "UNPROVEN) → UNPROVEN; else any PASS → PASS; else NOT RUN"})
+    save_record(rec, run)
+    run.update_run(verification_record=rec["evidence_id"])
+    return rec
+
+
+@operation(("verify",), "The main job: probe, load benchmark, gates and quality in one run, one verdict.",
+           description="Without --base-url, starts the embedded engine (llama.cpp serving SmolLM2-135M-Instruct, both "
+                       "from PyPI) and stops it afterwards. Runs the capability probe, bench serve at several load "
+                       "levels, and the gates and quality checks of the profile, in one run directory; writes one "
+                       "'verification' evidence record linking every part and prints a card. Parts not built yet or "
+                       "not possible on the target are NOT RUN with the reason, which makes the verdict UNPROVEN. Exit "
+                       "0 PASS, 1 FAIL, 3 UNPROVEN.",
+           example="inferencekit verify --profile quick",
+           args=[*CLIENT_ARGS,
+                 Arg("profile", "string", "quick (≤ 3 min on the embedded engine), standard, or full.",
+                     default="quick", choices=tuple(PROFILES)),
+                 Arg("run_dir", "string", "Run directory (default: runs/<run-id>)."),
+                 Arg("seed", "integer", "Seed for prompt order and salts (default: drawn and recorded).")])
+def verify(call: Call, base_url: str | None, model: str | None, api_key_env: str | None, timeout: float,
+           extra_body: str | None, chat_template_kwargs: str | None, profile: str, run_dir: str | None,
+           seed: int | None) -> Outcome:
+    if base_url:
+        normalize_base_url(base_url)
+    read_api_key(api_key_env)
+    prof = PROFILES[profile]
+    extra = parse_json_object(extra_body, "--extra-body")
+    kept, _refused = split_extra_body(extra, FIXED_FIELDS)
+    cfg = ServeConfig(levels=parse_levels(list(prof.concurrency), None), dataset="dev", num_prompts=prof.num_prompts,
+                      warmup=prof.warmup, max_tokens=prof.max_tokens, seed=seed if seed is not None else secrets.randbits(31),
+                      extra_body=kept, chat_template_kwargs=template_kwargs(extra, chat_template_kwargs), timeout_s=timeout)
+    static = load_static(cfg.dataset)
+    run = RunDir.create(run_dir)
+    run.update_run(command=list(call.argv), operation=call.operation, profile=profile, api_key_env=api_key_env,
+                   bench_config=cfg.to_json(), prompt_set=static[1] if static else None)
+
+    async def main(url: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        async with Client(Endpoint.parse(url, api_key_env), timeout_s=timeout) as client:
+            info = await detect_engine(client, model)
+            run.pin("engine_identity", info.identity())
+            run.pin("model", info.model)
+            run.pin("chat_template_kwargs", cfg.chat_template_kwargs)
+            run.update_run(engine=info.to_dict(), dialect=info.dialect.describe())
+            probe_rec = await probe_endpoint(client, info, run, ctk=cfg.chat_template_kwargs, extra=kept)
+            with ProgressBar(call.quiet) as bar:
+                bench_rec = await run_bench(cfg, client, info, run, static[0] if static else [],
+                                            on_done=bar.on_done, on_level=bar.on_level)
+        parts = [_part("capability probe", "probe", probe_rec, None, "informational: what the endpoint honours"),
+                 _part("bench serve", "bench", bench_rec, bench_rec.get("verdict") or "PASS",
+                       "every load request completed" if not bench_rec.get("verdict")
+                       else "some load requests failed: the figures are incomplete")]
+        parts += [_part(name, None, None, "NOT RUN", f"not built yet (the '{issue}' capability)")
+                  for name, issue in prof.expected]
+        headline = [m for m in bench_rec["metrics"] if m["stat"] in ("p50", "aggregate")
+                    and m["name"] in ("ttft_ms", "tpot_ms", "output_throughput")]
+        rec = verification_record(run, prof, info.to_dict(), parts, [probe_rec, bench_rec], headline)
+        return rec, {"probe": probe_rec, "bench": bench_rec}
+
+    with serve_target(base_url, run.engine_dir, quiet=call.quiet) as (url, _):
+        rec, subs = asyncio.run(main(url))
+    payload = {"evidence_id": rec["evidence_id"], "verdict": rec["verdict"], "run_dir": str(Path(run.path)),
+               "parts": rec["data"]["parts"], "levels": subs["bench"]["data"]["levels"]}
+    return Outcome(payload, rec["verdict"], lambda console: render_verification(console, rec, subs))

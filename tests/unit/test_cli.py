@@ -1,0 +1,57 @@
+import json
+
+import pytest
+
+from inferencekit.cli import build_parser, main
+from inferencekit.registry import exit_code, schema
+
+
+def test_ops_json_is_one_document_with_every_operation(capsys):
+    assert main(["ops", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    commands = {o["command"] for o in doc["operations"]}
+    assert {"inferencekit verify", "inferencekit bench serve", "inferencekit probe", "inferencekit engine up",
+            "inferencekit evidence verify"} <= commands
+    serve = next(o for o in doc["operations"] if o["command"] == "inferencekit bench serve")
+    props = serve["parameters"]["properties"]
+    assert props["concurrency"] == {"type": "array", "items": {"type": "integer"},
+                                    "description": props["concurrency"]["description"]}
+    assert props["num_prompts"]["default"] == 32
+    assert serve["parameters"]["additionalProperties"] is False
+
+
+def test_every_flag_has_help_and_every_command_an_example():
+    for op in schema()["operations"]:
+        assert op["example"].startswith("inferencekit "), op["name"]
+        for name, p in op["parameters"]["properties"].items():
+            assert len(p["description"]) > 15, (op["name"], name)
+
+
+def test_every_command_help_renders(capsys):
+    parser, ops = build_parser()
+    for op in ops.values():
+        with pytest.raises(SystemExit) as e:
+            main([*op.path, "--help"])
+        assert e.value.code == 0
+        assert op.example in capsys.readouterr().out
+
+
+def test_user_error_is_one_line_exit_2_no_traceback(capsys, tmp_path):
+    bad = tmp_path / "p.jsonl"
+    bad.write_text('{"id": "a", "prompt": "x"}\n{"id": "b", "messages": []}\n')
+    code = main(["bench", "serve", "--base-url", "http://127.0.0.1:9", "--dataset", str(bad),
+                 "--run-dir", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.strip().count("\n") == 0 and "Traceback" not in err
+    assert f"{bad}:2:" in err
+
+
+def test_argparse_type_errors_exit_2(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["bench", "serve", "--concurrency", "1,x"])
+    assert e.value.code == 2
+
+
+def test_exit_codes_follow_the_verdict():
+    assert [exit_code(v) for v in (None, "PASS", "FAIL", "UNPROVEN", "NOT RUN")] == [0, 0, 1, 3, 3]

@@ -1,0 +1,93 @@
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from inferencekit.bench.plan import SALT_PATTERN, Planner, parse_levels, parse_slo, request_body
+from inferencekit.bench.schedule import arrival_offsets_s
+from inferencekit.data.prompts import Prompt
+from inferencekit.errors import OpError
+
+POOL = [Prompt(f"p{i}", "short", ({"role": "system", "content": "sys"}, {"role": "user", "content": f"q{i}"}))
+        for i in range(3)]
+
+
+def test_first_use_is_plain_every_reuse_is_salted_and_suffixed():
+    pl = Planner(POOL, seed=7)
+    reqs = [pl.take() for _ in range(7)]
+    assert [r.salt for r in reqs[:3]] == [None, None, None]
+    assert sorted(r.key for r in reqs[:3]) == ["p0", "p1", "p2"]
+    assert all(r.salt and r.key.endswith(("~1", "~2")) for r in reqs[3:])
+    assert reqs[6].key == reqs[0].key + "~2"
+    assert len({r.salt for r in reqs[3:]}) == 4
+
+
+def test_salt_tag_goes_to_the_first_user_message_only():
+    pl = Planner(POOL, seed=1)
+    for _ in range(3):
+        pl.take()
+    req = pl.take()
+    body = request_body(req, model="m", max_tokens=5)
+    assert body["messages"][0] == {"role": "system", "content": "sys"}
+    m = SALT_PATTERN.match(body["messages"][1]["content"])
+    assert m and f"ik-{m.group(1)}" == req.salt
+    assert POOL[int(req.prompt.id[1:])].messages[1]["content"] == f"q{req.prompt.id[1:]}"  # pool untouched
+
+
+def test_restore_continues_the_same_draw():
+    a = Planner(POOL, seed=3)
+    first = [a.take().key for _ in range(5)]
+    b = Planner(POOL, seed=3)
+    b.restore(first)
+    a_next = a.take()
+    b_next = b.take()
+    assert a_next.key == b_next.key
+
+
+def test_body_fixed_fields_win_over_extra_and_template_kwargs_layer():
+    req = Planner([Prompt("x", messages=({"role": "user", "content": "hi"},), chat_template_kwargs={"b": 2})],
+                  seed=0).take()
+    body = request_body(req, model="m", max_tokens=None, extra={"temperature": 9, "top_k": 3},
+                        fixed={"temperature": 0.0}, chat_template_kwargs={"a": 1, "b": 1})
+    assert body["temperature"] == 0.0 and body["top_k"] == 3
+    assert body["max_tokens"] == 128 and body["stream_options"] == {"include_usage": True}
+    assert body["chat_template_kwargs"] == {"a": 1, "b": 2}
+
+
+def test_levels_and_labels():
+    lv = parse_levels([1, 4], [2.5], arrival="gamma", burstiness=0.5, max_concurrency=8)
+    assert [x.label for x in lv] == ["c1", "c4", "r2.5c8"]
+    assert lv[2].describe() == {"label": "r2.5c8", "mode": "open", "rate_req_s": 2.5, "arrival": "gamma",
+                                "burstiness": 0.5, "max_concurrency": 8}
+    for bad in (dict(concurrency=[0], rates=None), dict(concurrency=None, rates=[0]),
+                dict(concurrency=None, rates=None), dict(concurrency=[2, 2], rates=None)):
+        with pytest.raises(OpError):
+            parse_levels(bad["concurrency"], bad["rates"])
+    with pytest.raises(OpError, match="only to --arrival gamma"):
+        parse_levels(None, [1.0], burstiness=2.0)
+
+
+def test_slo_parsing():
+    assert parse_slo("ttft=500, tpot_ms=50") == {"ttft_ms": 500.0, "tpot_ms": 50.0}
+    for bad in ("latency=5", "ttft=-1", "ttft", "ttft=abc"):
+        with pytest.raises(OpError):
+            parse_slo(bad)
+
+
+def test_constant_arrivals_are_exact_and_random_ones_keep_the_mean_rate():
+    assert arrival_offsets_s(4, 2.0, "constant").tolist() == [0.0, 0.5, 1.0, 1.5]
+    for kind, b in (("poisson", 1.0), ("gamma", 0.25), ("gamma", 4.0)):
+        off = arrival_offsets_s(20001, 10.0, kind, burstiness=b, seed=5)
+        assert off[0] == 0 and np.all(np.diff(off) >= 0)
+        assert off[-1] / 20000 == pytest.approx(0.1, rel=0.05)  # mean gap 1/rate
+    cv = lambda b: np.std(np.diff(arrival_offsets_s(20001, 10.0, "gamma", burstiness=b, seed=5))) / 0.1
+    assert cv(0.25) == pytest.approx(2.0, rel=0.1)  # CV of a gamma(k) gap is 1/sqrt(k)
+    assert cv(4.0) == pytest.approx(0.5, rel=0.1)
+    assert np.array_equal(arrival_offsets_s(5, 1.0, "poisson", seed=9), arrival_offsets_s(5, 1.0, "poisson", seed=9))
+
+
+def test_planner_never_repeats_unsalted_inside_a_long_run():
+    pl = Planner(POOL, seed=11)
+    reqs = [pl.take() for _ in range(30)]
+    plain = Counter(r.prompt.id for r in reqs if r.salt is None)
+    assert set(plain.values()) == {1}
