@@ -33,6 +33,10 @@ _SIGNAL_HINTS = {
 }
 
 
+# Engines started by this process, so they can be reaped (and Popen does not warn about them).
+_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+
+
 @dataclass(slots=True)
 class RunningEngine:
     """A started engine. ``url`` is its root (no ``/v1``)."""
@@ -122,11 +126,13 @@ def start_engine(engine: str, log_dir: Path, *, port: int | None = None, threads
         log.flush()
         proc = subprocess.Popen(rec.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                                 start_new_session=True)
+    _CHILDREN[proc.pid] = proc
     url = f"http://127.0.0.1:{port}"
     deadline = t0 + (ready_timeout_s or rec.ready_timeout_s)
     while True:
         code = proc.poll()
         if code is not None:
+            _CHILDREN.pop(proc.pid, None)
             raise OpError(f"engine {engine} {_exit_text(code)} before it was ready. Log: {log_path}\n"
                           f"--- last lines ---\n{log_tail(log_path)}")
         if http_ok(url + rec.health_path, timeout_s=2.0):
@@ -142,24 +148,25 @@ def start_engine(engine: str, log_dir: Path, *, port: int | None = None, threads
 
 
 def _terminate(pid: int, grace_s: float = 10.0) -> None:
+    """SIGTERM the process group of ``pid``, SIGKILL after ``grace_s``, and reap it."""
+    proc = _CHILDREN.pop(pid, None)
     try:
         os.killpg(pid, signal.SIGTERM)
     except (ProcessLookupError, PermissionError):
+        if proc is not None:
+            proc.wait()
         return
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
-        try:
-            done, _ = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            done = pid if not pid_alive(pid) else 0
-        if done:
+        if (proc.poll() is not None) if proc is not None else not pid_alive(pid):
             return
         time.sleep(0.1)
     try:
         os.killpg(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-    except (ProcessLookupError, ChildProcessError, PermissionError):
+    except (ProcessLookupError, PermissionError):
         pass
+    if proc is not None:
+        proc.wait()
 
 
 def stop_engine(eng: RunningEngine | dict[str, Any], grace_s: float = 10.0) -> None:

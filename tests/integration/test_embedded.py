@@ -1,0 +1,119 @@
+"""The embedded engine for real: llama-cpp-python serving SmolLM2-135M-Instruct, started once per session."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from inferencekit.api.client import Client
+from inferencekit.api.endpoint import Endpoint
+from inferencekit.cli import main
+
+pytestmark = pytest.mark.engine
+
+
+def run_cli(capsys, *args: str) -> tuple[int, dict | None, str]:
+    code = main([*args, "--json", "--quiet"])
+    cap = capsys.readouterr()
+    return code, (json.loads(cap.out) if cap.out.strip() else None), cap.err
+
+
+def test_streamed_token_count_equals_usage_of_the_same_request(embedded_engine):
+    body = {"model": "x", "messages": [{"role": "user", "content": "List five fruits."}], "max_tokens": 40,
+            "temperature": 0, "logprobs": True, "top_logprobs": 0}
+
+    async def go():
+        async with Client(Endpoint.parse(embedded_engine.url)) as c:
+            models = (await c.get_json("/v1/models"))[0]
+            b = {**body, "model": models["data"][0]["id"]}
+            s = (await c.post("/v1/chat/completions", {**b, "stream": True})).to_reply(id="s")
+            n = (await c.post("/v1/chat/completions", b)).to_reply(id="n")
+            return s, n
+
+    streamed, whole = asyncio.run(go())
+    assert streamed["status"] == 200 and streamed["done"] and not streamed.get("error")
+    assert streamed["usage"] is None  # llama-cpp-python 0.3.36 streams no usage
+    assert streamed["n_streamed"] == whole["usage"]["completion_tokens"] > 1
+    assert streamed["chunks"] == streamed["n_streamed"]  # one token per event on this engine
+    assert streamed["text"] == whole["text"]
+
+
+def test_bench_serve_two_levels_writes_every_request_and_a_checkable_record(embedded_engine, tmp_path, capsys):
+    run = tmp_path / "run"
+    code, out, err = run_cli(capsys, "bench", "serve", "--base-url", embedded_engine.url, "--concurrency", "1,2",
+                             "--num-prompts", "3", "--max-tokens", "8", "--warmup", "1", "--run-dir", str(run))
+    assert code == 0, err
+    assert set(out["levels"]) == {"c1", "c2"}
+    for lvl in ("c1", "c2"):
+        ins = sorted(p.relative_to(run / "inputs/llama-cpp-python") for p in run.glob(f"inputs/*/load-{lvl}/*/*.json"))
+        outs = sorted(p.relative_to(run / "outputs/llama-cpp-python") for p in run.glob(f"outputs/*/load-{lvl}/*/*.json"))
+        assert len(outs) == 3 and ins == outs
+        for p in run.glob(f"outputs/*/load-{lvl}/*/*.json"):
+            r = json.loads(p.read_text())
+            assert r["status"] == 200 and r["level"] == lvl and len(r["request_id"]) == 32
+            assert r["events"][-1][1] == "[DONE]" and r["n_streamed"] == 8
+            body = json.loads((run / "inputs" / p.relative_to(run / "outputs")).read_text())
+            assert body["max_tokens"] == 8 and body["stream"] is True
+        assert out["levels"][lvl]["n_out"]["sources"] == {"streamed:logprobs": 3}
+    assert len(list(run.glob("outputs/*/warmup/*.json"))) == 1
+    rid = out["evidence_id"]
+    assert (run / "evidence" / f"{rid}.json").is_file()
+    run_json = json.loads((run / "run.json").read_text())
+    assert run_json["pins"]["engine_identity"]["engine"] == "llama-cpp-python"
+
+    code, res, _ = run_cli(capsys, "evidence", "verify", rid)
+    assert code == 0 and res["intact"] and res["artifacts_checked"] == 12 + 2  # 12 files + 2 retokenized tables
+    victim = sorted(run.glob("outputs/*/load-c2/*/*.json"))[0]
+    victim.write_text(victim.read_text().replace('"status":200', '"status":201'))
+    code, res, _ = run_cli(capsys, "evidence", "verify", str(run / "evidence" / f"{rid}.json"))
+    assert code == 1 and not res["intact"]
+    assert res["problems"] == [f"{rid}: artifact changed: {victim.relative_to(run).as_posix()} " +
+                               res["problems"][0].split(" (", 1)[1].join(["(", ""])]
+
+
+def test_probe_judges_by_effect(embedded_engine, tmp_path, capsys):
+    code, out, err = run_cli(capsys, "probe", "--base-url", embedded_engine.url, "--run-dir", str(tmp_path / "p"))
+    assert code == 0, err
+    caps = out["capabilities"]
+    assert caps["streaming"]["status"] == "honoured"
+    assert caps["ignore_eos"]["status"] == "ignored"  # ENGINES.md: accepted and dropped
+    assert caps["min_tokens"]["status"] == "honoured"
+    assert caps["usage_in_stream"]["status"] == "ignored"
+    assert caps["logprobs"]["status"] == "honoured"
+    assert caps["tokenize"]["status"] == "honoured"
+    lines = (tmp_path / "p" / "probes" / "capabilities.jsonl").read_text().splitlines()
+    assert len(lines) == 12 and all(json.loads(x)["probe"] for x in lines)
+
+
+def test_api_key_value_is_never_written(embedded_engine, tmp_path, capsys, monkeypatch):
+    secret = "sk-ik-test-4f9c2b7e1d"
+    monkeypatch.setenv("IK_TEST_SECRET", secret)
+    run = tmp_path / "run"
+    code, out, err = run_cli(capsys, "bench", "serve", "--base-url", embedded_engine.url, "--api-key-env",
+                             "IK_TEST_SECRET", "--concurrency", "1", "--num-prompts", "2", "--max-tokens", "4",
+                             "--warmup", "0", "--run-dir", str(run))
+    assert code == 0, err
+    assert json.loads((run / "run.json").read_text())["api_key_env"] == "IK_TEST_SECRET"
+    home = Path(__import__("os").environ["INFERENCEKIT_HOME"])
+    written = [p for root in (run, home) for p in root.rglob("*") if p.is_file()]
+    assert len(written) > 5
+    assert not [p for p in written if secret.encode() in p.read_bytes()]
+    assert secret not in json.dumps(out)
+
+
+def test_verify_without_url_runs_the_embedded_engine_and_is_unproven(tmp_path, capsys):
+    run = tmp_path / "v"
+    code, out, err = run_cli(capsys, "verify", "--run-dir", str(run))
+    assert code == 3, err
+    assert out["verdict"] == "UNPROVEN"
+    parts = {p["part"]: p for p in out["parts"]}
+    assert parts["bench serve"]["verdict"] == "PASS" and parts["capability probe"]["verdict"] is None
+    assert {p["verdict"] for n, p in parts.items() if n.startswith("gates")} == {"NOT RUN"}
+    assert set(out["levels"]) == {"c1", "c2", "c4"}
+    assert all(v["requests"]["completed"] == 8 for v in out["levels"].values())
+    assert list((run / "engine").glob("llama-cpp-python-*.log"))
+    code, res, _ = run_cli(capsys, "evidence", "verify", out["evidence_id"])
+    assert code == 0 and res["records_checked"] == 3  # verification → probe + bench
