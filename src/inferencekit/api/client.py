@@ -98,11 +98,13 @@ def describe_exception(exc: BaseException, timeout_s: float | None = None) -> st
     if isinstance(exc, aiohttp.ServerDisconnectedError):
         return "server disconnected before the reply ended"
     if isinstance(exc, aiohttp.ClientPayloadError):
-        return f"broken stream: {exc}"
+        cause = exc.__cause__ or (exc.args[1] if len(exc.args) > 1 else None)
+        return "broken stream: the connection closed before the reply ended" + (
+            f" ({type(cause).__name__})" if cause else "")
     if isinstance(exc, aiohttp.ClientResponseError):
         return f"bad HTTP response: {exc.status} {exc.message}"
-    if isinstance(exc, (aiohttp.ClientError, OSError)):
-        return f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, OSError) and exc.strerror:  # aiohttp.ClientOSError is an OSError too
+        return f"connection error: {exc.strerror.lower()}"
     return f"{type(exc).__name__}: {exc}"
 
 
