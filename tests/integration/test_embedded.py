@@ -117,3 +117,33 @@ def test_verify_without_url_runs_the_embedded_engine_and_is_unproven(tmp_path, c
     assert list((run / "engine").glob("llama-cpp-python-*.log"))
     code, res, _ = run_cli(capsys, "evidence", "verify", out["evidence_id"])
     assert code == 0 and res["records_checked"] == 3  # verification → probe + bench
+
+
+def test_open_loop_and_duration_levels(embedded_engine, tmp_path, capsys):
+    run = tmp_path / "open"
+    code, out, err = run_cli(capsys, "bench", "serve", "--base-url", embedded_engine.url, "--request-rate", "4",
+                             "--arrival", "constant", "--max-concurrency", "2", "--num-prompts", "4",
+                             "--max-tokens", "4", "--warmup", "0", "--seed", "5", "--run-dir", str(run))
+    assert code == 0, err
+    lvl = out["levels"]["r4c2"]
+    assert lvl["spec"] == {"label": "r4c2", "mode": "open", "rate_req_s": 4.0, "arrival": "constant",
+                           "burstiness": 1.0, "max_concurrency": 2}
+    rs = sorted((json.loads(p.read_text()) for p in run.glob("outputs/*/load-r4c2/*/*.json")),
+                key=lambda r: r["scheduled_ns"])
+    gaps_ms = [(b["scheduled_ns"] - a["scheduled_ns"]) / 1e6 for a, b in zip(rs, rs[1:])]
+    assert gaps_ms == pytest.approx([250.0] * 3, abs=1e-3)  # constant arrivals at 4 req/s
+    assert all(r["sent_ns"] >= r["scheduled_ns"] for r in rs)
+    assert lvl["scheduled_ttft_ms"]["n"] == 4 and lvl["send_lag_ms"]["min"] >= 0
+
+    run = tmp_path / "dur"
+    short = tmp_path / "short.jsonl"
+    short.write_text("".join(json.dumps({"id": f"s{i}", "prompt": f"Say {i}."}) + "\n" for i in range(40)))
+    code, out, err = run_cli(capsys, "bench", "serve", "--base-url", embedded_engine.url, "--concurrency", "1",
+                             "--duration", "3", "--max-tokens", "4", "--warmup", "0", "--dataset", str(short),
+                             "--run-dir", str(run))
+    assert code == 0, err
+    rs = [json.loads(p.read_text()) for p in run.glob("outputs/*/load-c1/*/*.json")]
+    assert out["levels"]["c1"]["requests"]["total"] == len(rs) >= 2
+    first = min(r["sent_ns"] for r in rs)
+    assert all(r["sent_ns"] - first < 3e9 for r in rs)  # nothing is sent after the duration
+    assert {r["endpoint"] for r in rs} == {"/v1/completions"}  # text prompts use the completions API
