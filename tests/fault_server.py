@@ -1,0 +1,92 @@
+"""A small real HTTP/SSE server for faults a real engine cannot be made to show on demand.
+
+It speaks HTTP over loopback (aiohttp.web); it never mocks the client's transport. Behaviour is
+chosen per request by the ``X-Fault`` header or by fields in the body.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import orjson
+from aiohttp import web
+
+
+SEEN = web.AppKey("seen", list)
+REJECT = web.AppKey("reject_stream_options", bool)
+
+
+def _chunk(content: str) -> bytes:
+    return b"data: " + orjson.dumps({"choices": [{"index": 0, "delta": {"content": content}}]}) + b"\n\n"
+
+
+async def chat(request: web.Request) -> web.StreamResponse:
+    body = await request.json()
+    request.app[SEEN].append({"headers": dict(request.headers), "body": body})
+    fault = request.headers.get("X-Fault") or body.get("fault", "")
+    if "stream_options" in body and request.app[REJECT]:
+        return web.json_response({"error": {"message": "Unrecognized request argument supplied: stream_options"}},
+                                 status=400)
+    if fault == "http500":
+        return web.Response(status=500, text="E" * 2000)
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await resp.prepare(request)
+    if fault == "cut":  # close the connection in the middle of an event
+        await resp.write(_chunk("Hel"))
+        await resp.write(b'data: {"choices": [{"delta": {"conte')
+        request.transport.close()
+        return resp
+    # comments, a keep-alive, an event split across two writes, CRLF line ends
+    await resp.write(b": keep-alive\n\n")
+    await resp.write(_chunk("Hel"))
+    part = _chunk("lo")
+    await resp.write(part[:9])
+    await asyncio.sleep(0.01)
+    await resp.write(part[9:].replace(b"\n\n", b"\r\n\r\n"))
+    await resp.write(b"data: " + orjson.dumps({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}) + b"\n\n")
+    await resp.write(b'data: {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2}}\n\n')
+    await resp.write(b"data: [DONE]\n\n")
+    return resp
+
+
+async def models(request: web.Request) -> web.Response:
+    return web.json_response({"data": [{"id": "fault-model", "owned_by": "test"}]})
+
+
+@contextmanager
+def fault_server(*, reject_stream_options: bool = False) -> Iterator[tuple[str, list]]:
+    """Run the server in a thread; yields (base URL, list of received requests)."""
+    seen: list = []
+    ready = threading.Event()
+    state: dict = {}
+
+    def run() -> None:
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        app = web.Application()
+        app[SEEN] = seen
+        app[REJECT] = reject_stream_options
+        app.router.add_post("/v1/chat/completions", chat)
+        app.router.add_get("/v1/models", models)
+        runner = web.AppRunner(app)
+        loop.run_until_complete(runner.setup())
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        loop.run_until_complete(site.start())
+        state["port"] = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        state["loop"], state["runner"] = loop, runner
+        ready.set()
+        loop.run_forever()
+        loop.run_until_complete(runner.cleanup())
+        loop.close()
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    ready.wait(10)
+    try:
+        yield f"http://127.0.0.1:{state['port']}", seen
+    finally:
+        state["loop"].call_soon_threadsafe(state["loop"].stop)
+        t.join(10)

@@ -1,0 +1,58 @@
+"""The client against faults injected by a real loopback HTTP/SSE server (tests/fault_server.py)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from inferencekit.api.client import Client
+from inferencekit.api.endpoint import Endpoint
+from tests.fault_server import fault_server
+
+BODY = {"model": "fault-model", "messages": [{"role": "user", "content": "hi"}], "stream": True,
+        "stream_options": {"include_usage": True}}
+
+
+def post(url: str, bodies: list[dict], **kw) -> list[dict]:
+    async def go():
+        async with Client(Endpoint.parse(url)) as c:
+            return [(await c.post("/v1/chat/completions", b, **kw)).to_reply(id=str(i)) for i, b in enumerate(bodies)]
+
+    return asyncio.run(go())
+
+
+def test_sse_comments_split_events_and_crlf_over_real_http():
+    with fault_server() as (url, seen):
+        (r,) = post(url, [BODY])
+    assert r["status"] == 200 and "error" not in r
+    assert r["text"] == "Hello" and r["finish_reason"] == "stop" and r["done"]
+    assert r["usage"] == {"prompt_tokens": 3, "completion_tokens": 2}
+    assert seen[0]["headers"]["X-Request-ID"] == r["request_id"] and len(r["request_id"]) == 32
+
+
+def test_optional_field_rejected_with_400_is_dropped_retried_once_and_remembered():
+    with fault_server(reject_stream_options=True) as (url, seen):
+        r1, r2 = post(url, [BODY, BODY], optional=("stream_options",))
+    assert r1["text"] == "Hello" and r1["dropped_fields"] == ["stream_options"]
+    assert r2["dropped_fields"] == ["stream_options"]
+    assert ["stream_options" in s["body"] for s in seen] == [True, False, False]  # one 400, then never again
+    assert r1["usage"] == {"prompt_tokens": 3, "completion_tokens": 2}
+
+
+def test_required_field_rejection_is_recorded_not_retried():
+    with fault_server(reject_stream_options=True) as (url, seen):
+        (r,) = post(url, [BODY])
+    assert r["status"] == 400 and "stream_options" in r["error"] and len(seen) == 1
+
+
+def test_http_error_body_is_kept_to_500_bytes():
+    with fault_server() as (url, _):
+        (r,) = post(url, [{**BODY, "fault": "http500"}])
+    assert r["status"] == 500 and r["error"] == "HTTP 500: " + "E" * 500
+
+
+def test_connection_cut_inside_an_event_is_a_recorded_broken_stream():
+    with fault_server() as (url, _):
+        (r,) = post(url, [{**BODY, "fault": "cut"}])
+    assert r["status"] == 200 and r["text"] == "Hel"
+    assert r["error"].startswith(("broken stream", "stream ended without [DONE]", "server disconnected"))
+    assert r["done"] is False
