@@ -36,20 +36,27 @@ ERROR_BYTES = 500  # an HTTP error body is recorded up to this many bytes
 class Exchange:
     """One request and what came back, before any parsing.
 
-    ``sent_ns`` and the chunk times are absolute ``perf_counter_ns``; ``status`` is the HTTP
-    status or 0 when none arrived; ``error`` describes any failure (HTTP error body, connection
-    error, broken stream), else None.
+    Times are absolute ``perf_counter_ns``: ``call_ns`` just before the HTTP library is called,
+    ``sent_ns`` when the library wrote the request body to the connection (its trace hook; the
+    closest to the socket write aiohttp allows: connection set-up and the client's own queueing
+    come before it), falling back to the headers' write, then to ``call_ns`` when nothing was
+    written. ``status`` is the HTTP status or 0 when none arrived; ``error`` describes any failure
+    (HTTP error body, connection error, broken stream), else None.
     """
 
     request_id: str
     path: str
     body: dict[str, Any]
     sent_ns: int
+    call_ns: int = 0
     status: int = 0
     chunks: list[tuple[int, bytes]] = field(default_factory=list)
     error: str | None = None
     content_type: str = ""
     dropped_fields: list[str] = field(default_factory=list)
+    _body_stamped: bool = field(default=False, repr=False)
+    reused_connection: bool = False
+    retried: str | None = None
 
     def events(self) -> tuple[list[list[Any]], bool]:
         """``([[t_ns relative to sent_ns, payload], ...], unterminated)`` for the reply file.
@@ -63,6 +70,25 @@ class Exchange:
             return [[self.chunks[-1][0] - self.sent_ns, body]], False
         evs, unterminated = split_events(self.chunks)
         return [[t - self.sent_ns, p] for t, p in evs], unterminated
+
+    def to_journal(self) -> dict[str, Any]:
+        """A JSON-able copy that keeps the raw bytes exactly (latin-1 maps bytes 1:1 to code points)."""
+        return {"request_id": self.request_id, "path": self.path, "body": self.body, "sent_ns": self.sent_ns,
+                "call_ns": self.call_ns, "status": self.status, "error": self.error,
+                "content_type": self.content_type, "dropped_fields": self.dropped_fields, "retried": self.retried,
+                "chunks": [[t, c.decode("latin-1")] for t, c in self.chunks]}
+
+    @classmethod
+    def from_journal(cls, d: dict[str, Any]) -> Exchange:
+        return cls(request_id=d["request_id"], path=d["path"], body=d["body"], sent_ns=d["sent_ns"],
+                   call_ns=d.get("call_ns", 0), status=d["status"], error=d["error"],
+                   content_type=d["content_type"], dropped_fields=list(d["dropped_fields"]), retried=d.get("retried"),
+                   chunks=[(int(t), c.encode("latin-1")) for t, c in d["chunks"]])
+
+    @property
+    def ok(self) -> bool:
+        """HTTP 200 and no transport error (errors inside the stream show only after ``to_reply``)."""
+        return self.status == 200 and self.error is None
 
     def json(self) -> Any:
         """The body parsed as JSON (non-streamed replies), or None when it is not JSON."""
@@ -80,12 +106,14 @@ class Exchange:
         if error is None and self.status == 200 and "text/event-stream" in self.content_type and not derived["done"]:
             error = "stream ended without [DONE]" + (" inside an event" if unterminated else "")
         reply: dict[str, Any] = {**meta, "request_id": self.request_id, "endpoint": self.path,
-                                 "sent_ns": self.sent_ns, "status": self.status}
+                                 "sent_ns": self.sent_ns, "call_ns": self.call_ns, "status": self.status}
         if error:
             reply["error"] = error
         reply["events"] = events
         reply.update(derived)
         reply["dropped_fields"] = list(self.dropped_fields)
+        if self.retried:
+            reply["retried"] = self.retried
         return reply
 
 
@@ -106,6 +134,33 @@ def describe_exception(exc: BaseException, timeout_s: float | None = None) -> st
     if isinstance(exc, OSError) and exc.strerror:  # aiohttp.ClientOSError is an OSError too
         return f"connection error: {exc.strerror.lower()}"
     return f"{type(exc).__name__}: {exc}"
+
+
+async def _on_headers_sent(session: Any, ctx: Any, params: Any) -> None:
+    ex = ctx.trace_request_ctx
+    if isinstance(ex, Exchange) and not ex.sent_ns:
+        ex.sent_ns = time.perf_counter_ns()
+
+
+async def _on_reuse(session: Any, ctx: Any, params: Any) -> None:
+    ex = ctx.trace_request_ctx
+    if isinstance(ex, Exchange):
+        ex.reused_connection = True
+
+
+async def _on_body_sent(session: Any, ctx: Any, params: Any) -> None:
+    ex = ctx.trace_request_ctx
+    if isinstance(ex, Exchange) and not ex._body_stamped:
+        ex.sent_ns = time.perf_counter_ns()
+        ex._body_stamped = True
+
+
+def _trace_config() -> aiohttp.TraceConfig:
+    tc = aiohttp.TraceConfig()
+    tc.on_request_headers_sent.append(_on_headers_sent)
+    tc.on_request_chunk_sent.append(_on_body_sent)
+    tc.on_connection_reuseconn.append(_on_reuse)
+    return tc
 
 
 def _named_in(fields: Iterable[str], message: str) -> list[str]:
@@ -132,7 +187,7 @@ class Client:
 
     async def __aenter__(self) -> Client:
         connector = aiohttp.TCPConnector(limit=self._limit, ttl_dns_cache=300, enable_cleanup_closed=False)
-        self._session = aiohttp.ClientSession(connector=connector, auto_decompress=True,
+        self._session = aiohttp.ClientSession(connector=connector, auto_decompress=True, trace_configs=[_trace_config()],
                                               timeout=aiohttp.ClientTimeout(total=self.timeout_s))
         return self
 
@@ -179,6 +234,18 @@ class Client:
 
     async def _exchange(self, method: str, path: str, body: dict[str, Any] | None, rid: str,
                         timeout_s: float | None) -> Exchange:
+        """One request; sent again once on a fresh connection when a *reused* pooled connection
+        failed before any response byte (a server that closes after each reply while announcing
+        keep-alive, as llama-server does, leaves dead connections in the pool). The reply says so."""
+        ex = await self._exchange_once(method, path, body, rid, timeout_s)
+        if ex.status == 0 and not ex.chunks and ex.reused_connection:
+            first_error = ex.error
+            ex = await self._exchange_once(method, path, body, rid, timeout_s)
+            ex.retried = f"a reused keep-alive connection failed before any reply ({first_error}); sent again"
+        return ex
+
+    async def _exchange_once(self, method: str, path: str, body: dict[str, Any] | None, rid: str,
+                             timeout_s: float | None) -> Exchange:
         headers = {**self._headers, "X-Request-ID": rid}
         data = orjson.dumps(body) if body is not None else None
         kw = {"timeout": aiohttp.ClientTimeout(total=timeout_s)} if timeout_s else {}
@@ -187,9 +254,9 @@ class Client:
         append = chunks.append
         clock = time.perf_counter_ns
         try:
-            ex.sent_ns = clock()
+            ex.call_ns = clock()
             async with self.session.request(method, self.endpoint.url(path), data=data, headers=headers,
-                                            **kw) as resp:
+                                            trace_request_ctx=ex, **kw) as resp:
                 ex.status = resp.status
                 ex.content_type = resp.headers.get("Content-Type", "")
                 readany = resp.content.readany
@@ -207,6 +274,8 @@ class Client:
             ex.error = describe_exception(exc, timeout_s or self.timeout_s)
             if chunks:
                 ex.error = f"{ex.error} (after {len(chunks)} chunks)"
+        if not ex.sent_ns:
+            ex.sent_ns = ex.call_ns
         return ex
 
     async def get_json(self, path: str, *, timeout_s: float | None = 10.0) -> tuple[Any, str | None]:

@@ -113,7 +113,8 @@ DIALECTS: dict[str, Dialect] = {
     "llama-server": Dialect(
         "llama-server", tokenize_path="/tokenize", tokenize_body=lambda t: {"content": t, "add_special": False},
         detokenize_path="/detokenize", detokenize_body=lambda ids: {"tokens": ids},
-        count_fields={"logprobs": True, "top_logprobs": 0},
+        # top_logprobs 0 makes llama-server stream no logprob entries at all; 1 gives one per token, with its id
+        count_fields={"logprobs": True, "top_logprobs": 1},
         cache_bypass=lambda: {"cache_prompt": False},
         capacity_path="/props", capacity_of=_slots),
     "llama-cpp-python": Dialect(

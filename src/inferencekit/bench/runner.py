@@ -1,8 +1,9 @@
-"""Load generation: send a level's requests closed- or open-loop and write each one as it ends.
+"""Load generation: send a level's requests closed- or open-loop and keep each one as it ends.
 
-Collect only: every request's body goes to ``inputs/`` before it is sent and its reply file to
-``outputs/`` as soon as it ends (atomic writes), so an interrupted run keeps every finished
-request. Nothing here judges; metrics come later from the files (``bench/metrics.py``).
+Collect only: each finished exchange is appended raw to the level's journal at once (nothing
+finished is lost), and the per-request input and reply files are written from it after the level
+(``bench/journal.py``), off the timing path. Nothing here judges; metrics come later from the files
+(``bench/metrics.py``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from inferencekit.api.client import Client
+from inferencekit.api.client import Client, Exchange
+from inferencekit.bench.journal import JOURNAL_NAME, Journal, materialise
 from inferencekit.bench.plan import LevelSpec, PlannedRequest, Planner
 from inferencekit.bench.schedule import arrival_offsets_s
 from inferencekit.rundir import RunDir, write_json
@@ -62,84 +64,88 @@ class LoadRunner:
         self.optional = optional
         self.on_done = on_done
 
-    async def send(self, req: PlannedRequest, *, level: str | None, folder: str | None = None,
-                   scheduled_ns: int | None = None) -> dict[str, Any]:
-        """Send one request, write its input and reply files, return the reply."""
-        body = self.body_for(req)
-        bucket = req.prompt.bucket
-        if folder is None:
-            write_json(self.run.input_path(self.engine, level, bucket, req.key), body)
-        ex = await self.client.post(endpoint_path(req), body, optional=self.optional)
+    def _meta(self, req: PlannedRequest, level: str | None, scheduled_ns: int | None) -> dict[str, Any]:
         meta: dict[str, Any] = {"id": req.prompt.id, "engine": self.engine}
         if level is not None:
             meta["level"] = level
-        meta["bucket"] = bucket
+        meta["bucket"] = req.prompt.bucket
         if req.salt:
             meta["salt"] = req.salt
         if scheduled_ns is not None:
             meta["scheduled_ns"] = scheduled_ns
-        reply = ex.to_reply(**meta)
-        out = (self.run.special_path(self.engine, folder, req.key) if folder
-               else self.run.output_path(self.engine, level, bucket, req.key))
-        write_json(out, reply)
+        return meta
+
+    async def send_one(self, req: PlannedRequest, folder: str) -> dict[str, Any]:
+        """Send one request outside any level (warm-up, probes) and write its reply file at once."""
+        ex = await self.client.post(endpoint_path(req), self.body_for(req), optional=self.optional)
+        reply = ex.to_reply(**self._meta(req, None, None))
+        write_json(self.run.special_path(self.engine, folder, req.key), reply)
         if self.on_done:
-            self.on_done(level or folder or "", "error" not in reply)
+            self.on_done(folder, "error" not in reply)
         return reply
 
-    def _count(self, outcome: LevelOutcome, key: str, reply: dict[str, Any]) -> None:
+    async def _send(self, req: PlannedRequest, level: str, journal: Journal, outcome: LevelOutcome,
+                    scheduled_ns: int | None = None) -> Exchange:
+        ex = await self.client.post(endpoint_path(req), self.body_for(req), optional=self.optional)
+        journal.append(req.key, req.prompt.bucket, self._meta(req, level, scheduled_ns), ex)
         outcome.sent += 1
-        outcome.keys.append(key)
-        if "error" in reply:
-            outcome.failed += 1
-            outcome.transport_failures += reply.get("status") == 0
-        else:
-            outcome.ok += 1
+        outcome.keys.append(req.key)
+        if self.on_done:
+            self.on_done(level, ex.ok)
+        return ex
 
     async def warmup(self, planner: Planner, n: int) -> list[dict[str, Any]]:
         """``n`` requests one at a time into ``outputs/<engine>/warmup/`` (not counted in any level)."""
-        return [await self.send(planner.take(), level=None, folder="warmup") for _ in range(n)]
+        return [await self.send_one(planner.take(), "warmup") for _ in range(n)]
 
     async def run_level(self, spec: LevelSpec, planner: Planner, *, num_requests: int | None,
                         duration_s: float | None, seed: int) -> LevelOutcome:
-        """Run one level until ``num_requests`` were sent, or for ``duration_s`` seconds of sending."""
+        """Run one level until ``num_requests`` were sent, or for ``duration_s`` seconds of sending,
+        then write its files from the journal."""
         t0 = time.monotonic()
-        if spec.mode == "closed":
-            out = await self._closed(spec, planner, num_requests, duration_s)
-        else:
-            out = await self._open(spec, planner, num_requests, duration_s, seed)
-        out.wall_s = time.monotonic() - t0
-        return out
-
-    async def _closed(self, spec: LevelSpec, planner: Planner, n: int | None, duration_s: float | None) -> LevelOutcome:
         outcome = LevelOutcome(spec.label)
+        path = self.run.level_dir("outputs", self.engine, spec.label) / JOURNAL_NAME
+        journal = Journal(path)
+        try:
+            if spec.mode == "closed":
+                await self._closed(spec, planner, num_requests, duration_s, journal, outcome)
+            else:
+                await self._open(spec, planner, num_requests, duration_s, seed, journal, outcome)
+        finally:
+            journal.close()
+        outcome.wall_s = time.monotonic() - t0
+        for reply in materialise(self.run, self.engine, spec.label, path):
+            if "error" in reply:
+                outcome.failed += 1
+                outcome.transport_failures += reply.get("status") == 0
+            else:
+                outcome.ok += 1
+        return outcome
+
+    async def _closed(self, spec: LevelSpec, planner: Planner, n: int | None, duration_s: float | None,
+                      journal: Journal, outcome: LevelOutcome) -> None:
         deadline = time.monotonic() + duration_s if duration_s else math.inf
         remaining = [n if n is not None else math.inf]
 
         async def worker() -> None:
             while remaining[0] > 0 and time.monotonic() < deadline:
                 remaining[0] -= 1
-                req = planner.take()
-                reply = await self.send(req, level=spec.label)
-                self._count(outcome, req.key, reply)
+                await self._send(planner.take(), spec.label, journal, outcome)
 
         await asyncio.gather(*(worker() for _ in range(spec.concurrency)))
-        return outcome
 
-    async def _open(self, spec: LevelSpec, planner: Planner, n: int | None, duration_s: float | None,
-                    seed: int) -> LevelOutcome:
-        outcome = LevelOutcome(spec.label)
+    async def _open(self, spec: LevelSpec, planner: Planner, n: int | None, duration_s: float | None, seed: int,
+                    journal: Journal, outcome: LevelOutcome) -> None:
         count = n if n is not None else max(1, math.ceil(spec.rate * (duration_s or 0)))
         offsets = arrival_offsets_s(count, spec.rate, spec.arrival, burstiness=spec.burstiness, seed=seed)
         cap = asyncio.Semaphore(spec.concurrency) if spec.concurrency else None
-        tasks: list[asyncio.Task[None]] = []
+        tasks: list[asyncio.Task[Exchange]] = []
 
-        async def one(req: PlannedRequest, scheduled_ns: int) -> None:
+        async def one(req: PlannedRequest, scheduled_ns: int) -> Exchange:
             if cap is None:
-                reply = await self.send(req, level=spec.label, scheduled_ns=scheduled_ns)
-            else:
-                async with cap:
-                    reply = await self.send(req, level=spec.label, scheduled_ns=scheduled_ns)
-            self._count(outcome, req.key, reply)
+                return await self._send(req, spec.label, journal, outcome, scheduled_ns)
+            async with cap:
+                return await self._send(req, spec.label, journal, outcome, scheduled_ns)
 
         start_ns = time.perf_counter_ns()
         for off in offsets:
@@ -149,4 +155,3 @@ class LoadRunner:
                 await asyncio.sleep(delay)
             tasks.append(asyncio.create_task(one(planner.take(), due_ns)))
         await asyncio.gather(*tasks)
-        return outcome

@@ -22,7 +22,8 @@ from inferencekit.api.client import Client
 from inferencekit.api.detect import EngineInfo
 from inferencekit.api.reply import is_ok
 from inferencekit.api.tokenize import TokenizeError, Tokenizer, choose_tokenizer
-from inferencekit.bench.config import FIXED_FIELDS, ServeConfig
+from inferencekit.bench.config import ServeConfig
+from inferencekit.bench.journal import JOURNAL_NAME, materialise
 from inferencekit.bench.manifest import METRICS_MANIFEST
 from inferencekit.bench.metrics import level_metrics
 from inferencekit.bench.plan import PlannedRequest, Planner, request_body
@@ -67,7 +68,7 @@ def _used_keys(run: RunDir, engine: str) -> list[str]:
     sup = run.path / "superseded"
     if sup.is_dir():
         stems += [p.stem for p in sup.glob(f"*/outputs/{engine}/**/*.json")]
-    return [s for s in stems if s != "retokenized"]
+    return [s for s in stems if s not in ("retokenized", "journal")]
 
 
 async def _retokenize(tok: Tokenizer, replies: Sequence[dict[str, Any]], limit: int = 4) -> dict[str, int]:
@@ -115,6 +116,10 @@ async def run_bench(cfg: ServeConfig, client: Client, info: EngineInfo, run: Run
 
     planner = Planner(prompts, cfg.seed)
     if resume:
+        for journal in (run.path / "outputs" / engine).glob(f"load-*/{JOURNAL_NAME}"):
+            # a client that died mid-level left its finished exchanges here: recover them as files
+            for _ in materialise(run, engine, journal.parent.name.removeprefix("load-"), journal):
+                pass
         planner.restore(_used_keys(run, engine))
     runner = LoadRunner(client, run, engine, body_for, optional=optional, on_done=on_done)
     state = run.read_run().get("bench_state") or {"levels": {}, "warmup_done": False, "superseded": []}
