@@ -30,6 +30,7 @@ from inferencekit.api.sse import split_events
 __all__ = ["Client", "Exchange", "describe_exception", "ERROR_BYTES"]
 
 ERROR_BYTES = 500  # an HTTP error body is recorded up to this many bytes
+_MAX_STALE_RETRIES = 16  # re-sends after failures on reused (stale) pooled connections
 
 
 @dataclass(slots=True)
@@ -234,14 +235,19 @@ class Client:
 
     async def _exchange(self, method: str, path: str, body: dict[str, Any] | None, rid: str,
                         timeout_s: float | None) -> Exchange:
-        """One request; sent again once on a fresh connection when a *reused* pooled connection
-        failed before any response byte (a server that closes after each reply while announcing
-        keep-alive, as llama-server does, leaves dead connections in the pool). The reply says so."""
+        """One request; sent again when a *reused* pooled connection failed before any response byte
+        (a server that closes after each reply while announcing keep-alive, as llama-server does,
+        leaves dead connections in the pool). A fresh connection's failure is final. The reply says so."""
         ex = await self._exchange_once(method, path, body, rid, timeout_s)
-        if ex.status == 0 and not ex.chunks and ex.reused_connection:
+        stale = 0
+        # Each failed reuse drops one dead connection from the pool; several may be queued there under
+        # concurrency, so keep going while the failures are on reused connections (bounded).
+        while ex.status == 0 and not ex.chunks and ex.reused_connection and stale < _MAX_STALE_RETRIES:
+            stale += 1
             first_error = ex.error
             ex = await self._exchange_once(method, path, body, rid, timeout_s)
-            ex.retried = f"a reused keep-alive connection failed before any reply ({first_error}); sent again"
+            ex.retried = (f"{stale} reused keep-alive connection(s) failed before any reply ({first_error}); "
+                          "sent again")
         return ex
 
     async def _exchange_once(self, method: str, path: str, body: dict[str, Any] | None, rid: str,
