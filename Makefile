@@ -2,14 +2,13 @@
 #   make demo   - build the embedded engine if needed, then `inferencekit verify --profile quick`
 #   make test   - build every engine (llama-cpp-python, llama-server, vLLM on CPU), then the test suite
 # Builds are cached outside the clone: pip's wheel cache (~/.cache/pip) for llama-cpp-python and
-# $(IK_CACHE) for llama-server and the vLLM virtualenv + converted model.
+# $INFERENCEKIT_CACHE (default ~/.cache/inferencekit) for llama-server and the vLLM virtualenv + model.
 
 SHELL := /bin/bash
 PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
-export IK_CACHE := $(or $(INFERENCEKIT_CACHE),$(XDG_CACHE_HOME),$(HOME)/.cache)/inferencekit
 # llama.cpp must not be built for the build machine's CPU: this VM advertises AMX but does not
 # enable it, and a native build dies with SIGILL on the first prompt (ENGINES.md).
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
@@ -49,6 +48,7 @@ test-unit: venv
 	$(PY) -m pytest -q -ra tests/unit
 
 bench-client: venv
+	$(PIP) install $(PIP_FLAGS) -q -e '.[bench]'
 	$(PY) benchmarks/client_cost.py
 
 clean:

@@ -14,8 +14,9 @@ events the server sent (usage chunk and [DONE] not counted); ground truth comes 
 
 Scenarios (chat, streaming, ~128-token prompts, 256 tokens out, closed loop):
 
-- cpu        itl 0, c=64: CPU µs per chunk on the production path (``LoadRunner.run_level`` writing an
-             input and a reply file per request, every event kept, into a temporary run dir), then
+- cpu        itl 0, c=64: CPU µs per chunk on the production path (``LoadRunner.run_level``: a journal
+             line per finished request during the level, then an input and a reply file per request,
+             every event kept, into a temporary run dir), then
              the same load through ``Client.post`` + ``Exchange.to_reply`` (no files) and through
              ``Client.post`` alone (nothing derived, nothing written): where the cost goes;
 - scale      itl 20 ms, c=256 and c=1024, n=2c, LoadRunner: server chunks/s against the ideal
@@ -464,7 +465,7 @@ def report(results: list[dict[str, Any]], pin: Pinning, started: float, load_sta
                  "(server %) | requests ok/sent | peak RSS MB | load avg (1 min) |")
         L.append("|---|---|---|---|---|---|---|---|")
     names = {"cpu-vllm": "reference: vLLM `bench serve` (same server, same moment)",
-             "cpu-runner": "LoadRunner.run_level (input + reply file per request)",
+             "cpu-runner": "LoadRunner.run_level (journal line per request; input + reply files after the level)",
              "cpu-reply": "Client.post + Exchange.to_reply (no files)",
              "cpu-post": "Client.post only (nothing derived or written)"}
     for key, label in names.items():
@@ -558,7 +559,7 @@ def report(results: list[dict[str, Any]], pin: Pinning, started: float, load_sta
              "(an upper bound: includes buffers of replies being derived/written).")
     L.append("- TTFT error: reply file ttft_ms − server (first token event write − request complete), joined by "
              "X-Request-ID; start→arrival = server request-complete − Exchange.sent_ns (both CLOCK_MONOTONIC).")
-    L.append("- LoadRunner = the production path (input file, request, to_reply, reply file, per request, on the loop); "
+    L.append("- LoadRunner = the production path (each finished exchange appended raw to the level journal; the input and reply files derived and written after the level); "
              "'Client.post, files after the level' keeps each Exchange and writes the same files once the level ends "
              "(what deferring the per-request work would give).")
     L.append("- each scenario: a fresh client process (asyncio loop, as `inferencekit bench serve`), 2 warm-up requests, "
