@@ -68,7 +68,7 @@ def _used_keys(run: RunDir, engine: str) -> list[str]:
     sup = run.path / "superseded"
     if sup.is_dir():
         stems += [p.stem for p in sup.glob(f"*/outputs/{engine}/**/*.json")]
-    return [s for s in stems if s not in ("retokenized", "journal")]
+    return [s for s in stems if s != "retokenized"]
 
 
 async def _retokenize(tok: Tokenizer, replies: Sequence[dict[str, Any]], limit: int = 4) -> dict[str, int]:
@@ -108,7 +108,7 @@ async def run_bench(cfg: ServeConfig, client: Client, info: EngineInfo, run: Run
     """
     engine = cfg.engine_label or info.engine
     fixed = _fixed_fields(cfg, info)
-    optional = tuple(k for k in ("stream_options", *info.dialect.count_fields) if k in fixed or k == "stream_options")
+    optional = ("stream_options", *(k for k in info.dialect.count_fields if k in fixed))
 
     def body_for(req: PlannedRequest) -> dict[str, Any]:
         return request_body(req, model=str(info.model), max_tokens=cfg.max_tokens, extra=cfg.extra_body, fixed=fixed,
@@ -118,8 +118,7 @@ async def run_bench(cfg: ServeConfig, client: Client, info: EngineInfo, run: Run
     if resume:
         for journal in (run.path / "outputs" / engine).glob(f"load-*/{JOURNAL_NAME}"):
             # a client that died mid-level left its finished exchanges here: recover them as files
-            for _ in materialise(run, engine, journal.parent.name.removeprefix("load-"), journal):
-                pass
+            list(materialise(run, engine, journal.parent.name.removeprefix("load-"), journal))
         planner.restore(_used_keys(run, engine))
     runner = LoadRunner(client, run, engine, body_for, optional=optional, on_done=on_done)
     state = run.read_run().get("bench_state") or {"levels": {}, "warmup_done": False, "superseded": []}
@@ -129,7 +128,7 @@ async def run_bench(cfg: ServeConfig, client: Client, info: EngineInfo, run: Run
         await runner.warmup(planner, cfg.warmup)
     state["warmup_done"] = True
     run.update_run(bench_state=state)
-    for i, spec in enumerate(cfg.levels):
+    for spec in cfg.levels:
         st = state["levels"].get(spec.label, {})
         if st.get("state") == "done" and not any(r.get("status") == 0 for r in
                                                   load_level_replies(run, engine, spec.label)):
