@@ -30,7 +30,7 @@ def render() -> str:
                 if choices:
                     t += " (" + ", ".join(map(str, choices)) + ")"
                 default = p.get("default")
-                flag = "--" + name.replace("_", "-")
+                flag = name.upper() if p.get("x-positional") else "--" + name.replace("_", "-")
                 lines.append(f"| `{flag}` | {t} | {'' if default is None else f'`{default}`'} | "
                              f"{p['description'].replace('|', '/')} |")
             lines.append("")

@@ -40,7 +40,7 @@ def _private_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 def _start(engine: str, tmp_path_factory: pytest.TempPathFactory, make_target: str, **kw) -> RunningEngine:
     try:
-        return start_engine(engine, tmp_path_factory.mktemp(f"{engine}-log"), **kw)
+        return start_engine(engine, tmp_path_factory.mktemp(f"{engine}-log"), tie_to_parent=True, **kw)
     except OpError as e:
         _missing(engine, f"{e} (make {make_target})")
         raise  # unreachable: _missing fails or skips

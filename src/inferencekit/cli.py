@@ -143,6 +143,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         outcome = op.func(call, **kwargs)
     except OpError as e:
         print(f"inferencekit: error: {e}", file=sys.stderr)
+        if json_out:  # an agent reading stdout still gets one JSON document
+            sys.stdout.buffer.write(orjson.dumps({"error": str(e), "exit_code": EXIT_USAGE}) + b"\n")
+            sys.stdout.flush()
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("inferencekit: interrupted; finished requests are on disk (use --resume)", file=sys.stderr)

@@ -9,7 +9,7 @@ import orjson
 from inferencekit.errors import OpError
 from inferencekit.registry import Arg
 
-__all__ = ["CLIENT_ARGS", "parse_json_object", "template_kwargs", "split_extra_body"]
+__all__ = ["CLIENT_ARGS", "parse_json_object", "template_kwargs", "split_extra_body", "check_client_args"]
 
 CLIENT_ARGS: tuple[Arg, ...] = (
     Arg("base_url", "string", "Server URL, with or without /v1 (e.g. http://127.0.0.1:8000). Without it the embedded "
@@ -54,3 +54,13 @@ def split_extra_body(extra: dict[str, Any], fixed: set[str]) -> tuple[dict[str, 
     refused = sorted(k for k in extra if k in fixed)
     kept = {k: v for k, v in extra.items() if k not in fixed and k != "chat_template_kwargs"}
     return kept, refused
+
+
+def check_client_args(timeout: float) -> None:
+    """Refuse client settings that cannot work (before anything is sent).
+
+    Raises:
+        OpError: a timeout that is not a positive number of seconds.
+    """
+    if not timeout > 0:
+        raise OpError(f"--timeout must be > 0 seconds, got {timeout}")

@@ -55,6 +55,8 @@ class Arg:
             out["enum"] = list(self.choices)
         if self.default is not None:
             out["default"] = list(self.default) if isinstance(self.default, tuple) else self.default
+        if self.positional:
+            out["x-positional"] = True
         return out
 
 

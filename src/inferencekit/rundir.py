@@ -20,6 +20,7 @@ import datetime as _dt
 import os
 import re
 import secrets
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -103,12 +104,39 @@ class RunDir:
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
+        self.created = False  # made by this process (see discard_if_empty)
 
     @classmethod
     def create(cls, path: str | Path | None = None) -> RunDir:
+        """A new run directory (``path`` or ``runs/<run-id>``).
+
+        Raises:
+            OpError: ``path`` already holds a run (its run.json would be mixed with this one's), is a
+                file, or cannot be created.
+        """
         p = Path(path) if path else default_runs_root() / new_run_id()
-        p.mkdir(parents=True, exist_ok=True)
-        return cls(p)
+        if (p / "run.json").exists():
+            op = (read_json(p / "run.json") or {}).get("operation", "another operation")
+            raise OpError(f"run dir {str(p)!r} already holds a run ({op}); pass a new --run-dir (bench serve "
+                          "finishes an interrupted run with --resume)")
+        try:
+            p.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):
+            raise OpError(f"--run-dir {str(p)!r} exists and is not a directory") from None
+        except OSError as e:
+            raise OpError(f"cannot create run dir {str(p)!r}: {e.strerror or e}") from None
+        run = cls(p)
+        run.created = True
+        return run
+
+    def discard_if_empty(self) -> None:
+        """Remove a run dir this process created when it holds no request, reply or engine log (a user error
+        stopped the operation before anything was sent)."""
+        if not self.created:
+            return
+        leftovers = [q for q in self.path.rglob("*") if q.is_file() and q.name != "run.json"]
+        if not leftovers:
+            shutil.rmtree(self.path, ignore_errors=True)
 
     @classmethod
     def open(cls, path: str | Path) -> RunDir:

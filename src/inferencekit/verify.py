@@ -24,8 +24,9 @@ from inferencekit.bench.plan import parse_levels
 from inferencekit.bench.serve import run_bench
 from inferencekit.data.datasets import load_static
 from inferencekit.engines.target import serve_target
+from inferencekit.errors import OpError
 from inferencekit.evidence import artifact, build_record, save_record
-from inferencekit.options import CLIENT_ARGS, parse_json_object, split_extra_body, template_kwargs
+from inferencekit.options import CLIENT_ARGS, check_client_args, parse_json_object, split_extra_body, template_kwargs
 from inferencekit.registry import Arg, Call, Outcome, operation
 from inferencekit.report.progress import ProgressBar
 from inferencekit.report.verify_card import render_verification
@@ -107,6 +108,7 @@ def verify(call: Call, base_url: str | None, model: str | None, api_key_env: str
     if base_url:
         normalize_base_url(base_url)
     read_api_key(api_key_env)
+    check_client_args(timeout)
     prof = PROFILES[profile]
     extra = parse_json_object(extra_body, "--extra-body")
     kept, _refused = split_extra_body(extra, FIXED_FIELDS)
@@ -140,8 +142,12 @@ def verify(call: Call, base_url: str | None, model: str | None, api_key_env: str
         rec = verification_record(run, prof, info.to_dict(), parts, [probe_rec, bench_rec], headline)
         return rec, {"probe": probe_rec, "bench": bench_rec}
 
-    with serve_target(base_url, run.engine_dir, quiet=call.quiet) as (url, _):
-        rec, subs = asyncio.run(main(url))
+    try:
+        with serve_target(base_url, run.engine_dir, quiet=call.quiet) as (url, _):
+            rec, subs = asyncio.run(main(url))
+    except OpError:
+        run.discard_if_empty()
+        raise
     payload = {"evidence_id": rec["evidence_id"], "verdict": rec["verdict"], "run_dir": str(Path(run.path)),
                "parts": rec["data"]["parts"], "levels": subs["bench"]["data"]["levels"]}
     return Outcome(payload, rec["verdict"], lambda console: render_verification(console, rec, subs))

@@ -23,9 +23,16 @@ def replies(run: Path, level: str) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(run.glob(f"outputs/*/load-{level}/*/*.json"))]
 
 
+def finished_in_c1(run: Path) -> int:
+    journal = list(run.glob("outputs/*/load-c1/journal.jsonl"))
+    if journal:
+        return journal[0].read_bytes().count(b"\n")
+    return len(list(run.glob("outputs/*/load-c1/*/*.json")))
+
+
 def test_kill_engine_mid_run_then_resume(tmp_path, capsys):
     try:
-        eng = start_engine("llama-cpp-python", tmp_path / "log1")
+        eng = start_engine("llama-cpp-python", tmp_path / "log1", tie_to_parent=True)
     except OpError as e:
         pytest.fail(f"embedded engine unavailable: {e}") if os.environ.get("CI") else pytest.skip(str(e))
     run = tmp_path / "run"
@@ -34,7 +41,8 @@ def test_kill_engine_mid_run_then_resume(tmp_path, capsys):
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 300
-        while len(list(run.glob("outputs/*/load-c1/*/*.json"))) < 3:
+        # during a level, finished exchanges are journal lines; the reply files follow after the level
+        while finished_in_c1(run) < 3:
             assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
             assert time.monotonic() < deadline, "the run did not get 3 replies in 300 s"
             time.sleep(0.05)
@@ -57,7 +65,7 @@ def test_kill_engine_mid_run_then_resume(tmp_path, capsys):
     assert all(r["status"] == 0 for r in c2)
     assert all(r["error"].startswith(("connection failed", "connection error", "server disconnected", "broken stream")) for r in failed)
 
-    eng2 = start_engine("llama-cpp-python", tmp_path / "log2")  # a new port: resume checks identity, not the URL
+    eng2 = start_engine("llama-cpp-python", tmp_path / "log2", tie_to_parent=True)  # a new port: resume checks identity, not the URL
     try:
         code = main(["bench", "serve", "--resume", str(run), "--base-url", eng2.url, "--json", "--quiet"])
     finally:

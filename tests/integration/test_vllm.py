@@ -173,3 +173,13 @@ def test_client_ttft_agrees_with_vllm_histogram(vllm_run) -> None:
           f"({client_ms - server_ms:+.1f} ms per request)")
     assert client_ms >= server_ms
     assert abs(client_ms / server_ms - 1) <= 0.10
+
+
+def test_probe_on_vllm(vllm_engine, tmp_path) -> None:
+    """vLLM honours what ENGINES.md observed: ignore_eos, seeds, usage in streams, token ids, tokenize."""
+    code, out = run_cli(["probe", "--base-url", vllm_engine.url, "--run-dir", str(tmp_path / "p")])
+    assert code == 0 and out is not None
+    caps = {k: v["status"] for k, v in out["capabilities"].items()}
+    assert caps["ignore_eos"] == "honoured" and caps["usage_in_stream"] == "honoured"
+    assert caps["token_ids"] == "honoured" and caps["tokenize"] == "honoured" and caps["seed"] == "honoured"
+    assert caps["logprobs"] == "honoured"  # top_logprobs 20 is vLLM's cap: accepted

@@ -91,3 +91,11 @@ def test_planner_never_repeats_unsalted_inside_a_long_run():
     reqs = [pl.take() for _ in range(30)]
     plain = Counter(r.prompt.id for r in reqs if r.salt is None)
     assert set(plain.values()) == {1}
+
+
+def test_consecutive_draws_rotate_through_the_buckets():
+    pool = [Prompt(f"{b}{i}", b, prompt="x") for b in ("long", "short", "medium") for i in range(5)]
+    pool += [Prompt("tiny0", "tiny", prompt="x")]
+    pl = Planner(pool, seed=4)
+    first = [pl.take().prompt.bucket for _ in range(8)]
+    assert first == ["long", "medium", "short", "tiny", "long", "medium", "short", "long"]

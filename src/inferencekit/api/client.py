@@ -269,7 +269,8 @@ class Client:
                 if resp.status != 200:
                     raw = await resp.content.read(64 * 1024)
                     append((clock(), raw))
-                    ex.error = f"HTTP {resp.status}: " + raw[:ERROR_BYTES].decode("utf-8", "replace")
+                    # one line (an HTML error page has many); the raw bytes stay in the reply's events
+                    ex.error = f"HTTP {resp.status}: " + " ".join(raw[:ERROR_BYTES].decode("utf-8", "replace").split())
                     return ex
                 while True:
                     chunk = await readany()

@@ -65,7 +65,8 @@ async def detect_engine(client: Client, model: str | None = None) -> EngineInfo:
     if err:
         where = client.endpoint.root
         hint = " (check --api-key-env)" if "HTTP 401" in err or "HTTP 403" in err else ""
-        raise OpError(f"{where} does not answer as an OpenAI-compatible server: GET /v1/models → {err}{hint}")
+        short = err if len(err) <= 200 else err[:200] + "…"
+        raise OpError(f"{where} does not answer as an OpenAI-compatible server: GET /v1/models → {short}{hint}")
     ids = [m["id"] for m in models]
     if model is None:
         if not ids:
@@ -107,7 +108,7 @@ async def detect_engine(client: Client, model: str | None = None) -> EngineInfo:
     if "llama.cpp python" in title.lower() or "llama-cpp-python" in title.lower():
         signals.append(f"OpenAPI title {title!r}")
         version = ((spec or {}).get("info") or {}).get("version")
-        return EngineInfo("llama-cpp-python", version, ids, model, 1, "serialises requests (ENGINES.md)",
+        return EngineInfo("llama-cpp-python", version, ids, model, 1, "llama-cpp-python runs one request at a time (not measured)",
                           signals, details)
 
     for name in ("vllm", "sglang"):

@@ -28,7 +28,11 @@ def normalize_base_url(url: str) -> str:
     """
     if not url or not isinstance(url, str):
         raise OpError("--base-url is empty; give the server's URL, e.g. http://127.0.0.1:8000")
-    parts = urlsplit(url.strip())
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError as e:  # bad port, unbalanced IPv6 brackets
+        raise OpError(f"--base-url {url!r} is not a valid URL: {e}") from None
     if parts.scheme not in ("http", "https"):
         raise OpError(f"--base-url {url!r}: only http:// and https:// URLs are supported")
     if not parts.hostname:
@@ -44,9 +48,9 @@ def normalize_base_url(url: str) -> str:
     path = parts.path.rstrip("/")
     if path.endswith("/v1"):
         path = path[:-3]
-    port = f":{parts.port}" if parts.port else ""
+    port_part = f":{port}" if port else ""
     host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
-    return f"{parts.scheme}://{host}{port}{path}"
+    return f"{parts.scheme}://{host}{port_part}{path}"
 
 
 def read_api_key(env_name: str | None) -> str | None:

@@ -20,8 +20,9 @@ from inferencekit.api.detect import EngineInfo, detect_engine
 from inferencekit.api.endpoint import Endpoint, normalize_base_url, read_api_key
 from inferencekit.api.tokenize import EngineTokenizer, TokenizeError
 from inferencekit.engines.target import serve_target
+from inferencekit.errors import OpError
 from inferencekit.evidence import artifact, build_record, save_record
-from inferencekit.options import CLIENT_ARGS, parse_json_object, template_kwargs
+from inferencekit.options import CLIENT_ARGS, check_client_args, parse_json_object, template_kwargs
 from inferencekit.registry import Arg, Call, Outcome, operation
 from inferencekit.rundir import RunDir, write_bytes
 
@@ -60,7 +61,7 @@ async def _collect(client: Client, info: EngineInfo, ctk: dict[str, Any], extra:
         ("seed", "b", _body(model, SEED_PROMPT, 24, ctk, temperature=1.0, top_p=1.0, seed=98765)),
         ("logprobs", "top", _body(model, "The capital of France is", 4, ctk, logprobs=True, top_logprobs=TOP_LOGPROBS)),
         # vLLM's return_token_ids is asked of every engine; a dialect's own way (llama-server's logprob ids) too.
-        ("token_ids", "on", _body(model, "Count from one to five.", 12, ctk, **count, return_token_ids=True)),
+        ("token_ids", "on", _body(model, "Count from one to five.", 12, ctk, **{**count, "return_token_ids": True})),
     ]
     got: dict[str, dict[str, Any]] = {}
     log: list[dict[str, Any]] = []
@@ -139,6 +140,7 @@ def probe(call: Call, base_url: str | None, model: str | None, api_key_env: str 
     if base_url:
         normalize_base_url(base_url)
     read_api_key(api_key_env)
+    check_client_args(timeout)
     extra = parse_json_object(extra_body, "--extra-body")
     ctk = template_kwargs(extra, chat_template_kwargs)
     extra.pop("chat_template_kwargs", None)
@@ -152,7 +154,11 @@ def probe(call: Call, base_url: str | None, model: str | None, api_key_env: str 
                            api_key_env=api_key_env)
             return await probe_endpoint(client, info, run, ctk=ctk, extra=extra)
 
-    with serve_target(base_url, run.engine_dir, quiet=call.quiet) as (url, _):
-        rec = asyncio.run(main(url))
+    try:
+        with serve_target(base_url, run.engine_dir, quiet=call.quiet) as (url, _):
+            rec = asyncio.run(main(url))
+    except OpError:
+        run.discard_if_empty()
+        raise
     return Outcome({"evidence_id": rec["evidence_id"], "run_dir": str(Path(run.path)), **rec["data"]}, None,
                    lambda console: render_probe(console, rec))

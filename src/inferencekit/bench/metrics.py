@@ -77,8 +77,8 @@ def level_metrics(replies: Sequence[Mapping[str, Any]], *, slo: Mapping[str, flo
     prompt_tokens = 0
     prompt_known = True
     sources: Counter[str] = Counter()
-    disagree_streamed = disagree_retok = 0
-    compared_streamed = compared_retok = 0
+    disagree_streamed = disagree_retok = disagree_rs = 0
+    compared_streamed = compared_retok = compared_rs = 0
     good = 0
     for r in ok:
         key = str(r.get("_key", ""))
@@ -95,6 +95,9 @@ def level_metrics(replies: Sequence[Mapping[str, Any]], *, slo: Mapping[str, flo
             if rt is not None:
                 compared_retok += 1
                 disagree_retok += rt != usage["completion_tokens"]
+        if rt is not None and isinstance(r.get("n_streamed"), int):
+            compared_rs += 1
+            disagree_rs += rt != r["n_streamed"]
         if isinstance(usage.get("prompt_tokens"), int):
             prompt_tokens += usage["prompt_tokens"]
         else:
@@ -130,7 +133,8 @@ def level_metrics(replies: Sequence[Mapping[str, Any]], *, slo: Mapping[str, flo
                        "output_tokens": total_out, "prompt_tokens": prompt_tokens if prompt_known else None},
         "n_out": {"sources": dict(sources), "streamed_vs_usage": {"compared": compared_streamed,
                                                                  "disagree": disagree_streamed},
-                  "retokenized_vs_usage": {"compared": compared_retok, "disagree": disagree_retok}},
+                  "retokenized_vs_usage": {"compared": compared_retok, "disagree": disagree_retok},
+                  "retokenized_vs_streamed": {"compared": compared_rs, "disagree": disagree_rs}},
         "ttft_ms": summarize(ttft), "ttfo_ms": summarize(ttfo), "tpot_ms": summarize(tpot),
         "itl_ms": summarize(itl), "e2el_ms": summarize(e2el),
     }

@@ -18,7 +18,7 @@ from inferencekit.data.datasets import DYNAMIC, build_dynamic, load_static
 from inferencekit.data.prompts import Prompt
 from inferencekit.engines.target import serve_target
 from inferencekit.errors import OpError
-from inferencekit.options import CLIENT_ARGS, parse_json_object, split_extra_body, template_kwargs
+from inferencekit.options import CLIENT_ARGS, check_client_args, parse_json_object, split_extra_body, template_kwargs
 from inferencekit.registry import Arg, Call, Outcome, operation
 from inferencekit.report.card import render_bench
 from inferencekit.report.progress import ProgressBar
@@ -77,6 +77,13 @@ def config_from_args(a: dict[str, Any]) -> ServeConfig:
         raise OpError("--max-tokens must be ≥ 1")
     if a["warmup"] < 0:
         raise OpError("--warmup must be ≥ 0")
+    check_client_args(a["timeout"])
+    if a["temperature"] < 0:
+        raise OpError(f"--temperature must be ≥ 0, got {a['temperature']}")
+    if a.get("input_len") is not None and a["dataset"] != "random":
+        raise OpError("--input-len applies only to --dataset random")
+    if a.get("max_concurrency") and not rates:
+        raise OpError("--max-concurrency caps open-loop levels; give --request-rate (closed loop: --concurrency)")
     extra = parse_json_object(a.get("extra_body"), "--extra-body")
     kept, refused = split_extra_body(extra, FIXED_FIELDS)
     if refused:
@@ -107,6 +114,10 @@ async def prepare_run(call: Call, cfg: ServeConfig, client: Client, run: RunDir,
                                             input_len=cfg.input_len, max_tokens=cfg.max_tokens)
     else:
         prompts, desc = static
+    if desc.get("truncated") and not call.quiet:
+        print(f"inferencekit: note: the {desc.get('name', cfg.dataset)} data file is truncated; "
+              f"{desc.get('conversations')} complete conversations were read (recorded in run.json)",
+              file=sys.stderr)
     if resume:
         resumes = run.read_run().get("resumes", [])
         run.update_run(resumes=[*resumes, {"command": list(call.argv), "engine": info.to_dict()}])
@@ -115,6 +126,33 @@ async def prepare_run(call: Call, cfg: ServeConfig, client: Client, run: RunDir,
                        dialect=info.dialect.describe(), api_key_env=api_key_env, prompt_set=desc,
                        bench_config=cfg.to_json())
     return info, prompts
+
+
+# flags that shape what a run sends: --resume replays the stored ones and refuses new values
+_RUN_SHAPING = tuple(x for x in BENCH_ARGS if x.name not in ("run_dir",)) + tuple(
+    x for x in CLIENT_ARGS if x.name in ("model", "extra_body", "chat_template_kwargs"))
+
+
+def _resume_settings(resume: str, a: dict[str, Any]) -> tuple[RunDir, ServeConfig, str | None]:
+    """The run dir, stored settings and stored target of a bench serve run to finish.
+
+    Raises:
+        OpError: not a bench serve run dir, or run-shaping flags given with --resume.
+    """
+    run = RunDir.open(resume)
+    stored = run.read_run()
+    if stored.get("operation") != "bench.serve" or not stored.get("bench_config"):
+        raise OpError(f"--resume finishes bench serve runs; {resume!r} holds a {stored.get('operation') or 'unknown'} "
+                      "run")
+    given = [x.name for x in _RUN_SHAPING if a.get(x.name) is not None and a.get(x.name) != x.default
+             and not (x.type == "array" and x.default is None and not a.get(x.name))]
+    if given:
+        flags = ", ".join("--" + n.replace("_", "-") for n in given)
+        raise OpError(f"--resume replays the run's stored settings; drop {flags} (or start a new run)")
+    cfg = ServeConfig.from_json(stored["bench_config"])
+    cfg.timeout_s = a["timeout"]
+    target = stored.get("target")
+    return run, cfg, (None if target in (None, "embedded") else target)
 
 
 @operation(("bench", "serve"), "Load benchmark at several concurrency levels and request rates.",
@@ -135,21 +173,23 @@ def bench_serve(call: Call, **a: Any) -> Outcome:
         normalize_base_url(a["base_url"])
     read_api_key(a.get("api_key_env"))
     if resume:
-        run = RunDir.open(resume)
-        stored = run.read_run().get("bench_config")
-        if not stored:
-            raise OpError(f"{resume!r} holds no bench serve settings to resume")
-        cfg = ServeConfig.from_json(stored)
-        cfg.timeout_s = a["timeout"]
+        run, cfg, stored_url = _resume_settings(resume, a)
+        base_url = a.get("base_url") or stored_url
         static = load_static(cfg.dataset)
     else:
         cfg = config_from_args(a)
         static = load_static(cfg.dataset)  # a bad prompt file stops here: no run dir, nothing sent
+        base_url = a.get("base_url")
         run = RunDir.create(a.get("run_dir"))
-    with serve_target(a.get("base_url"), run.engine_dir, quiet=call.quiet) as (url, started):
-        endpoint = Endpoint.parse(url, a.get("api_key_env"))
-        record = asyncio.run(_serve(call, cfg, endpoint, run, a.get("model"), static, bool(resume),
-                                    a.get("api_key_env")))
+        run.update_run(operation=call.operation, target=normalize_base_url(base_url) if base_url else "embedded")
+    try:
+        with serve_target(base_url, run.engine_dir, quiet=call.quiet) as (url, started):
+            endpoint = Endpoint.parse(url, a.get("api_key_env"))
+            record = asyncio.run(_serve(call, cfg, endpoint, run, a.get("model"), static, bool(resume),
+                                        a.get("api_key_env")))
+    except OpError:
+        run.discard_if_empty()
+        raise
     return Outcome({"evidence_id": record["evidence_id"], "run_dir": str(run.path), "verdict": record.get("verdict"),
                     "levels": record["data"]["levels"], "limitations": record["limitations"]},
                    record.get("verdict"), lambda console: render_bench(console, record))

@@ -8,6 +8,7 @@ can serve it. The tag is recorded as ``salt`` and the file gets a ``~k`` suffix 
 
 from __future__ import annotations
 
+import math
 import random
 import re
 from collections import Counter
@@ -76,8 +77,9 @@ def parse_levels(concurrency: Sequence[int] | None, rates: Sequence[float] | Non
     if cap < 0:
         raise OpError("--max-concurrency must be ≥ 0")
     for r in rates or []:
-        if not r > 0:
-            raise OpError(f"--request-rate values must be > 0 requests/s, got {r}")
+        if not (r > 0 and math.isfinite(r)):
+            raise OpError(f"--request-rate values must be finite and > 0 requests/s, got {r} (for 'as fast as "
+                          "possible' use closed loop: --concurrency)")
         label = f"r{_num_label(r)}" + (f"c{cap}" if cap else "")
         levels.append(LevelSpec(label, "open", concurrency=cap, rate=float(r), arrival=arrival, burstiness=burstiness))
     if not levels:
@@ -106,8 +108,10 @@ def parse_slo(text: str | None) -> dict[str, float]:
             ms = float(val)
         except ValueError:
             raise OpError(f"--slo {part!r}: {val!r} is not a number of milliseconds") from None
-        if ms <= 0:
-            raise OpError(f"--slo {part!r}: the limit must be > 0 ms")
+        if not (ms > 0 and math.isfinite(ms)):
+            raise OpError(f"--slo {part!r}: the limit must be a finite number > 0 ms")
+        if f"{key}_ms" in out:
+            raise OpError(f"--slo gives {key} twice")
         out[f"{key}_ms"] = ms
     return out
 
@@ -123,7 +127,7 @@ class PlannedRequest:
 
 @dataclass(slots=True)
 class Planner:
-    """Seeded prompt draw for a whole run; ``take()`` returns the next request.
+    """Seeded prompt draw for a whole run, balanced over buckets; ``take()`` returns the next request.
 
     ``used`` counts earlier uses per prompt id (restored from disk on resume with ``restore``).
     """
@@ -137,8 +141,16 @@ class Planner:
     def __post_init__(self) -> None:
         if not self.prompts:
             raise OpError("the prompt set is empty")
-        self._order = list(range(len(self.prompts)))
-        random.Random(self.seed).shuffle(self._order)
+        # Shuffle within each bucket, then deal the buckets round-robin: any run of consecutive draws
+        # (one level's requests) mixes prompt lengths alike, so levels compare like with like.
+        rng = random.Random(self.seed)
+        by_bucket: dict[str, list[int]] = {}
+        for i, p in enumerate(self.prompts):
+            by_bucket.setdefault(p.bucket, []).append(i)
+        piles = [by_bucket[b] for b in sorted(by_bucket)]
+        for pile in piles:
+            rng.shuffle(pile)
+        self._order = [pile[k] for k in range(max(map(len, piles))) for pile in piles if k < len(pile)]
         self._rng = random.Random(f"{self.seed}:salts:{sum(self.used.values())}")
 
     def restore(self, keys: Iterable[str]) -> None:

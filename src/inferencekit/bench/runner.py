@@ -112,14 +112,15 @@ class LoadRunner:
             else:
                 await self._open(spec, planner, num_requests, duration_s, seed, journal, outcome)
         finally:
+            # also when interrupted (Ctrl-C): what finished becomes files; the level stays 'running'
             journal.close()
-        outcome.wall_s = time.monotonic() - t0
-        for reply in materialise(self.run, self.engine, spec.label, path):
-            if "error" in reply:
-                outcome.failed += 1
-                outcome.transport_failures += reply.get("status") == 0
-            else:
-                outcome.ok += 1
+            outcome.wall_s = time.monotonic() - t0
+            for reply in materialise(self.run, self.engine, spec.label, path):
+                if "error" in reply:
+                    outcome.failed += 1
+                    outcome.transport_failures += reply.get("status") == 0
+                else:
+                    outcome.ok += 1
         return outcome
 
     async def _closed(self, spec: LevelSpec, planner: Planner, n: int | None, duration_s: float | None,

@@ -128,6 +128,7 @@ async def run_bench(cfg: ServeConfig, client: Client, info: EngineInfo, run: Run
         await runner.warmup(planner, cfg.warmup)
     state["warmup_done"] = True
     run.update_run(bench_state=state)
+    ran: list[str] = []
     for spec in cfg.levels:
         st = state["levels"].get(spec.label, {})
         if st.get("state") == "done" and not any(r.get("status") == 0 for r in
@@ -147,15 +148,17 @@ async def run_bench(cfg: ServeConfig, client: Client, info: EngineInfo, run: Run
         state["levels"][spec.label].update(state="done", sent=outcome.sent, ok=outcome.ok, failed=outcome.failed,
                                            wall_s=round(outcome.wall_s, 3))
         run.update_run(bench_state=state)
+        ran.append(spec.label)
+    previous = run.read_run().get("bench_record")
+    if resume and not ran and previous and (run.evidence_dir / f"{previous}.json").is_file():
+        return read_json(run.evidence_dir / f"{previous}.json")  # nothing was left to do: the record stands
     tok = choose_tokenizer(cfg.tokenizer, client, info.dialect) if cfg.retokenize else None
-    retok_source = None
     if tok is not None:
-        retok_source = tok.source
-        for spec in cfg.levels:
-            counts = await _retokenize(tok, load_level_replies(run, engine, spec.label))
-            write_json(run.level_dir("outputs", engine, spec.label) / "retokenized.json",
-                       {"tokenizer": tok.source, "counts": counts})
-    return bench_record(run, cfg, info, engine, retok_source=retok_source, fixed=fixed)
+        for label in ran:  # levels kept from before keep their counts (and the files their record hashed)
+            counts = await _retokenize(tok, load_level_replies(run, engine, label))
+            write_json(run.level_dir("outputs", engine, label) / "retokenized.json",
+                       {"tokenizer": tok.source, "counts": dict(sorted(counts.items()))})
+    return bench_record(run, cfg, info, engine, retok_source=tok.source if tok else None, fixed=fixed)
 
 
 def bench_record(run: RunDir, cfg: ServeConfig, info: EngineInfo, engine: str, *, retok_source: str | None,
@@ -199,7 +202,21 @@ def bench_record(run: RunDir, cfg: ServeConfig, info: EngineInfo, engine: str, *
     missing, limitations = [], []
     if not usage_seen:
         missing.append("usage in streamed replies: the server sent none, so N_out comes from streamed counts")
-    if info.capacity == 1:
+    for what in ("streamed_vs_usage", "retokenized_vs_usage", "retokenized_vs_streamed"):
+        cmp = [v["n_out"][what] for v in levels.values()]
+        n_cmp, n_dis = sum(c["compared"] for c in cmp), sum(c["disagree"] for c in cmp)
+        if n_dis:
+            a, b = what.split("_vs_")
+            limitations.append(f"token counts disagree: {a} ≠ {b} on {n_dis} of {n_cmp} replies (an EOS or a "
+                               "merged multi-byte character can explain one token; more needs the token_count gate)")
+    if cfg.retokenize and not any((run.level_dir("outputs", engine, s.label) / "retokenized.json").is_file()
+                                  for s in cfg.levels):
+        missing.append("re-tokenized counts: this engine has no known tokenize endpoint and no --tokenizer was given")
+    if cfg.ignore_eos and "ignore_eos" in info.dialect.ignores:
+        limitations.append(f"--ignore-eos was sent, but {info.engine} is known to drop it silently (see "
+                           "`inferencekit probe`): replies may stop before --max-tokens")
+    busy = any(s.mode == "open" or s.concurrency > 1 for s in cfg.levels)
+    if info.capacity == 1 and busy:
         limitations.append(f"{info.engine} serves one request at a time ({info.capacity_source}); at concurrency > 1 "
                            "requests queue inside the server, so TTFT grows with the level")
     if cfg.count_tokens and info.dialect.count_fields:
@@ -218,6 +235,7 @@ def bench_record(run: RunDir, cfg: ServeConfig, info: EngineInfo, engine: str, *
                f"{len(cfg.levels)} level(s) " + ", ".join(
                    f"{lbl}: TTFT p50 {_fmt(v['ttft_ms']['p50'])} ms, {_fmt(v['throughput']['output_throughput_tok_s'])} tok/s"
                    for lbl, v in levels.items()))
+    run_json = run.read_run()
     rec = build_record(
         kind="bench", claim_class="observed", summary=summary,
         identity={"engine": {k: v for k, v in info.to_dict().items() if k != "models"}, "model": {"id": info.model},
@@ -226,7 +244,8 @@ def bench_record(run: RunDir, cfg: ServeConfig, info: EngineInfo, engine: str, *
         verdict="UNPROVEN" if failed else None,
         data={"run_dir": str(run.path.resolve()), "engine_label": engine, "levels": levels, "config": cfg.to_json(),
               "request_fields_fixed": fixed, "retokenizer": retok_source, "dropped_fields": sorted(dropped),
-              "metrics_manifest": METRICS_MANIFEST})
+              "pins": run_json.get("pins"), "history": run_json.get("bench_state"),
+              "resumes": run_json.get("resumes", []), "metrics_manifest": METRICS_MANIFEST})
     save_record(rec, run)
     run.update_run(bench_record=rec["evidence_id"])
     return rec

@@ -8,6 +8,7 @@ raises an ``OpError`` that names the signal, the log file and its last lines.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import socket
@@ -22,7 +23,8 @@ from typing import Any
 from inferencekit.engines.recipes import Recipe, recipe
 from inferencekit.errors import OpError
 
-__all__ = ["RunningEngine", "free_port", "start_engine", "stop_engine", "log_tail", "http_ok", "pid_alive"]
+__all__ = ["RunningEngine", "free_port", "start_engine", "stop_engine", "log_tail", "http_ok", "pid_alive",
+           "port_free"]
 
 _SIGNAL_HINTS = {
     signal.SIGILL: "illegal instruction: the binary uses a CPU feature this machine does not enable (a llama.cpp "
@@ -60,6 +62,16 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def port_free(port: int) -> bool:
+    """True when nothing listens on 127.0.0.1:``port`` (a bind succeeds)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def log_tail(path: Path | str, lines: int = 15) -> str:
@@ -100,9 +112,18 @@ def _exit_text(code: int) -> str:
     return f"exited with code {code}"
 
 
+def _die_with_parent() -> None:
+    """In the child, before exec: ask Linux to SIGTERM it when its parent dies (prctl PR_SET_PDEATHSIG)."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: the engine outlives a killed parent
+
+
 def start_engine(engine: str, log_dir: Path, *, port: int | None = None, threads: int | None = None,
                  parallel: int = 4, ctx_size: int = 4096, extra: tuple[str, ...] = (),
-                 ready_timeout_s: float | None = None, rec: Recipe | None = None) -> RunningEngine:
+                 ready_timeout_s: float | None = None, rec: Recipe | None = None,
+                 tie_to_parent: bool = False) -> RunningEngine:
     """Start ``engine`` and return once it answers its health path.
 
     Args:
@@ -110,6 +131,8 @@ def start_engine(engine: str, log_dir: Path, *, port: int | None = None, threads
         port: loopback port (default: a free one).
         ready_timeout_s: how long to wait for readiness (default: the recipe's).
         rec: a prepared recipe (tests); default ``recipe(engine, port, ...)``.
+        tie_to_parent: stop the engine when this process dies, even by SIGKILL (engines started for one
+            command or a test session); ``engine up`` leaves it False so the engine outlives the command.
 
     Raises:
         OpError: the engine is not installed, exits before it is ready (signal, log path and log
@@ -125,7 +148,7 @@ def start_engine(engine: str, log_dir: Path, *, port: int | None = None, threads
         log.write(f"# inferencekit: {' '.join(rec.argv)}\n".encode())
         log.flush()
         proc = subprocess.Popen(rec.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                start_new_session=True)
+                                start_new_session=True, preexec_fn=_die_with_parent if tie_to_parent else None)
     _CHILDREN[proc.pid] = proc
     url = f"http://127.0.0.1:{port}"
     deadline = t0 + (ready_timeout_s or rec.ready_timeout_s)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from inferencekit.engines.launcher import http_ok, pid_alive, start_engine, stop_engine
+from inferencekit.engines.launcher import http_ok, pid_alive, port_free, start_engine, stop_engine
 from inferencekit.engines.recipes import ENGINES
 from inferencekit.errors import OpError
 from inferencekit.registry import Arg, Call, Outcome, operation
@@ -48,7 +48,11 @@ def engine_up(call: Call, engine: str, name: str | None, port: int | None, paral
     if isinstance(old, dict) and pid_alive(int(old.get("pid", 0))):
         raise OpError(f"an engine named {label} is already running at {old.get('url')} (pid {old.get('pid')}); "
                       f"stop it with `inferencekit engine down --name {label}` or pick another --name")
-    log_dir = RunDir.create(run_dir).engine_dir if run_dir else _state_dir()
+    log_dir = RunDir(Path(run_dir)).engine_dir if run_dir else _state_dir()
+    if port is not None and not 0 < port < 65536:
+        raise OpError(f"--port {port} is not a TCP port (1-65535)")
+    if port is not None and not port_free(port):
+        raise OpError(f"port {port} on 127.0.0.1 is already in use; pick another --port or leave it out")
     eng = start_engine(engine, log_dir, port=port, threads=threads, parallel=parallel, ctx_size=ctx_size)
     state = {"name": label, **eng.to_dict()}
     write_json(state_file, state, indent=True)

@@ -28,7 +28,7 @@ def serve_target(base_url: str | None, log_dir: Path, *, quiet: bool = False,
     if not quiet:
         print(f"inferencekit: starting the embedded engine ({engine}, SmolLM2-135M-Instruct Q4_1); log in {log_dir}",
               file=sys.stderr)
-    eng = start_engine(engine, log_dir)
+    eng = start_engine(engine, log_dir, tie_to_parent=True)
     try:
         yield eng.url, eng
     finally:

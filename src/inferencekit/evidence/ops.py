@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
-from inferencekit.evidence.record import integrity_problems
+from inferencekit.evidence.record import KINDS, integrity_problems
 from inferencekit.evidence.store import Store, record_base, resolve_record
 from inferencekit.registry import Arg, Call, Outcome, operation
 from inferencekit.rundir import read_json
@@ -67,6 +68,10 @@ def evidence_verify(call: Call, record: str) -> Outcome:
            example="inferencekit evidence show ev_3f2a9c --json", args=[_ID])
 def evidence_show(call: Call, record: str) -> Outcome:
     rec, path = resolve_record(record)
+    problems = integrity_problems(rec, record_base(path, rec))
+    if problems:
+        print(f"inferencekit: WARNING: this record does not verify ({problems[0]}); its figures cannot be trusted. "
+              "Run `inferencekit evidence verify` for every problem.", file=sys.stderr)
 
     def render(console: Any) -> None:
         console.print(f"[bold]{rec['evidence_id']}[/]  kind={rec.get('kind')}  verdict={rec.get('verdict', '-')}  "
@@ -88,7 +93,7 @@ def evidence_show(call: Call, record: str) -> Outcome:
            description="One line per record in the store ($INFERENCEKIT_HOME/evidence, else the user data dir), "
                        "oldest first: id, kind, verdict, created_at, summary.",
            example="inferencekit evidence list --json",
-           args=[Arg("kind", "string", "Only records of this kind (bench, gates, verification, ...).")])
+           args=[Arg("kind", "string", "Only records of this kind.", choices=KINDS)])
 def evidence_list(call: Call, kind: str | None) -> Outcome:
     store = Store()
     rows = []

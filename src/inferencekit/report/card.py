@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["bench_table", "render_bench", "verdict_style"]
+__all__ = ["bench_table", "open_loop_table", "render_bench", "render_bench_notes", "verdict_style"]
 
 _STYLE = {"PASS": "bold green", "FAIL": "bold red", "UNPROVEN": "bold yellow", "NOT RUN": "bold magenta"}
 
@@ -51,15 +51,45 @@ def _sources(record: dict[str, Any]) -> str:
     return ", ".join(f"{k} ×{n}" for k, n in sorted(srcs.items())) or "none"
 
 
-def render_bench(console: Any, record: dict[str, Any]) -> None:
-    """Print the level table and how the figures were measured."""
-    console.print(bench_table(record))
+def open_loop_table(record: dict[str, Any]) -> Any | None:
+    """Offered vs achieved rate and latencies from the schedule, for open-loop levels (None if there are none)."""
+    from rich.table import Table
+
+    rows = [(lbl, v) for lbl, v in record["data"]["levels"].items() if v["spec"]["mode"] == "open"]
+    if not rows:
+        return None
+    t = Table(title="open loop — from the arrival schedule (no coordinated omission), ms", title_justify="left")
+    for col in ("level", "offered req/s", "achieved req/s", "send lag p50", "send lag p99", "sched. TTFT p50",
+                "sched. TTFT p99", "sched. E2EL p50"):
+        t.add_column(col, justify="right" if col != "level" else "left")
+    for lbl, v in rows:
+        t.add_row(lbl, _f(v["spec"]["rate_req_s"], 2), _f(v["throughput"]["request_throughput_req_s"], 2),
+                  _f(v["send_lag_ms"]["p50"]), _f(v["send_lag_ms"]["p99"]), _f(v["scheduled_ttft_ms"]["p50"]),
+                  _f(v["scheduled_ttft_ms"]["p99"]), _f(v["scheduled_e2el_ms"]["p50"]))
+    return t
+
+
+def render_bench_notes(console: Any, record: dict[str, Any]) -> None:
+    """How the figures were measured, and the record's limitations."""
     eng = record["identity"]["engine"]
+    n_min = min((v["requests"]["completed"] for v in record["data"]["levels"].values()), default=0)
     console.print(f"engine: {eng.get('engine')} {eng.get('version') or ''}  model: {record['identity']['model']['id']}  "
                   f"N_out from: {_sources(record)}", markup=False)
     console.print("TTFT = send → first token event; TPOT = (E2EL − TTFT)/(N_out − 1); ITL = gaps between token events; "
-                  "clock: perf_counter_ns on the client. Definitions: the record's data.metrics_manifest.",
+                  "clock: perf_counter_ns on the client. Definitions: the record's data.metrics_manifest."
+                  + (f" Percentiles over as few as {n_min} requests: p99 is near the maximum." if n_min < 100 else ""),
                   markup=False, style="dim")
     for lim in record.get("limitations", []):
         console.print(f"note: {lim}", markup=False, style="yellow")
+    for miss in record.get("missing", []):
+        console.print(f"missing: {miss}", markup=False, style="yellow")
+
+
+def render_bench(console: Any, record: dict[str, Any]) -> None:
+    """Print the level tables and how the figures were measured."""
+    console.print(bench_table(record))
+    extra = open_loop_table(record)
+    if extra is not None:
+        console.print(extra)
+    render_bench_notes(console, record)
     console.print(f"record: {record['evidence_id']}   run dir: {record['data']['run_dir']}", markup=False)

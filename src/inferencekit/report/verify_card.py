@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from inferencekit.report.card import bench_table, verdict_style
+from inferencekit.report.card import bench_table, render_bench_notes, verdict_style
 
 __all__ = ["render_verification"]
 
@@ -28,8 +28,7 @@ def render_verification(console: Any, rec: dict[str, Any], subs: dict[str, dict[
         t.add_row(p["part"], f"[{verdict_style(p['verdict'])}]{v}[/]", p["reason"], p["evidence_id"] or "—")
     console.print(t)
     console.print(f"overall: {rec['data']['combine']}", style="dim", markup=False)
-    for lim in subs["bench"].get("limitations", []):
-        console.print(f"note: {lim}", style="yellow", markup=False)
+    render_bench_notes(console, subs["bench"])
     console.print(f"record: {rec['evidence_id']}  (check: inferencekit evidence verify {rec['evidence_id']})",
                   markup=False)
     console.print(f"run dir: {rec['data']['run_dir']}", markup=False)
