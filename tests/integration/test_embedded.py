@@ -71,6 +71,10 @@ def test_bench_serve_two_levels_writes_every_request_and_a_checkable_record(embe
 
     code, res, _ = run_cli(capsys, "evidence", "verify", rid)
     assert code == 0 and res["intact"] and res["artifacts_checked"] == 12 + 2  # 12 files + 2 retokenized tables
+    code, again, err = run_cli(capsys, "bench", "serve", "--resume", str(run))  # to the stored URL
+    assert code == 0 and again["evidence_id"] == rid, err  # nothing was left to do: the record stands
+    code, res, _ = run_cli(capsys, "evidence", "verify", rid)
+    assert code == 0 and res["intact"]
     victim = sorted(run.glob("outputs/*/load-c2/*/*.json"))[0]
     victim.write_text(victim.read_text().replace('"status":200', '"status":201'))
     code, res, _ = run_cli(capsys, "evidence", "verify", str(run / "evidence" / f"{rid}.json"))
