@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import io
 import json
 import os
 import socket
@@ -38,27 +37,13 @@ from inferencekit.api.client import Client
 from inferencekit.api.dialects import dialect
 from inferencekit.api.endpoint import Endpoint
 from inferencekit.cli import main
+from tests.cli_run import run_cli
 from inferencekit.data.prompts import load_prompt_set
 
 pytestmark = [pytest.mark.engine, pytest.mark.llama_server]
 
 ENGINE = "llama-server"
 CHAT = "/v1/chat/completions"
-
-def run_cli(argv: list[str]) -> tuple[int, Any]:
-    """``inferencekit <argv> --json --quiet`` in-process: (exit code, parsed stdout or None).
-
-    For module-scoped fixtures, where ``capsys`` (function-scoped) is not available: ``main`` writes
-    its JSON to ``sys.stdout.buffer``, so stdout is swapped for a text wrapper over a byte buffer.
-    """
-    buf = io.BytesIO()
-    out = io.TextIOWrapper(buf, encoding="utf-8")
-    with contextlib.redirect_stdout(out):
-        code = main([*argv, "--json", "--quiet"])
-        out.flush()
-    text = buf.getvalue().decode()
-    return code, (json.loads(text) if text.strip() else None)
-
 
 def level_files(run_dir: Path, kind: str, label: str) -> list[Path]:
     """``<kind>/llama-server/load-<label>/<bucket>/<key>.json`` relative to the level folder, sorted."""

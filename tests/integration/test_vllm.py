@@ -15,8 +15,6 @@ here) is shared by the tests of this module:
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import statistics
@@ -27,6 +25,7 @@ from typing import Any
 import pytest
 
 from inferencekit.cli import main
+from tests.cli_run import run_cli
 
 pytestmark = [pytest.mark.engine, pytest.mark.vllm]
 
@@ -35,21 +34,6 @@ LEVELS = ("c1", "c2")
 N = 4  # requests per level
 MAX_TOKENS = 16
 EOS_ID = 2  # SmolLM2-Instruct's <|im_end|>
-
-
-def run_cli(argv: list[str]) -> tuple[int, Any]:
-    """``inferencekit <argv> --json --quiet`` in-process: (exit code, parsed stdout or None).
-
-    For module-scoped fixtures, where ``capsys`` (function-scoped) is not available: ``main`` writes
-    its JSON to ``sys.stdout.buffer``, so stdout is swapped for a text wrapper over a byte buffer.
-    """
-    buf = io.BytesIO()
-    out = io.TextIOWrapper(buf, encoding="utf-8")
-    with contextlib.redirect_stdout(out):
-        code = main([*argv, "--json", "--quiet"])
-        out.flush()
-    text = buf.getvalue().decode()
-    return code, (json.loads(text) if text.strip() else None)
 
 
 def ttft_histogram(url: str) -> tuple[float, float]:

@@ -14,7 +14,7 @@ from inferencekit.api.tokenize import choose_tokenizer
 from inferencekit.bench.config import FIXED_FIELDS, ServeConfig
 from inferencekit.bench.plan import parse_levels, parse_slo
 from inferencekit.bench.serve import run_bench
-from inferencekit.data.datasets import DYNAMIC, build_dynamic, load_static
+from inferencekit.data.datasets import build_dynamic, load_static
 from inferencekit.data.prompts import Prompt
 from inferencekit.engines.target import serve_target
 from inferencekit.errors import OpError
