@@ -6,10 +6,14 @@ from typing import Any
 
 from inferencekit import verify  # noqa: F401
 from inferencekit.api import probe  # noqa: F401
+from inferencekit.bench import appliance_ops as _appliance_ops  # noqa: F401
+from inferencekit.bench import compare_ops as _compare_ops  # noqa: F401
+from inferencekit.bench import configure_ops as _configure_ops  # noqa: F401
 from inferencekit.bench import ops as _bench_ops  # noqa: F401
 from inferencekit.engines import ops as _engine_ops  # noqa: F401
 from inferencekit.evidence import ops as _evidence_ops  # noqa: F401
 from inferencekit.registry import Call, Outcome, operation, schema
+from inferencekit.report import ops as _report_ops  # noqa: F401
 
 
 @operation(("ops",), "List every operation (with --json: the JSON schema of each, for agents).",

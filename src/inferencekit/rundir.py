@@ -44,10 +44,13 @@ def safe_name(name: str, what: str = "name") -> str:
 
 
 _MADE: set[Path] = set()
+_UMASK = os.umask(0o022)  # read once (os.umask can only be read by setting it) and put back at once
+os.umask(_UMASK)
 
 
 def write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (temp file in the same folder, fsync-free rename)."""
+    """Write ``data`` to ``path`` atomically (temp file in the same folder, fsync-free rename), with the
+    permissions an ordinary ``open()`` would give (mkstemp's own are owner-only)."""
     if path.parent not in _MADE:
         path.parent.mkdir(parents=True, exist_ok=True)
         _MADE.add(path.parent)
@@ -58,6 +61,7 @@ def write_bytes(path: Path, data: bytes) -> None:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), 0o666 & ~_UMASK)
             f.write(data)
         os.replace(tmp, path)
     except BaseException:

@@ -19,6 +19,7 @@ from inferencekit.api.client import Client
 from inferencekit.api.detect import detect_engine
 from inferencekit.api.endpoint import Endpoint, normalize_base_url, read_api_key
 from inferencekit.api.probe import probe_endpoint
+from inferencekit.bench.appliance_ops import DEFAULT_SEED, appliance_receipt, resolve_metadata, settings_from_args
 from inferencekit.bench.config import FIXED_FIELDS, ServeConfig
 from inferencekit.bench.plan import parse_levels
 from inferencekit.bench.serve import run_bench
@@ -46,18 +47,19 @@ class Profile:
     max_tokens: int
     warmup: int
     expected: tuple[tuple[str, str], ...]  # (part, issue that builds it)
+    appliance: bool = False  # run the appliance receipt (bench appliance) as a part
 
 
 _QUICK_GATES = (("gates: caching", "gates"), ("gates: token_count", "gates"), ("gates: output_length", "gates"),
                 ("gates: unique_prompts", "gates"), ("gates: hidden_probes", "gates"), ("gates: rare_tokens", "gates"))
 _STANDARD = (("quality: trajectory + score", "quality parity"), ("quality: sampler check", "quality tasks"),
              ("quality: gsm8k subset", "quality tasks"), ("gates: order", "order gate"))
-_FULL = (("bench: appliance receipt", "appliance receipt"), ("quality: niah grid", "quality tasks"))
+_FULL = (("quality: niah grid", "quality tasks"),)
 
 PROFILES: dict[str, Profile] = {
     "quick": Profile("quick", (1, 2, 4), 8, 64, 1, _QUICK_GATES),
     "standard": Profile("standard", (1, 2, 4, 8), 16, 128, 2, _QUICK_GATES + _STANDARD),
-    "full": Profile("full", (1, 2, 4, 8, 16), 32, 256, 2, _QUICK_GATES + _STANDARD + _FULL),
+    "full": Profile("full", (1, 2, 4, 8, 16), 32, 256, 2, _QUICK_GATES + _STANDARD + _FULL, appliance=True),
 }
 
 
@@ -89,6 +91,43 @@ def verification_record(run: RunDir, profile: Profile, info: dict[str, Any], par
     return rec
 
 
+def _appliance_plan(prof: Profile, base_url: str | None, metadata: str | None, extra_body: str | None,
+                    chat_template_kwargs: str | None, timeout: float) -> dict[str, Any] | None:
+    """What the appliance part will run with (checked before anything is sent), or None when the profile has none.
+
+    Raises:
+        OpError: a bad metadata file, or an --extra-body the receipt refuses.
+    """
+    if not prof.appliance:
+        return None
+    settings = settings_from_args({"prefill_runs": 3, "concurrency_runs": 3, "concurrency_tokens": 256,
+                                   "concurrency_workload": "code", "seed": DEFAULT_SEED, "timeout": timeout,
+                                   "extra_body": extra_body, "chat_template_kwargs": chat_template_kwargs},
+                                  embedded=not base_url)
+    if base_url and not metadata:
+        return {"settings": settings, "metadata": None, "reason": "needs --metadata FILE with --base-url (`inferencekit "
+                "bench configure` writes one)"}
+    meta, source = resolve_metadata(metadata, settings)
+    return {"settings": settings, "metadata": meta, "source": source}
+
+
+async def _appliance_part(plan: dict[str, Any] | None, client: Client, info: Any, run: RunDir,
+                          comparison_id: str | None, api_key_env: str | None, quiet: bool
+                          ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """``(part, record)`` of the appliance receipt; ``(None, None)`` when the profile has none."""
+    name = "bench: appliance receipt"
+    if plan is None:
+        return None, None
+    if plan["metadata"] is None:
+        return _part(name, "appliance", None, "NOT RUN", plan["reason"]), None
+    receipt, rec = await appliance_receipt(
+        client, info, run, plan["settings"], label="verify", comparison_id=comparison_id or f"verify-{run.path.name}",
+        metadata=plan["metadata"], metadata_source=plan["source"], api_key_env=api_key_env, quiet=quiet, strict=False)
+    reason = ("every sample usable and every completion gate passed" if receipt["verdict"] == "PASS"
+              else "; ".join(receipt["limitations"][:2]))
+    return _part(name, "appliance", rec, receipt["verdict"], reason), rec
+
+
 @operation(("verify",), "The main job: probe, load benchmark, gates and quality in one run, one verdict.",
            description="Without --base-url, starts the embedded engine (llama.cpp serving SmolLM2-135M-Instruct, both "
                        "from PyPI) and stops it afterwards. Runs the capability probe, bench serve at several load "
@@ -101,10 +140,14 @@ def verification_record(run: RunDir, profile: Profile, info: dict[str, Any], par
                  Arg("profile", "string", "quick (≤ 3 min on the embedded engine), standard, or full.",
                      default="quick", choices=tuple(PROFILES)),
                  Arg("run_dir", "string", "Run directory (default: runs/<run-id>)."),
-                 Arg("seed", "integer", "Seed for prompt order and salts (default: drawn and recorded).")])
+                 Arg("seed", "integer", "Seed for prompt order and salts (default: drawn and recorded)."),
+                 Arg("metadata", "string", "--profile full with --base-url: the appliance metadata file for the "
+                     "appliance receipt (`inferencekit bench configure` writes one); without it that part is NOT RUN."),
+                 Arg("comparison_id", "string", "--profile full: comparison id of the appliance receipt (default: "
+                     "verify-<run dir name>).")])
 def verify(call: Call, base_url: str | None, model: str | None, api_key_env: str | None, timeout: float,
            extra_body: str | None, chat_template_kwargs: str | None, profile: str, run_dir: str | None,
-           seed: int | None) -> Outcome:
+           seed: int | None, metadata: str | None = None, comparison_id: str | None = None) -> Outcome:
     if base_url:
         normalize_base_url(base_url)
     read_api_key(api_key_env)
@@ -116,6 +159,7 @@ def verify(call: Call, base_url: str | None, model: str | None, api_key_env: str
                       warmup=prof.warmup, max_tokens=prof.max_tokens, seed=seed if seed is not None else secrets.randbits(31),
                       extra_body=kept, chat_template_kwargs=template_kwargs(extra, chat_template_kwargs), timeout_s=timeout)
     static = load_static(cfg.dataset)
+    appliance = _appliance_plan(prof, base_url, metadata, extra_body, chat_template_kwargs, timeout)
     run = RunDir.create(run_dir)
     run.update_run(command=list(call.argv), operation=call.operation, profile=profile, api_key_env=api_key_env,
                    bench_config=cfg.to_json(), prompt_set=static[1] if static else None)
@@ -131,16 +175,20 @@ def verify(call: Call, base_url: str | None, model: str | None, api_key_env: str
             with ProgressBar(call.quiet) as bar:
                 bench_rec = await run_bench(cfg, client, info, run, static[0] if static else [],
                                             on_done=bar.on_done, on_level=bar.on_level)
+            app_part, app_rec = await _appliance_part(appliance, client, info, run, comparison_id, api_key_env,
+                                                      call.quiet)
         parts = [_part("capability probe", "probe", probe_rec, None, "informational: what the endpoint honours"),
                  _part("bench serve", "bench", bench_rec, bench_rec.get("verdict") or "PASS",
                        "every load request completed" if not bench_rec.get("verdict")
                        else "some load requests failed: the figures are incomplete")]
+        parts += [app_part] if app_part else []
         parts += [_part(name, None, None, "NOT RUN", f"not built yet (the '{issue}' capability)")
                   for name, issue in prof.expected]
         headline = [m for m in bench_rec["metrics"] if m["stat"] in ("p50", "aggregate")
                     and m["name"] in ("ttft_ms", "tpot_ms", "output_throughput")]
-        rec = verification_record(run, prof, info.to_dict(), parts, [probe_rec, bench_rec], headline)
-        return rec, {"probe": probe_rec, "bench": bench_rec}
+        subs = [probe_rec, bench_rec] + ([app_rec] if app_rec else [])
+        rec = verification_record(run, prof, info.to_dict(), parts, subs, headline)
+        return rec, {"probe": probe_rec, "bench": bench_rec, "appliance": app_rec}
 
     try:
         with serve_target(base_url, run.engine_dir, quiet=call.quiet) as (url, _):

@@ -29,6 +29,10 @@ def render_verification(console: Any, rec: dict[str, Any], subs: dict[str, dict[
     console.print(t)
     console.print(f"overall: {rec['data']['combine']}", style="dim", markup=False)
     render_bench_notes(console, subs["bench"])
+    if subs.get("appliance"):
+        run_dir = rec["data"]["run_dir"]
+        console.print(f"appliance receipt: {run_dir}/appliance/receipt.json, card {run_dir}/appliance/card.txt "
+                      f"(reprint: inferencekit report {run_dir})", markup=False)
     console.print(f"record: {rec['evidence_id']}  (check: inferencekit evidence verify {rec['evidence_id']})",
                   markup=False)
     console.print(f"run dir: {rec['data']['run_dir']}", markup=False)

@@ -1,0 +1,185 @@
+"""The appliance receipt: run the three sections, assemble the receipt, write it, make the ``appliance`` record.
+
+The receipt (docs/appliance.md) is RigMark's shape (../shared/seeds/003): protocol and prompt
+versions with the prompts' SHA-256, the tool's own identity, the run's label, comparison id and the
+appliance metadata, the settings, and the decode / prefill / concurrency sections. It holds no URL
+and no key (the key's *variable name* only). RigMark's "is this checkout behind the newest release"
+network check is dropped: inferencekit never calls home; the tool's version and revision are
+recorded instead.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import os
+import platform
+import subprocess
+from collections.abc import Callable
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from inferencekit.api.client import Client
+from inferencekit.api.detect import EngineInfo
+from inferencekit.api.tokenize import Tokenizer
+from inferencekit.bench.appliance_collect import NONCE_VERSION, ApplianceSettings, Collector, isolation_for, load_prompts
+from inferencekit.bench.appliance_judge import RECEIPT_FORMAT, receipt_verdict
+from inferencekit.evidence import artifact, build_record, metric, save_record, tool_identity
+from inferencekit.rundir import RunDir, write_bytes, write_json
+
+__all__ = ["PROTOCOL_VERSION", "RECEIPT_FORMAT", "tool_provenance", "run_appliance", "appliance_record",
+           "receipt_path"]
+
+PROTOCOL_VERSION = "1.0.0"  # the measurement protocol; NONCE_VERSION tracks the model inputs alone
+
+
+def receipt_path(run: RunDir) -> Path:
+    return run.path / "appliance" / "receipt.json"
+
+
+def _git(root: Path, *args: str) -> bytes | None:
+    try:
+        out = subprocess.run(["git", "-C", str(root), *args], capture_output=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout if out.returncode == 0 else None
+
+
+@lru_cache(maxsize=1)
+def tool_provenance() -> dict[str, Any]:
+    """The running inferencekit: ``{name, version, source, git_revision, git_dirty, worktree_sha256}``.
+
+    In a git checkout: the revision, whether the work tree differs from it, and when it does the
+    SHA-256 of ``git status --porcelain`` + ``git diff --binary HEAD`` + every untracked, unignored
+    file's path and bytes — so two dirty trees with the same revision are told apart. Installed
+    from a wheel: ``source`` "installed" and the version alone.
+    """
+    ident = tool_identity()
+    out: dict[str, Any] = {"name": "inferencekit", "version": ident["version"], "source": "installed",
+                           "git_revision": None, "git_dirty": None, "worktree_sha256": None}
+    top = _git(Path(__file__).resolve().parent, "rev-parse", "--show-toplevel")
+    if top is None or not ident.get("git_revision"):
+        return out
+    root = Path(top.decode().strip())
+    if not (root / "src" / "inferencekit").is_dir():  # inside some other repository
+        return out
+    status = _git(root, "status", "--porcelain=v1", "--untracked-files=all") or b""
+    out.update(source="git-worktree", git_revision=ident["git_revision"], git_dirty=bool(status.strip()))
+    if status.strip():
+        h = hashlib.sha256(status + b"\0" + (_git(root, "diff", "--binary", "HEAD") or b""))
+        for raw in sorted(p for p in (_git(root, "ls-files", "--others", "--exclude-standard", "-z") or b"").split(b"\0")
+                          if p):
+            h.update(b"\0untracked\0" + raw + b"\0")
+            f = root / os.fsdecode(raw)
+            if f.is_file() and not f.is_symlink():
+                h.update(f.read_bytes())
+        out["worktree_sha256"] = h.hexdigest()
+    return out
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+async def run_appliance(client: Client, info: EngineInfo, run: RunDir, tokenizer: Tokenizer | None,
+                        settings: ApplianceSettings, *, label: str, comparison_id: str, metadata: dict[str, Any],
+                        metadata_source: str, api_key_env: str | None, say: Callable[[str], None]
+                        ) -> dict[str, Any]:
+    """Run decode, then prefill and concurrency unless skipped, and return the finished receipt (also
+    written to ``appliance/receipt.json``; after each section the partial receipt is written, so an
+    interrupted run keeps what it measured)."""
+    prompts, prompts_sha = load_prompts()
+    iso = isolation_for(info.engine)
+    if settings.prefill_depths and "prefill" not in settings.skipped:
+        settings.prefill_cache_isolation = iso.description
+    receipt: dict[str, Any] = {
+        "format": RECEIPT_FORMAT, "schema": 1,
+        "protocol": {"version": PROTOCOL_VERSION, "nonce_version": NONCE_VERSION,
+                     "prompts_version": str(prompts["version"]), "prompts_sha256": prompts_sha},
+        "tool": tool_provenance(),
+        "run": {"label": label, "comparison_id": comparison_id, "started_at": _now(), "finished_at": None,
+                "model": info.model, "engine": {"engine": info.engine, "version": info.version},
+                "appliance": metadata, "metadata_source": metadata_source, "api_key_env": api_key_env,
+                "python": platform.python_version(), "platform": platform.platform()},
+        "settings": settings.to_json(), "decode": {}, "prefill": {}, "concurrency": {},
+        "skipped": dict(settings.skipped), "verdict": None, "limitations": []}
+    path = receipt_path(run)
+    col = Collector(client, info, run, tokenizer, prompts, settings, comparison_id, say)
+    receipt["decode"] = await col.decode()
+    write_json(path, receipt, indent=True)
+    if "prefill" not in settings.skipped:
+        receipt["prefill"] = await col.prefill(iso)
+        write_json(path, receipt, indent=True)
+    if "concurrency" not in settings.skipped:
+        receipt["concurrency"] = await col.concurrency()
+    receipt["run"]["finished_at"] = _now()
+    verdict, reasons = receipt_verdict(receipt)
+    receipt["verdict"] = verdict
+    receipt["limitations"] = reasons + _engine_limitations(receipt, info)
+    write_json(path, receipt, indent=True)
+    return receipt
+
+
+def _engine_limitations(receipt: dict[str, Any], info: EngineInfo) -> list[str]:
+    out = []
+    rows = [r for sec in receipt["decode"].values() for r in sec["runs"]]
+    if rows and all(r.get("completion_tokens_source") == "token events" for r in rows):
+        out.append(f"{info.engine} streamed no usage: completion tokens are the number of token-bearing events "
+                   "(one token per event on this engine); retokenized counts are recorded beside them")
+    if any(sec.get("cold_verification") != "server-verified" for sec in receipt["prefill"].values()):
+        out.append("cold prefill is not server-verified: the server reported no cached-token figure for the cold "
+                   "samples (" + (receipt["settings"].get("prefill_cache_isolation") or "") + ")")
+    if info.capacity == 1 and any(int(k) > 1 for k in receipt["concurrency"]):
+        out.append(f"{info.engine} serves one request at a time (capacity from: {info.capacity_source}): concurrent "
+                   "streams queue inside the server, so per-stream rates fall with the level")
+    return out
+
+
+def write_card(run: RunDir, receipt: dict[str, Any]) -> Path:
+    """``appliance/card.txt``: the card as plain text (what people paste)."""
+    from inferencekit.report.appliance_card import card_text
+
+    path = run.path / "appliance" / "card.txt"
+    write_bytes(path, card_text(receipt).encode())
+    return path
+
+
+def appliance_record(run: RunDir, receipt: dict[str, Any], info: EngineInfo) -> dict[str, Any]:
+    """The ``appliance`` evidence record: the receipt, the card and every request/reply file as artifacts; the
+    headline medians as metrics; the receipt's verdict and limitations. Saved to the store and the run dir."""
+    arts = [artifact(receipt_path(run), run.path, "receipt")]
+    card = run.path / "appliance" / "card.txt"
+    if card.is_file():
+        arts.append(artifact(card, run.path, "card"))
+    for kind, role in (("inputs", "request"), ("outputs", "reply")):
+        for p in sorted(run.path.glob(f"{kind}/*/appliance-*/*/*.json")):
+            arts.append(artifact(p, run.path, role))
+    metrics = []
+    for name, sec in receipt["decode"].items():
+        s = sec["decode_tokens_per_second"]
+        metrics.append(metric("decode_rate", s and s["median"], "tokens/s", "median", s["n"] if s else 0,
+                              subject=f"decode/{name}"))
+    for depth, sec in receipt["prefill"].items():
+        for side in ("cold", "warm_replay"):
+            s = sec[side]["effective_prefill_tokens_per_second"]
+            metrics.append(metric("prefill_rate", s and s["median"], "tokens/s", "median", s["n"] if s else 0,
+                                  subject=f"prefill/{depth}/{side}"))
+    for level, sec in receipt["concurrency"].items():
+        s = sec["aggregate_end_to_end_tokens_per_second"]
+        metrics.append(metric("aggregate_throughput", s and s["median"], "tokens/s", "median", s["n"] if s else 0,
+                              subject=f"concurrency/{level}"))
+    run_part = receipt["run"]
+    rec = build_record(
+        kind="appliance", claim_class="observed",
+        summary=(f"appliance receipt {run_part['label']!r} ({run_part['comparison_id']}) on {info.engine} "
+                 f"{info.version or ''} ({info.model}): {receipt['verdict']}"),
+        identity={"engine": {k: v for k, v in info.to_dict().items() if k != "models"}, "model": {"id": info.model},
+                  "workload": {"settings": receipt["settings"], "protocol": receipt["protocol"]}},
+        metrics=metrics, artifacts=arts, limitations=receipt["limitations"],
+        missing=[f"{k}: {v}" for k, v in receipt["skipped"].items()], verdict=receipt["verdict"],
+        data={"run_dir": str(run.path.resolve()), "receipt": "appliance/receipt.json",
+              "label": run_part["label"], "comparison_id": run_part["comparison_id"]})
+    save_record(rec, run)
+    run.update_run(appliance_record=rec["evidence_id"])
+    return rec
