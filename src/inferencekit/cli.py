@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import orjson
 
@@ -65,6 +65,19 @@ def _add_arg(p: argparse.ArgumentParser, a: Arg) -> None:
         p.add_argument(_flag(a.name), dest=a.name, required=a.required, **kw)
 
 
+class _ArgvError(Exception):
+    def __init__(self, prog: str, message: str) -> None:
+        super().__init__(message)
+        self.prog = prog
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argparse parser whose errors reach ``main`` (one line, and JSON under --json) instead of exiting."""
+
+    def error(self, message: str) -> NoReturn:
+        raise _ArgvError(self.prog, message)
+
+
 def _globals() -> argparse.ArgumentParser:
     g = argparse.ArgumentParser(add_help=False)
     g.add_argument("--json", dest="_json", action="store_true", default=argparse.SUPPRESS,
@@ -77,7 +90,7 @@ def _globals() -> argparse.ArgumentParser:
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Operation]]:
     """The argparse tree for every registered operation, and a map from sub-command to operation."""
     parent = _globals()
-    top = argparse.ArgumentParser(
+    top = _Parser(
         prog="inferencekit", parents=[parent],
         description="Benchmark an OpenAI-compatible LLM server and prove the numbers are honest. "
                     "`inferencekit verify` with no URL runs everything against an embedded llama.cpp engine.",
@@ -128,7 +141,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
     parser, ops = build_parser()
-    ns = parser.parse_args(args)
+    try:
+        ns = parser.parse_args(args)
+    except _ArgvError as e:
+        msg = f"{e} (see `{e.prog} --help`)"
+        print(f"inferencekit: error: {msg}", file=sys.stderr)
+        if "--json" in args:
+            sys.stdout.buffer.write(orjson.dumps({"error": msg, "exit_code": EXIT_USAGE}) + b"\n")
+            sys.stdout.flush()
+        return EXIT_USAGE
     if not getattr(ns, "_op", None):
         gp = getattr(ns, "_group_parser", None)
         (gp or parser).print_help(sys.stderr)
@@ -148,7 +169,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stdout.flush()
         return EXIT_USAGE
     except KeyboardInterrupt:
-        print("inferencekit: interrupted; finished requests are on disk (use --resume)", file=sys.stderr)
+        hint = " (finish the run with --resume RUN_DIR)" if any(a.name == "resume" for a in op.args) else ""
+        print(f"inferencekit: interrupted; finished requests are on disk{hint}", file=sys.stderr)
         return 130
     if json_out or outcome.render is None:
         sys.stdout.buffer.write(orjson.dumps(outcome.payload, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS,

@@ -96,7 +96,7 @@ def _appliance_plan(prof: Profile, base_url: str | None, metadata: str | None, e
     """What the appliance part will run with (checked before anything is sent), or None when the profile has none.
 
     Raises:
-        OpError: a bad metadata file, or an --extra-body the receipt refuses.
+        OpError: --base-url without --metadata, a bad metadata file, or an --extra-body the receipt refuses.
     """
     if not prof.appliance:
         return None
@@ -105,8 +105,8 @@ def _appliance_plan(prof: Profile, base_url: str | None, metadata: str | None, e
                                    "extra_body": extra_body, "chat_template_kwargs": chat_template_kwargs},
                                   embedded=not base_url)
     if base_url and not metadata:
-        return {"settings": settings, "metadata": None, "reason": "needs --metadata FILE with --base-url (`inferencekit "
-                "bench configure` writes one)"}
+        raise OpError("--profile full runs the appliance receipt, which needs --metadata FILE with --base-url "
+                      "(`inferencekit bench configure` writes one)")
     meta, source = resolve_metadata(metadata, settings)
     return {"settings": settings, "metadata": meta, "source": source}
 
@@ -118,11 +118,13 @@ async def _appliance_part(plan: dict[str, Any] | None, client: Client, info: Any
     name = "bench: appliance receipt"
     if plan is None:
         return None, None
-    if plan["metadata"] is None:
-        return _part(name, "appliance", None, "NOT RUN", plan["reason"]), None
-    receipt, rec = await appliance_receipt(
-        client, info, run, plan["settings"], label="verify", comparison_id=comparison_id or f"verify-{run.path.name}",
-        metadata=plan["metadata"], metadata_source=plan["source"], api_key_env=api_key_env, quiet=quiet, strict=False)
+    try:
+        receipt, rec = await appliance_receipt(
+            client, info, run, plan["settings"], label="verify",
+            comparison_id=comparison_id or f"verify-{run.path.name}", metadata=plan["metadata"],
+            metadata_source=plan["source"], api_key_env=api_key_env, quiet=quiet, strict=False)
+    except OpError as e:  # found on the server before generating (e.g. its context is too short)
+        return _part(name, "appliance", None, "NOT RUN", str(e)), None
     reason = ("every sample usable and every completion gate passed" if receipt["verdict"] == "PASS"
               else "; ".join(receipt["limitations"][:2]))
     return _part(name, "appliance", rec, receipt["verdict"], reason), rec
@@ -142,7 +144,7 @@ async def _appliance_part(plan: dict[str, Any] | None, client: Client, info: Any
                  Arg("run_dir", "string", "Run directory (default: runs/<run-id>)."),
                  Arg("seed", "integer", "Seed for prompt order and salts (default: drawn and recorded)."),
                  Arg("metadata", "string", "--profile full with --base-url: the appliance metadata file for the "
-                     "appliance receipt (`inferencekit bench configure` writes one); without it that part is NOT RUN."),
+                     "appliance receipt (`inferencekit bench configure` writes one); required there."),
                  Arg("comparison_id", "string", "--profile full: comparison id of the appliance receipt (default: "
                      "verify-<run dir name>).")])
 def verify(call: Call, base_url: str | None, model: str | None, api_key_env: str | None, timeout: float,

@@ -135,6 +135,11 @@ def test_llama_server_cold_prefill_is_provably_cold(server_runs) -> None:
             assert warm["ttft_seconds"] < cold["ttft_seconds"]
     rows = [r for s in receipt["decode"].values() for r in s["runs"]]
     assert all(r["completion_tokens_source"] == "usage" and r["prompt_tokens"] > 0 for r in rows)
+    # decode requests bypass the prompt cache (the prompts of one comparison id repeat across runs)
+    assert receipt["settings"]["decode_cache_isolation"] == "cache_prompt: false on every request"
+    assert all(r["cached_prompt_tokens"] == 0 for r in rows)
+    body = json.loads((run_dir / rows[0]["reply"].replace("outputs/", "inputs/", 1)).read_text())["body"]
+    assert body["cache_prompt"] is False and body["temperature"] == 0.0 and body["stream"] is True
     (rnd,) = receipt["concurrency"]["4"]["rounds"]
     assert len(rnd["streams"]) == 4 and rnd["usable"]
     check_files(run_dir, receipt, payload["evidence_id"])
@@ -167,3 +172,27 @@ def test_report_reprints_and_writes_html(server_runs, tmp_path) -> None:
     assert html.count("<svg") == 3 and "server-verified" in html and "server-a" in html
     copy = run_dir.parent / "server-a.json"
     assert json.loads(copy.read_text()) == receipt_of(run_dir)  # --output copy
+    assert payload["integrity"] == "intact"
+    # an edited receipt is still printed, with a warning naming the record it no longer matches
+    receipt = receipt_of(run_dir)
+    receipt["decode"]["code"]["decode_tokens_per_second"]["median"] = 9999.0
+    (run_dir / "appliance" / "receipt.json").write_text(json.dumps(receipt))
+    code, payload = run_cli(["report", str(run_dir)])
+    assert code == 0 and payload["integrity"] == "changed"
+    assert "artifact changed: appliance/receipt.json" in payload["integrity_detail"]
+
+
+@pytest.mark.parametrize(("flags", "msg"), [
+    (["--prefill-depths", "16"], "prefill depth 16 is shorter than a sample's own prefix"),
+    (["--prefill-depths", "5000"], "exceeds the server's own context of 4096 tokens per request"),
+    (["--decode-tokens", "4000", "--skip-prefill"], "use --decode-tokens ≤ 3840"),
+])
+def test_what_the_server_can_tell_is_checked_before_generating(llama_server_engine, tmp_path, flags, msg) -> None:
+    meta = json.loads(Path(metadata_file(tmp_path)).read_text())
+    meta["context_limit"] = 100_000  # the declaration is wrong; the server's own n_ctx is 4096 per slot
+    (tmp_path / "meta.json").write_text(json.dumps(meta))
+    code, payload = run_cli(["bench", "appliance", "--base-url", llama_server_engine.url, "--metadata",
+                             str(tmp_path / "meta.json"), "--label", "x", "--comparison-id", "y", *SMALL, *flags,
+                             "--run-dir", str(tmp_path / "run")])
+    assert code == 2 and msg in payload["error"]
+    assert not (tmp_path / "run").exists()  # nothing generated, nothing left

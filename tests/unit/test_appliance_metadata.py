@@ -114,14 +114,14 @@ def test_every_problem_at_once():
     msg = _error({**{k: v for k, v in GOOD.items() if k != "topology"}, "hardware": "  ", "model": 7,
                   "context_limit": 0, "serving_engine": "CHANGE ME"})
     for part in ("missing required fields: topology", "hardware is empty", "model must be a string, got 7",
-                 "context_limit must be a whole number of tokens ≥ 1, got 0", "still at $.serving_engine"):
+                 "context_limit must be a whole number of tokens from 1 to 2,147,483,647, got 0", "still at $.serving_engine"):
         assert part in msg
 
 
 @pytest.mark.parametrize("limit,shown", [(True, "true"), ("8192", '"8192"'), (0, "0"), (-5, "-5"), (8192.0, "8192.0")])
 def test_context_limit_must_be_a_positive_int(limit, shown):
     assert _error({**GOOD, "context_limit": limit}) == (
-        f"metadata: context_limit must be a whole number of tokens ≥ 1, got {shown} "
+        f"metadata: context_limit must be a whole number of tokens from 1 to 2,147,483,647, got {shown} "
         "(write the file with `inferencekit bench configure`)")
 
 
@@ -236,7 +236,7 @@ def test_configure_refuses_an_existing_file_without_force(configure, tmp_path):
 
 
 @pytest.mark.parametrize("flags,msg", [
-    (["--context-limit", "0"], "context_limit must be a whole number of tokens ≥ 1, got 0"),
+    (["--context-limit", "0"], "context_limit must be a whole number of tokens from 1 to 2,147,483,647, got 0"),
     (["--hardware", "CHANGE ME"], "hardware still holds the placeholder 'CHANGE ME'"),
     (["--extra", '{"note": "change me"}'], "metadata: placeholder 'CHANGE ME' still at $.note"),
     (["--extra", '{"model": "other"}'], "--extra cannot set required fields (model); give them as --model"),

@@ -33,8 +33,12 @@ def run(tmp_path: Path, *flags: str) -> int:
     ([], "--metadata FILE is required with --base-url"),
     (["--prefill-depths", "4089"], "prefill depth 4089 + 8 generated tokens = 4097 exceeds the declared context_limit 4096"),
     (["--extra-body", '{"max_tokens": 5, "top_k": 1}'], "--extra-body cannot override fields the receipt fixes: max_tokens"),
+    (["--extra-body", '{"n_predict": 4}'], "cannot override fields the receipt fixes: n_predict"),
     (["--runs", "0"], "--runs must be ≥ 1"),
-    (["--prefill-depths", "0"], "positive integers"),
+    (["--prefill-depths", "0"], "--prefill-depths takes positive integers, got 0"),
+    (["--concurrency", "0"], "--concurrency takes positive integers, got 0"),
+    (["--prefill-depths", "64,64"], "--prefill-depths lists a value twice (64,64)"),
+    (["--concurrency", "2", "--concurrency", "2"], "--concurrency lists a value twice (2,2)"),
 ])
 def test_bad_flags_are_refused_before_sending(tmp_path, capsys, flags, msg):
     meta = [] if not flags else ["--metadata", metadata(tmp_path)]

@@ -226,7 +226,10 @@ def test_report_reprints_and_writes_html(report_op, tmp_path, capsys):
     page = tmp_path / "out" / "r.html"
     code, doc = run_cli(["report", str(run), "--html", str(page)])
     assert code == 0
-    assert doc == {"receipt": str(run / "appliance" / "receipt.json"), "html": str(page), "verdict": "UNPROVEN"}
+    receipt_path = run / "appliance" / "receipt.json"
+    assert doc == {"receipt": str(receipt_path), "html": str(page), "verdict": "UNPROVEN", "integrity": "unchecked",
+                   "integrity_detail": f"{receipt_path} is not inside its run dir: not checked against its evidence "
+                                       "record"}
     assert page.read_text(encoding="utf-8").count("<svg") == 3
     # the card itself, without --json
     assert main(["report", str(run / "appliance" / "receipt.json")]) == 0

@@ -48,9 +48,13 @@ def test_user_error_is_one_line_exit_2_no_traceback(capsys, tmp_path):
 
 
 def test_argparse_type_errors_exit_2(capsys):
-    with pytest.raises(SystemExit) as e:
-        main(["bench", "serve", "--concurrency", "1,x"])
-    assert e.value.code == 2
+    assert main(["bench", "serve", "--concurrency", "1,x"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--concurrency: expected a comma-separated list of integers, got '1,x'" in err
+    assert main(["bench", "configure", "--context-limit", "abc", "--json"]) == 2
+    cap = capsys.readouterr()
+    doc = json.loads(cap.out)
+    assert doc["exit_code"] == 2 and "--context-limit: invalid int value: 'abc'" in doc["error"]
 
 
 def test_exit_codes_follow_the_verdict():

@@ -42,6 +42,16 @@ class EngineInfo:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @property
+    def context_tokens(self) -> int | None:
+        """The context length one request may use, as the server reports it (llama-server ``n_ctx`` per slot,
+        SGLang ``context_length``, vLLM ``max_model_len``), else None."""
+        for key in ("n_ctx", "context_length", "max_model_len"):
+            v = self.details.get(key)
+            if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+                return v
+        return None
+
 
 async def list_models(client: Client) -> tuple[list[dict[str, Any]], str | None]:
     """``/v1/models`` entries, or ``([], error)``."""
@@ -101,6 +111,9 @@ async def detect_engine(client: Client, model: str | None = None) -> EngineInfo:
     ver, _ = await client.get_json("/version")
     if isinstance(ver, dict) and isinstance(ver.get("version"), str) and ("vllm" in owned or not owned - {""}):
         signals.append("/version answers" + (", owned_by vllm" if "vllm" in owned else ""))
+        entry = next((m for m in models if m["id"] == model), {})
+        if isinstance(entry.get("max_model_len"), int):
+            details["max_model_len"] = entry["max_model_len"]
         return EngineInfo("vllm", ver["version"], ids, model, None, None, signals, details)
 
     spec, _ = await client.get_json("/openapi.json")

@@ -15,15 +15,12 @@ import hashlib
 import os
 import platform
 import subprocess
-from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from inferencekit.api.client import Client
 from inferencekit.api.detect import EngineInfo
-from inferencekit.api.tokenize import Tokenizer
-from inferencekit.bench.appliance_collect import NONCE_VERSION, ApplianceSettings, Collector, isolation_for, load_prompts
+from inferencekit.bench.appliance_collect import NONCE_VERSION, Collector, load_prompts
 from inferencekit.bench.appliance_judge import RECEIPT_FORMAT, receipt_verdict
 from inferencekit.evidence import artifact, build_record, metric, save_record, tool_identity
 from inferencekit.rundir import RunDir, write_bytes, write_json
@@ -82,17 +79,14 @@ def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
-async def run_appliance(client: Client, info: EngineInfo, run: RunDir, tokenizer: Tokenizer | None,
-                        settings: ApplianceSettings, *, label: str, comparison_id: str, metadata: dict[str, Any],
-                        metadata_source: str, api_key_env: str | None, say: Callable[[str], None]
-                        ) -> dict[str, Any]:
-    """Run decode, then prefill and concurrency unless skipped, and return the finished receipt (also
-    written to ``appliance/receipt.json``; after each section the partial receipt is written, so an
-    interrupted run keeps what it measured)."""
+async def run_appliance(col: Collector, *, label: str, comparison_id: str, metadata: dict[str, Any],
+                        metadata_source: str, api_key_env: str | None) -> dict[str, Any]:
+    """Run decode, then prefill and concurrency unless skipped, and return the finished receipt, written to
+    ``appliance/receipt.json`` only when every section has run. While it runs, the receipt so far is kept in
+    ``appliance/receipt.partial.json`` (removed at the end): an interrupted run leaves no receipt that
+    ``report`` or ``compare`` could take for a finished one."""
     prompts, prompts_sha = load_prompts()
-    iso = isolation_for(info.engine)
-    if settings.prefill_depths and "prefill" not in settings.skipped:
-        settings.prefill_cache_isolation = iso.description
+    info, run, settings = col.info, col.run, col.s
     receipt: dict[str, Any] = {
         "format": RECEIPT_FORMAT, "schema": 1,
         "protocol": {"version": PROTOCOL_VERSION, "nonce_version": NONCE_VERSION,
@@ -104,30 +98,51 @@ async def run_appliance(client: Client, info: EngineInfo, run: RunDir, tokenizer
                 "python": platform.python_version(), "platform": platform.platform()},
         "settings": settings.to_json(), "decode": {}, "prefill": {}, "concurrency": {},
         "skipped": dict(settings.skipped), "verdict": None, "limitations": []}
-    path = receipt_path(run)
-    col = Collector(client, info, run, tokenizer, prompts, settings, comparison_id, say)
+    partial = run.path / "appliance" / "receipt.partial.json"
     receipt["decode"] = await col.decode()
-    write_json(path, receipt, indent=True)
+    write_json(partial, receipt, indent=True)
     if "prefill" not in settings.skipped:
-        receipt["prefill"] = await col.prefill(iso)
-        write_json(path, receipt, indent=True)
+        receipt["prefill"] = await col.prefill()
+        write_json(partial, receipt, indent=True)
     if "concurrency" not in settings.skipped:
         receipt["concurrency"] = await col.concurrency()
     receipt["run"]["finished_at"] = _now()
     verdict, reasons = receipt_verdict(receipt)
     receipt["verdict"] = verdict
     receipt["limitations"] = reasons + _engine_limitations(receipt, info)
-    write_json(path, receipt, indent=True)
+    write_json(receipt_path(run), receipt, indent=True)
+    partial.unlink(missing_ok=True)
     return receipt
 
 
 def _engine_limitations(receipt: dict[str, Any], info: EngineInfo) -> list[str]:
     out = []
     rows = [r for sec in receipt["decode"].values() for r in sec["runs"]]
+    streams = [s for sec in receipt["concurrency"].values() for rnd in sec["rounds"] for s in rnd["streams"]]
+    cached = [r for r in rows + streams if (r.get("cached_prompt_tokens") or 0) > 0]
+    if cached:
+        worst = max(cached, key=lambda r: r["cached_prompt_tokens"] / max(r.get("prompt_tokens") or 1, 1))
+        out.append(f"{len(cached)} of {len(rows + streams)} decode/concurrency samples were served partly from the "
+                   f"prompt cache (up to {worst['cached_prompt_tokens']} of {worst.get('prompt_tokens')} prompt "
+                   f"tokens): their TTFT is not a full prefill (cache bypass: "
+                   f"{receipt['settings'].get('decode_cache_isolation')})")
+    caps = [(r, receipt["settings"]["decode_tokens"]) for r in rows]
+    caps += [(s, receipt["settings"]["concurrency_tokens"]) for s in streams]
+    short = [r for r, cap in caps if r.get("finish_reason") == "length" and r.get("usable")
+             and r.get("completion_tokens_source") == "usage" and r["completion_tokens"] < cap]
+    if short:
+        out.append(f"{len(short)} samples ended with finish_reason 'length' below their max_tokens (e.g. "
+                   f"{short[0]['completion_tokens']} tokens): something else capped them (a server-side limit or an "
+                   "engine-specific field)")
+    retried = [r for r in rows + streams if r.get("retried")]
+    if retried:
+        out.append(f"{len(retried)} requests were sent again after a reused keep-alive connection failed before "
+                   "any reply (see each row's 'retried')")
     if rows and all(r.get("completion_tokens_source") == "token events" for r in rows):
         out.append(f"{info.engine} streamed no usage: completion tokens are the number of token-bearing events "
                    "(one token per event on this engine); retokenized counts are recorded beside them")
-    if any(sec.get("cold_verification") != "server-verified" for sec in receipt["prefill"].values()):
+    if any(sec.get("cold_verification") != "server-verified" and any(r.get("usable") for r in sec["cold"]["runs"])
+           for sec in receipt["prefill"].values()):
         out.append("cold prefill is not server-verified: the server reported no cached-token figure for the cold "
                    "samples (" + (receipt["settings"].get("prefill_cache_isolation") or "") + ")")
     if info.capacity == 1 and any(int(k) > 1 for k in receipt["concurrency"]):

@@ -43,13 +43,18 @@ def percentile_nearest(values: Sequence[float], fraction: float) -> float:
     return ordered[round((len(ordered) - 1) * fraction)]
 
 
-def summary(values: Sequence[float]) -> dict[str, float | int] | None:
-    """``{median, minimum, maximum, p90, n}`` rounded to 3 decimals, or None for no values (never zeros)."""
+def summary(values: Sequence[float], digits: int = 3) -> dict[str, float | int] | None:
+    """``{median, minimum, maximum, p90, n}`` rounded to ``digits`` decimals (3 for rates, 6 for durations in
+    seconds), or None for no values (never zeros)."""
     vals = [float(v) for v in values]
     if not vals:
         return None
-    return {"median": round(statistics.median(vals), 3), "minimum": round(min(vals), 3),
-            "maximum": round(max(vals), 3), "p90": round(percentile_nearest(vals, 0.9), 3), "n": len(vals)}
+    return {"median": round(statistics.median(vals), digits), "minimum": round(min(vals), digits),
+            "maximum": round(max(vals), digits), "p90": round(percentile_nearest(vals, 0.9), digits), "n": len(vals)}
+
+
+def _seconds(values: Sequence[float]) -> dict[str, float | int] | None:
+    return summary(values, 6)
 
 
 def _int(v: Any) -> int | None:
@@ -82,6 +87,8 @@ def _base_row(reply: dict[str, Any], rel: str) -> dict[str, Any]:
     row: dict[str, Any] = {"request_id": reply.get("request_id"), "reply": rel, "status": reply.get("status")}
     if reply.get("error"):
         row["error"] = str(reply["error"])
+    if reply.get("retried"):
+        row["retried"] = str(reply["retried"])
     return row
 
 
@@ -190,9 +197,9 @@ def decode_section(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {"runs": rows,
             "decode_tokens_per_second": summary([r["decode_tokens_per_second"] for r in use]),
             "pooled_decode_tokens_per_second": pooled,
-            "ttft_seconds": summary([r["ttft_seconds"] for r in use]),
-            "time_to_last_output_seconds": summary([r["time_to_last_output_seconds"] for r in use]),
-            "wall_seconds": summary([r["wall_seconds"] for r in use]),
+            "ttft_seconds": _seconds([r["ttft_seconds"] for r in use]),
+            "time_to_last_output_seconds": _seconds([r["time_to_last_output_seconds"] for r in use]),
+            "wall_seconds": _seconds([r["wall_seconds"] for r in use]),
             "completion_gate": {"passed": sum(1 for r in rows if r["completion_validation"]["valid"]),
                                 "total": len(rows)}}
 
@@ -243,7 +250,7 @@ def _prefill_side(rows: list[dict[str, Any]]) -> dict[str, Any]:
     use = [r for r in rows if r.get("usable")]
     return {"runs": rows, "effective_prefill_tokens_per_second": summary([r["effective_prefill_tokens_per_second"]
                                                                           for r in use]),
-            "ttft_seconds": summary([r["ttft_seconds"] for r in use])}
+            "ttft_seconds": _seconds([r["ttft_seconds"] for r in use])}
 
 
 def prefill_section(cold: list[dict[str, Any]], warm: list[dict[str, Any]]) -> dict[str, Any]:
@@ -282,7 +289,7 @@ def concurrency_section(rounds: list[dict[str, Any]]) -> dict[str, Any]:
             "aggregate_end_to_end_tokens_per_second": summary([r["aggregate_end_to_end_tokens_per_second"]
                                                                for r in use]),
             "per_stream_decode_tokens_per_second": summary([s["decode_tokens_per_second"] for s in streams]),
-            "per_stream_ttft_seconds": summary([s["ttft_seconds"] for s in streams])}
+            "per_stream_ttft_seconds": _seconds([s["ttft_seconds"] for s in streams])}
 
 
 def receipt_verdict(receipt: dict[str, Any]) -> tuple[str, list[str]]:

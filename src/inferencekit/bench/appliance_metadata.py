@@ -43,6 +43,7 @@ REQUIRED_FIELDS: dict[str, str] = {
                          "'none: dedicated' or 'shared node, other jobs on GPUs 4-7'.",
 }
 
+MAX_CONTEXT = 2**31 - 1  # tokens; a larger figure is a typo (and would not fit the JSON writer's integers)
 _TEXT_FIELDS = tuple(f for f in REQUIRED_FIELDS if f != "context_limit")
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -66,8 +67,9 @@ def _placeholder_paths(value: Any, path: str = "$") -> list[str]:
 
 def _shape_problem(name: str, value: Any) -> str | None:
     if name == "context_limit":
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            return f"context_limit must be a whole number of tokens ≥ 1, got {orjson.dumps(value).decode()}"
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_CONTEXT:
+            shown = value if isinstance(value, int) and not isinstance(value, bool) else orjson.dumps(value).decode()
+            return f"context_limit must be a whole number of tokens from 1 to {MAX_CONTEXT:,}, got {shown}"
         return None
     if not isinstance(value, str):
         return f"{name} must be a string, got {orjson.dumps(value).decode()}"

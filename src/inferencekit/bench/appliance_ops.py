@@ -17,7 +17,8 @@ from inferencekit.api.detect import EngineInfo, detect_engine
 from inferencekit.api.endpoint import Endpoint, normalize_base_url, read_api_key
 from inferencekit.api.tokenize import EngineTokenizer, TokenizeError
 from inferencekit.bench.appliance import appliance_record, receipt_path, run_appliance, write_card
-from inferencekit.bench.appliance_collect import PREFILL_TOKENS, PROTECTED_FIELDS, ApplianceSettings, load_prompts
+from inferencekit.bench.appliance_collect import (PREFILL_TOKENS, PROTECTED_FIELDS, ApplianceSettings, Collector,
+                                                  load_prompts)
 from inferencekit.bench.appliance_metadata import check_metadata, check_prefill_depths, load_metadata
 from inferencekit.engines.model import EMBEDDED_MODEL_NAME, MODEL_PACKAGE, embedded_gguf
 from inferencekit.engines.target import EMBEDDED_ENGINE, serve_target
@@ -32,6 +33,7 @@ __all__ = ["bench_appliance", "settings_from_args", "embedded_metadata", "applia
 
 EMBEDDED_CONTEXT = 4096  # the embedded engine's n_ctx (engines.recipes default)
 DEFAULT_SEED = 20261130
+_PROMPT_ALLOWANCE = 256  # tokens a decode prompt (system + nonce + workload, chat template) may take
 # Defaults: RigMark's for a server you name; smaller ones that fit the embedded engine's 4096-token context.
 _DEFAULTS = {"url": {"runs": 5, "decode_tokens": 8192, "prefill_depths": [8192, 32768, 65536]},
              "embedded": {"runs": 3, "decode_tokens": 1024, "prefill_depths": [256, 1024, 2048]}}
@@ -84,8 +86,12 @@ def settings_from_args(a: dict[str, Any], embedded: bool) -> ApplianceSettings:
     defaults = _DEFAULTS["embedded" if embedded else "url"]
     depths = list(a.get("prefill_depths") or defaults["prefill_depths"])
     levels = list(a.get("concurrency") or (1, 2, 4))
-    if any(d < 1 for d in depths) or any(c < 1 for c in levels):
-        raise OpError("--prefill-depths and --concurrency take positive integers")
+    for flag, vals in (("--prefill-depths", depths), ("--concurrency", levels)):
+        if any(v < 1 for v in vals):
+            raise OpError(f"{flag} takes positive integers, got {','.join(map(str, vals))}")
+        if len(set(vals)) != len(vals):
+            raise OpError(f"{flag} lists a value twice ({','.join(map(str, vals))}): each is measured once, give it "
+                          "once (a repeated flag adds to the list)")
     check_client_args(a["timeout"])
     extra = parse_json_object(a.get("extra_body"), "--extra-body")
     refused = sorted(PROTECTED_FIELDS.intersection(extra))
@@ -224,35 +230,54 @@ async def appliance_receipt(client: Client, info: EngineInfo, run: RunDir, setti
     """Run the receipt on an open client and write receipt, card and ``appliance`` record (bench appliance and
     verify --profile full).
 
+    Everything that can be checked before generating is checked first (nothing is generated when one
+    fails): prefill depths and decode tokens against the server's own context, the tokenize endpoint,
+    the smallest depth against a sample's own prefix.
+
     Args:
-        strict: a missing or silent tokenize endpoint is a user error (bench appliance: exit 2, nothing sent);
-            otherwise (verify) the prefill section is skipped with the reason.
+        strict: prefill that cannot run on this engine is a user error (bench appliance: exit 2); otherwise
+            (verify) the prefill section is skipped with the reason.
 
     Raises:
-        OpError: ``strict`` and prefill cannot build exact depths on this engine.
+        OpError: ``strict`` and prefill cannot run; --decode-tokens does not fit the server's context; the
+            smallest prefill depth is shorter than a sample's prefix.
     """
     def say(line: str) -> None:
         if not quiet:
             print(line, file=sys.stderr, flush=True)
 
-    tok = EngineTokenizer(client, info.dialect) if info.dialect.tokenize_path else None
-    problem = None
-    if tok is None:
-        problem = f"prefill builds exact depths with the engine's tokenize endpoint, and {info.engine} has none known"
-    elif settings.prefill_depths:
-        try:
-            await tok.encode("probe")
-        except TokenizeError as e:
-            problem = f"the tokenize endpoint of {info.engine} does not answer ({e})"
-    if problem and settings.prefill_depths:
+    def cannot(section: str, problem: str, flag: str) -> None:
         if strict:
-            raise OpError(f"{problem}; pass --skip-prefill")
-        settings.prefill_depths = []
-        settings.skipped["prefill"] = problem
+            raise OpError(f"{problem}; {flag}")
+        setattr(settings, "prefill_depths" if section == "prefill" else "concurrency", [])
+        settings.skipped[section] = problem
+
+    prompts, _ = load_prompts()
+    tok = EngineTokenizer(client, info.dialect) if info.dialect.tokenize_path else None
+    col = Collector(client, info, run, tok, prompts, settings, comparison_id, say)
+    ctx = info.context_tokens
+    if settings.prefill_depths and ctx and max(settings.prefill_depths) + PREFILL_TOKENS > ctx:
+        cannot("prefill", f"prefill depth {max(settings.prefill_depths)} + {PREFILL_TOKENS} generated tokens exceeds "
+                          f"the server's own context of {ctx} tokens per request", "use smaller --prefill-depths")
+    if ctx and settings.decode_tokens + _PROMPT_ALLOWANCE > ctx:
+        raise OpError(f"--decode-tokens {settings.decode_tokens} plus the prompt (≈ {_PROMPT_ALLOWANCE} tokens) exceeds "
+                      f"the server's own context of {ctx} tokens per request; use --decode-tokens ≤ "
+                      f"{ctx - _PROMPT_ALLOWANCE}")
+    if settings.prefill_depths and tok is None:
+        cannot("prefill", f"prefill builds exact depths with the engine's tokenize endpoint, and {info.engine} has "
+                          "none known", "pass --skip-prefill")
+    if settings.prefill_depths:
+        try:
+            await col.preflight()
+        except TokenizeError as e:
+            cannot("prefill", f"the tokenize endpoint of {info.engine} does not answer ({e})", "pass --skip-prefill")
+    if settings.prefill_depths:
+        settings.prefill_cache_isolation = col.iso.description
+    settings.decode_cache_isolation = col.iso.bypass_description
     run.update_run(appliance={"engine": info.to_dict(), "dialect": info.dialect.describe(), "api_key_env": api_key_env,
                               "settings": settings.to_json(), "label": label, "comparison_id": comparison_id})
     say(f"appliance receipt on {info.engine} {info.version or ''} ({info.model}); run dir {run.path}")
-    receipt = await run_appliance(client, info, run, tok, settings, label=label, comparison_id=comparison_id,
-                                  metadata=metadata, metadata_source=metadata_source, api_key_env=api_key_env, say=say)
+    receipt = await run_appliance(col, label=label, comparison_id=comparison_id, metadata=metadata,
+                                  metadata_source=metadata_source, api_key_env=api_key_env)
     write_card(run, receipt)
     return receipt, appliance_record(run, receipt, info)

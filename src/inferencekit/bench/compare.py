@@ -20,7 +20,7 @@ from typing import Any
 from inferencekit.bench.appliance_judge import RECEIPT_FORMAT
 from inferencekit.errors import OpError
 
-__all__ = ["ABSENT", "RECEIPT_FORMAT", "Difference", "compare_receipts", "load_receipt", "receipt_differences",
+__all__ = ["ABSENT", "RECEIPT_FORMAT", "Difference", "compare_receipts", "load_receipt", "receipt_differences", "receipt_integrity",
            "receipt_notes"]
 
 
@@ -31,7 +31,7 @@ ABSENT = "(absent)"
 _PROTOCOL_FIELDS = ("version", "nonce_version", "prompts_version", "prompts_sha256")
 # Settings that legitimately differ between engines: how prefill caching is defeated (vLLM cache_salt,
 # llama.cpp cache_prompt:false). Every other settings key shapes the measurement.
-_SETTINGS_NOTED = ("prefill_cache_isolation",)
+_SETTINGS_NOTED = ("prefill_cache_isolation", "decode_cache_isolation")
 _APPLIANCE_FIELDS = ("hardware", "topology", "model", "model_revision", "quantisation", "kv_cache_dtype",
                      "serving_engine", "context_limit", "competing_traffic")
 _TOOL_FIELDS = ("version", "git_revision", "git_dirty")
@@ -78,6 +78,33 @@ def receipt_file(path: str | Path) -> Path:
     if not p.exists():
         raise OpError(f"{p}: no such receipt file or run directory")
     return p
+
+
+def receipt_integrity(path: str | Path) -> tuple[str, str]:
+    """``(status, message)``: whether the receipt still matches the ``appliance`` record made with it.
+
+    ``status`` is ``"intact"`` (the record beside it in its run dir lists this receipt and every reply file
+    with unchanged SHA-256), ``"changed"`` (the record names what differs), or ``"unchecked"`` (a copy
+    outside its run dir, or no record there). A content id shows edits; it is not a signature.
+    """
+    from inferencekit.evidence import integrity_problem
+
+    p = receipt_file(path).resolve()
+    run_dir = p.parent.parent
+    run_json = run_dir / "run.json"
+    if p.parent.name != "appliance" or not run_json.is_file():
+        return "unchecked", f"{p} is not inside its run dir: not checked against its evidence record"
+    try:
+        rec_id = json.loads(run_json.read_text()).get("appliance_record")
+        record = json.loads((run_dir / "evidence" / f"{rec_id}.json").read_text()) if rec_id else None
+    except (OSError, json.JSONDecodeError):
+        record = None
+    if not isinstance(record, dict):
+        return "unchecked", f"{run_dir} holds no appliance record for {p.name}: not checked"
+    problem = integrity_problem(record, run_dir)
+    if problem:
+        return "changed", f"{p} no longer matches its evidence record {record.get('evidence_id')}: {problem}"
+    return "intact", f"matches evidence record {record.get('evidence_id')}"
 
 
 def load_receipt(path: str | Path) -> dict[str, Any]:
@@ -245,7 +272,8 @@ def _row(section: str, key: str, metric: str, sa: Any, sb: Any) -> dict[str, Any
     ratio = _ratio(a_med, b_med)
     if ma and mb and a_med == 0:
         notes.append("A's median is 0: no ratio")
-    beyond = bool(ma and mb and (ma["maximum"] < mb["minimum"] or mb["maximum"] < ma["minimum"]))
+    single = any(s is not None and isinstance(s.get("n"), int) and s["n"] < 2 for s in (ma, mb))
+    beyond = None if single else bool(ma and mb and (ma["maximum"] < mb["minimum"] or mb["maximum"] < ma["minimum"]))
     return {"section": section, "key": key, "metric": metric, "unit": _UNIT,
             "a_median": a_med, "a_range": [ma["minimum"], ma["maximum"]] if ma else None,
             "b_median": b_med, "b_range": [mb["minimum"], mb["maximum"]] if mb else None,
@@ -260,7 +288,7 @@ def _pooled_row(key: str, pa: Any, pb: Any) -> dict[str, Any]:
     notes.append("one pooled figure per side: no run-to-run range, noise not judged")
     return {"section": "decode", "key": key, "metric": "pooled_decode_tokens_per_second", "unit": _UNIT,
             "a_median": va, "a_range": None, "b_median": vb, "b_range": None,
-            "ratio_b_over_a": _ratio(va, vb), "beyond_noise": False, "note": "; ".join(notes)}
+            "ratio_b_over_a": _ratio(va, vb), "beyond_noise": None, "note": "; ".join(notes)}
 
 
 def compare_receipts(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
@@ -280,8 +308,9 @@ def compare_receipts(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any
 
     Noise rule: ``beyond_noise`` is true when the two run-to-run ranges ``[minimum, maximum]`` do not
     overlap (A's maximum < B's minimum, or B's maximum < A's minimum); ranges that touch or overlap are
-    within noise. It says only that the spread of repeated runs does not explain the difference; with
-    n = 1 a range is a single sample, and the row's ``note`` says so. ``ratio_b_over_a`` is B's median
+    within noise. It says only that the spread of repeated runs does not explain the difference. With
+    n = 1 on either side a range is a single sample, not a spread: ``beyond_noise`` is null (not judged)
+    and the row's ``note`` says so; the pooled decode rows have no range and are null too. ``ratio_b_over_a`` is B's median
     divided by A's, rounded to 4 decimals (> 1: B is faster). A summary that is null (no usable sample)
     on either side, or a median of 0 on A, gives ``ratio_b_over_a`` null, ``beyond_noise`` false and a
     ``note``; ``note`` is null otherwise.

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from inferencekit.bench.compare import (ABSENT, Difference, compare_receipts, load_receipt, receipt_differences,
-                                        receipt_notes)
+                                        receipt_integrity, receipt_notes)
 from inferencekit.errors import OpError
 from inferencekit.registry import Arg, Call, Outcome, operation
 
@@ -65,7 +65,12 @@ def bench_compare(call: Call, *, a: str, b: str, allow_mismatch: bool = False) -
         print("\n".join([head, *_lines(diffs)]), file=sys.stderr)
     notes = receipt_notes(ra, rb)
     rows = compare_receipts(ra, rb)
-    payload = {"a": {"label": _label(ra, a), "path": str(a)}, "b": {"label": _label(rb, b), "path": str(b)},
+    checks = {side: receipt_integrity(path) for side, path in (("a", a), ("b", b))}
+    for side, (status, msg) in checks.items():
+        if status == "changed":
+            print(f"inferencekit: warning: {side.upper()}: {msg}", file=sys.stderr)
+    payload = {"a": {"label": _label(ra, a), "path": str(a), "integrity": checks["a"][0]},
+               "b": {"label": _label(rb, b), "path": str(b), "integrity": checks["b"][0]},
                "differences": [d.to_dict() for d in diffs], "notes": [d.to_dict() for d in notes], "rows": rows}
     return Outcome(payload, None, lambda console: render_compare(console, payload))
 
@@ -83,7 +88,7 @@ def _cell(median: float | None, rng: list[float] | None) -> str:
 
 
 def _noise(row: dict[str, Any]) -> tuple[str, str]:
-    if row["a_range"] is None or row["b_range"] is None:
+    if row["a_range"] is None or row["b_range"] is None or row["beyond_noise"] is None:
         return "not judged", "dim"
     return ("beyond noise", "bold") if row["beyond_noise"] else ("within noise", "dim")
 

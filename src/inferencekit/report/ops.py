@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
 from inferencekit.bench.compare import load_receipt as read_receipt
-from inferencekit.bench.compare import receipt_file
+from inferencekit.bench.compare import receipt_file, receipt_integrity
 from inferencekit.errors import OpError
 from inferencekit.registry import Arg, Call, Outcome, operation
 from inferencekit.report.appliance_card import render_appliance
@@ -37,6 +38,9 @@ def load_receipt(result: str | Path) -> tuple[Path, dict[str, Any]]:
                      metavar="PAGE")])
 def report(call: Call, *, result: str, html: str | None = None) -> Outcome:
     path, receipt = load_receipt(result)
+    integrity, message = receipt_integrity(path)
+    if integrity == "changed":
+        print(f"inferencekit: warning: {message}", file=sys.stderr)
     page: Path | None = None
     if html:
         from inferencekit.report.appliance_html import write_html
@@ -46,10 +50,12 @@ def report(call: Call, *, result: str, html: str | None = None) -> Outcome:
         except OSError as e:
             raise OpError(f"--html {html}: cannot write the page ({e.strerror or e})") from None
     payload = {"receipt": str(path), "html": str(page) if page is not None else None,
-               "verdict": receipt.get("verdict")}
+               "verdict": receipt.get("verdict"), "integrity": integrity, "integrity_detail": message}
 
     def render(console: Any) -> None:
         render_appliance(console, receipt)
+        console.print(f"integrity: {integrity} ({message})", markup=False, highlight=False,
+                      style="bold red" if integrity == "changed" else "dim")
         console.print(f"receipt: {path}" + (f"   page: {page}" if page is not None else ""), markup=False,
                       highlight=False)
 
