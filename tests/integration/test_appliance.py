@@ -138,7 +138,7 @@ def test_llama_server_cold_prefill_is_provably_cold(server_runs) -> None:
     # decode requests bypass the prompt cache (the prompts of one comparison id repeat across runs)
     assert receipt["settings"]["decode_cache_isolation"] == "cache_prompt: false on every request"
     assert all(r["cached_prompt_tokens"] == 0 for r in rows)
-    body = json.loads((run_dir / rows[0]["reply"].replace("outputs/", "inputs/", 1)).read_text())["body"]
+    body = json.loads((run_dir / rows[0]["reply"].replace("outputs/", "inputs/", 1)).read_text())
     assert body["cache_prompt"] is False and body["temperature"] == 0.0 and body["stream"] is True
     (rnd,) = receipt["concurrency"]["4"]["rounds"]
     assert len(rnd["streams"]) == 4 and rnd["usable"]

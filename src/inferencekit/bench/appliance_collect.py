@@ -158,14 +158,15 @@ class Collector:
         rel = f"{kind}/{self.engine}/appliance-{section}/{safe_name(group)}/{safe_name(name)}.json"
         return self.run.path / rel, rel
 
-    def _write_input(self, section: str, group: str, name: str, path: str, body: dict[str, Any]) -> None:
-        write_json(self._path("inputs", section, group, name)[0], {"endpoint": path, "body": body})
+    def _write_input(self, section: str, group: str, name: str, body: dict[str, Any]) -> None:
+        """The request body as sent, like bench serve's inputs (the endpoint is in the reply file)."""
+        write_json(self._path("inputs", section, group, name)[0], body)
 
     async def _send(self, section: str, group: str, name: str, path: str, body: dict[str, Any],
                     written: bool = False) -> tuple[dict[str, Any], str, int]:
         """POST ``body``, write its reply file; ``(reply, rel path, end perf_counter_ns)``."""
         if not written:
-            self._write_input(section, group, name, path, body)
+            self._write_input(section, group, name, body)
         ex = await self.client.post(path, body, optional=("stream_options",), request_id=uuid.uuid4().hex,
                                     timeout_s=self.s.timeout_s)
         end = ex.chunks[-1][0] if ex.chunks else time.perf_counter_ns()
@@ -312,7 +313,7 @@ class Collector:
                     name = f"r{r}-s{k}"
                     body = self.chat_body(prompt, request_nonce(self.cid, "concurrency", workload, level, r, k),
                                           self.s.concurrency_tokens, self.s.seed + k - 1)
-                    self._write_input("concurrency", group, name, CHAT, body)
+                    self._write_input("concurrency", group, name, body)
                     await barrier.wait()
                     starts.append(time.perf_counter_ns())
                     return await self._send("concurrency", group, name, CHAT, body, written=True)
