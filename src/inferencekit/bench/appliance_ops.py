@@ -7,7 +7,6 @@ import importlib.metadata as md
 import os
 import platform
 import re
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ from inferencekit.errors import OpError
 from inferencekit.evidence import sha256_file
 from inferencekit.options import CLIENT_ARGS, check_client_args, parse_json_object, template_kwargs
 from inferencekit.registry import Arg, Call, Outcome, operation
-from inferencekit.rundir import RunDir
+from inferencekit.rundir import RunDir, write_bytes
 
 __all__ = ["bench_appliance", "settings_from_args", "embedded_metadata", "appliance_receipt", "resolve_metadata",
            "APPLIANCE_ARGS", "EMBEDDED_CONTEXT"]
@@ -189,6 +188,8 @@ def bench_appliance(call: Call, **a: Any) -> Outcome:
     if not a.get("metadata") and base_url:
         raise OpError("--metadata FILE is required with --base-url (write one with `inferencekit bench configure`)")
     metadata, source = resolve_metadata(a.get("metadata"), settings)
+    if a.get("output") and Path(a["output"]).is_dir():
+        raise OpError(f"--output {a['output']} is a directory; give the receipt copy's file name")
     load_prompts()
     run = RunDir.create(a.get("run_dir"))
     run.update_run(operation=call.operation, command=list(call.argv),
@@ -201,7 +202,7 @@ def bench_appliance(call: Call, **a: Any) -> Outcome:
         run.discard_if_empty()
         raise
     if a.get("output"):
-        shutil.copyfile(receipt_path(run), a["output"])
+        write_bytes(Path(a["output"]), receipt_path(run).read_bytes())
     from inferencekit.report.appliance_card import render_appliance
 
     def render(console: Any) -> None:
