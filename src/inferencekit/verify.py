@@ -27,6 +27,8 @@ from inferencekit.data.datasets import load_static
 from inferencekit.engines.target import serve_target
 from inferencekit.errors import OpError
 from inferencekit.evidence import artifact, build_record, save_record
+from inferencekit.gates.check import check_run_dir
+from inferencekit.gates.ops import gates_record
 from inferencekit.options import CLIENT_ARGS, check_client_args, parse_json_object, split_extra_body, template_kwargs
 from inferencekit.registry import Arg, Call, Outcome, operation
 from inferencekit.report.progress import ProgressBar
@@ -130,6 +132,20 @@ async def _appliance_part(plan: dict[str, Any] | None, client: Client, info: Any
     return _part(name, "appliance", rec, receipt["verdict"], reason), rec
 
 
+def _run_dir_gates(run: RunDir, engine: str) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """The gates judged from the run dir's own load replies (``gates check``), as verify parts by name, and
+    their ``gates`` record. A gate the run-dir check could not judge stays out (its part is NOT RUN)."""
+    gates, files = check_run_dir(run.path, engine)
+    rec = gates_record(run, gates, engine=engine, files=files, mode="verify: run-dir checks of the load replies",
+                       settings={"engine": engine})
+    def why(g: Any) -> str:
+        live = "" if g.gate == "unique_prompts" else " (its live probes are not built yet)"
+        return f"run-dir check of the load replies{live}: {g.reason}"
+
+    return ({f"gates: {g.gate}": _part(f"gates: {g.gate}", "gates", rec, g.verdict, why(g))
+             for g in gates if g.verdict != "NOT RUN"}, rec)
+
+
 @operation(("verify",), "The main job: probe, load benchmark, gates and quality in one run, one verdict.",
            description="Without --base-url, starts the embedded engine (llama.cpp serving SmolLM2-135M-Instruct, both "
                        "from PyPI) and stops it afterwards. Runs the capability probe, bench serve at several load "
@@ -184,11 +200,12 @@ def verify(call: Call, base_url: str | None, model: str | None, api_key_env: str
                        "every load request completed" if not bench_rec.get("verdict")
                        else "some load requests failed: the figures are incomplete")]
         parts += [app_part] if app_part else []
-        parts += [_part(name, None, None, "NOT RUN", f"not built yet (the '{issue}' capability)")
+        gate_parts, gates_rec = _run_dir_gates(run, bench_rec["data"]["engine_label"])
+        parts += [gate_parts.get(name) or _part(name, None, None, "NOT RUN", f"not built yet (the '{issue}' capability)")
                   for name, issue in prof.expected]
         headline = [m for m in bench_rec["metrics"] if m["stat"] in ("p50", "aggregate")
                     and m["name"] in ("ttft_ms", "tpot_ms", "output_throughput")]
-        subs = [probe_rec, bench_rec] + ([app_rec] if app_rec else [])
+        subs = [probe_rec, bench_rec, gates_rec] + ([app_rec] if app_rec else [])
         rec = verification_record(run, prof, info.to_dict(), parts, subs, headline)
         return rec, {"probe": probe_rec, "bench": bench_rec, "appliance": app_rec}
 
