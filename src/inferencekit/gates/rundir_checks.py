@@ -304,42 +304,44 @@ def _exact_part(run_dir: Path, engine: str, cand: dict[str, dict[str, Any]], ign
     return sub
 
 
+def _length_ratio(n: int, m: int) -> float | None:
+    """Candidate length over reference length; a reference of 0 tokens matches only 0 (else None: an outlier)."""
+    if m:
+        return n / m
+    return 1.0 if n == 0 else None
+
+
 def _reference_part(cand: dict[str, dict[str, Any]], reference: Path, tol: float, max_outliers: float,
                     metrics: dict[str, Any], details: list[dict[str, Any]]) -> tuple[str, str]:
-    ratios: list[float] = []
-    outliers: list[dict[str, Any]] = []
-    missing: list[dict[str, Any]] = []
-    ref_n = 0
-    for key, r in output_lengths(reference).items():
-        m = r["length"]
-        if m is None:
-            continue  # no reference length: nothing to compare against
-        ref_n += 1
-        o = cand.get(key)
-        n = o["length"] if o else None
-        if n is None:  # a prompt the candidate did not answer counts against it, not as skipped
-            missing.append({"id": key, "reference_length": m,
-                            "problem": f"candidate: {o['problem']}" if o else "no candidate reply file"})
-            continue
-        ratio = n / m if m else (1.0 if n == 0 else None)
-        ratios.append(ratio if ratio is not None else 0.0)
-        if ratio is None or abs(ratio - 1) > tol:
-            outliers.append({"id": key, "length": n, "reference_length": m,
-                             "ratio": round(ratio, 4) if ratio is not None else None})
-    coverage = (ref_n - len(missing)) / ref_n if ref_n else None
-    metrics.update(reference_outputs=ref_n, reference_pairs=len(ratios), outside_tolerance=len(outliers),
+    ref = {key: r["length"] for key, r in output_lengths(reference).items() if r["length"] is not None}
+    ref_n = len(ref)
+    # a prompt the candidate did not answer counts against it (as an outlier of length 0), never as skipped
+    missing = [{"id": key, "reference_length": m,
+                "problem": f"candidate: {cand[key]['problem']}" if key in cand else "no candidate reply file"}
+               for key, m in ref.items() if cand.get(key, {}).get("length") is None]
+    pairs = {key: (cand[key]["length"], m) for key, m in ref.items() if cand.get(key, {}).get("length") is not None}
+    ratio_of = {key: _length_ratio(n, m) for key, (n, m) in pairs.items()}
+    outliers = [{"id": key, "length": pairs[key][0], "reference_length": pairs[key][1],
+                 "ratio": None if r is None else round(r, 4)}
+                for key, r in ratio_of.items() if r is None or abs(r - 1) > tol]
+    scored = [0.0 if r is None else r for r in ratio_of.values()]
+    coverage = len(pairs) / ref_n if ref_n else None
+    metrics.update(reference_outputs=ref_n, reference_pairs=len(pairs), outside_tolerance=len(outliers),
                    missing_outputs=len(missing), coverage=coverage,
-                   length_ratio_median=statistics.median(ratios) if ratios else None)
+                   length_ratio_median=statistics.median(scored) if scored else None)
     if not ref_n:
         return "NOT RUN", f"the reference outputs under {reference} carry no lengths"
     share = (len(outliers) + len(missing)) / ref_n
-    mean = sum(ratios) / ref_n  # a missing output counts as length 0
+    mean = sum(scored) / ref_n  # missing outputs add 0 to the sum
     metrics["length_ratio_mean"] = mean
-    v = "FAIL" if share > max_outliers or abs(mean - 1) > tol else ("UNPROVEN" if missing else "PASS")
+    if share > max_outliers or abs(mean - 1) > tol:
+        verdict = "FAIL"
+    else:
+        verdict = "UNPROVEN" if missing else "PASS"
     details += outliers[:_MAX_DETAILS] + missing[:_MAX_DETAILS]
-    return v, (f"{len(outliers)}/{ref_n} prompts outside +/-{tol:.0%} of the reference length and {len(missing)} "
-               f"without a candidate output (together {share:.0%}, allowed {max_outliers:.0%}); coverage "
-               f"{coverage:.0%}; mean ratio {mean:.3f}")
+    return verdict, (f"{len(outliers)}/{ref_n} prompts outside +/-{tol:.0%} of the reference length and "
+                     f"{len(missing)} without a candidate output (together {share:.0%}, allowed {max_outliers:.0%}); "
+                     f"coverage {coverage:.0%}; mean ratio {mean:.3f}")
 
 
 def gate_output_length_static(run_dir: Path, engine: str, *, reference: Path | None = None, tol: float = 0.10,

@@ -141,6 +141,18 @@ def text_covers(retokenized: int | None, usage: int | None, retok_tol: float) ->
     return usage <= retokenized <= usage + _tolerance(usage, retok_tol)
 
 
+def _usage_vs_stream(row: dict[str, Any], retok_tol: float) -> str | None:
+    """How usage compares with the stream: None (agree, or one of them missing), ``"bad"``, or — for a
+    logprob stream short at the max_tokens cut — ``"by_text"`` (the text covers usage) / ``"unsettled"``.
+    One token of slack at a natural stop: an EOS counted but not streamed."""
+    u, s = row.get("usage"), row.get("streamed")
+    if u is None or s is None or abs(u - s) <= (1 if row.get("finish_reason") == "stop" else 0):
+        return None
+    if not unstreamed_at_cut(row):
+        return "bad"
+    return "by_text" if text_covers(row.get("retokenized"), u, retok_tol) else "unsettled"
+
+
 def judge_counts(rows: Iterable[dict[str, Any]], retok_tol: float = 0.02) -> dict[str, Any]:
     """Sort count rows by what their counts show.
 
@@ -178,19 +190,17 @@ def judge_counts(rows: Iterable[dict[str, Any]], retok_tol: float = 0.02) -> dic
             continue
         key = str(row.get("key", ""))
         problems: list[str] = []
-        settled = False
-        if u is not None and s is not None:
-            slack = 1 if row.get("finish_reason") == "stop" else 0
-            if abs(u - s) > slack:
-                if unstreamed_at_cut(row):
-                    what = _AFTER_EOS if key.startswith("ignore_eos:") else _AT_CUT
-                    if text_covers(t, u, retok_tol):
-                        settled = True
-                        by_text.append({**row, "problem": f"{u - s} {what}; the re-tokenized text ({t}) covers usage"})
-                    else:
-                        unsettled.append({**row, "problem": f"{u - s} {what}"})
-                else:
-                    problems.append(f"usage {u} != streamed {s}")
+        verdict = _usage_vs_stream(row, retok_tol)
+        settled = verdict == "by_text"
+        if verdict == "bad":
+            problems.append(f"usage {u} != streamed {s}")
+        elif verdict is not None:
+            gap = u - s
+            what = _AFTER_EOS if key.startswith("ignore_eos:") else _AT_CUT
+            if settled:
+                by_text.append({**row, "problem": f"{gap} {what}; the re-tokenized text ({t}) covers usage"})
+            else:
+                unsettled.append({**row, "problem": f"{gap} {what}"})
         counts_row = True
         if t is not None and not settled:
             ref, ref_name = (s, "streamed") if s is not None else (u, "usage")
