@@ -43,6 +43,10 @@ def safe_name(name: str, what: str = "name") -> str:
     return name
 
 
+# The reuse tag DESIGN.md gives a prompt repeated inside one load level: "[ik-<salt>] " at the start of its
+# first user message (bench/plan.py writes it; the gates read it back). Group 1 is the hex salt.
+SALT_PATTERN = re.compile(r"^\[ik-([0-9a-f]{8,32})\] ")
+
 _MADE: set[Path] = set()
 _UMASK = os.umask(0o022)  # read once (os.umask can only be read by setting it) and put back at once
 os.umask(_UMASK)

@@ -19,7 +19,7 @@ from inferencekit.api.client import Client
 from inferencekit.api.detect import detect_engine
 from inferencekit.api.endpoint import Endpoint, normalize_base_url, read_api_key
 from inferencekit.api.probe import probe_endpoint
-from inferencekit.bench.appliance_ops import DEFAULT_SEED, appliance_receipt, resolve_metadata, settings_from_args
+from inferencekit.bench.appliance_ops import APPLIANCE_ARGS, appliance_receipt, resolve_metadata, settings_from_args
 from inferencekit.bench.config import FIXED_FIELDS, ServeConfig
 from inferencekit.bench.plan import parse_levels
 from inferencekit.bench.serve import run_bench
@@ -102,10 +102,9 @@ def _appliance_plan(prof: Profile, base_url: str | None, metadata: str | None, e
     """
     if not prof.appliance:
         return None
-    settings = settings_from_args({"prefill_runs": 3, "concurrency_runs": 3, "concurrency_tokens": 256,
-                                   "concurrency_workload": "code", "seed": DEFAULT_SEED, "timeout": timeout,
-                                   "extra_body": extra_body, "chat_template_kwargs": chat_template_kwargs},
-                                  embedded=not base_url)
+    defaults = {a.name: a.default for a in APPLIANCE_ARGS}  # bench appliance's own defaults, one place
+    settings = settings_from_args({**defaults, "timeout": timeout, "extra_body": extra_body,
+                                   "chat_template_kwargs": chat_template_kwargs}, embedded=not base_url)
     if base_url and not metadata:
         raise OpError("--profile full runs the appliance receipt, which needs --metadata FILE with --base-url "
                       "(`inferencekit bench configure` writes one)")

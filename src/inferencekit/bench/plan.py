@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import random
-import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -18,11 +17,11 @@ from typing import Any
 
 from inferencekit.data.prompts import Prompt
 from inferencekit.errors import OpError
+from inferencekit.rundir import SALT_PATTERN
 
 __all__ = ["LevelSpec", "PlannedRequest", "Planner", "parse_levels", "request_body", "SALT_PATTERN",
            "parse_slo"]
 
-SALT_PATTERN = re.compile(r"^\[ik-([0-9a-f]{8,32})\] ")
 
 
 @dataclass(frozen=True, slots=True)

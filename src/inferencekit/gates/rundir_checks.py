@@ -20,7 +20,6 @@ requests are read from every ``load-<level>/`` folder as well.
 from __future__ import annotations
 
 import gzip
-import re
 import statistics
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,14 +29,12 @@ import orjson
 
 from inferencekit.evidence.canonical import canonical_json, sha256_hex
 from inferencekit.gates.result import Gate
+from inferencekit.rundir import SALT_PATTERN
 from inferencekit.stats import combine_claims
 
 __all__ = ["exact_length_of", "gate_output_length_static", "gate_unique_prompts", "load_requests", "output_lengths",
            "salt_of"]
 
-# The reuse tag bench serve puts at the start of a reused prompt (same pattern as
-# ``inferencekit.bench.plan.SALT_PATTERN``; gates/ does not import bench/, DESIGN.md "Layers").
-_SALT = re.compile(r"^\[(ik-[0-9a-f]{8,32})\] ")
 _SKIPPED = ("warmup", "probes")  # outputs/<engine>/ folders that are not buckets
 _MAX_DETAILS = 50  # rows of each kind kept in a gate's details (the metrics keep the full counts)
 
@@ -102,8 +99,8 @@ def salt_of(body: dict[str, Any]) -> str | None:
         text = c
     elif isinstance(body.get("prompt"), str):
         text = body["prompt"]
-    m = _SALT.match(text) if isinstance(text, str) else None
-    return m.group(1) if m else None
+    m = SALT_PATTERN.match(text) if isinstance(text, str) else None
+    return f"ik-{m.group(1)}" if m else None
 
 
 def exact_length_of(body: dict[str, Any]) -> int | None:
