@@ -10,9 +10,11 @@ from inferencekit.bench import appliance_ops as _appliance_ops  # noqa: F401
 from inferencekit.bench import compare_ops as _compare_ops  # noqa: F401
 from inferencekit.bench import configure_ops as _configure_ops  # noqa: F401
 from inferencekit.bench import ops as _bench_ops  # noqa: F401
+from inferencekit.cheats import ops as _cheat_ops  # noqa: F401
 from inferencekit.engines import ops as _engine_ops  # noqa: F401
 from inferencekit.evidence import ops as _evidence_ops  # noqa: F401
 from inferencekit.gates import ops as _gates_ops  # noqa: F401
+from inferencekit.gates import run_ops as _gates_run_ops  # noqa: F401
 from inferencekit.registry import Call, Outcome, operation, schema
 from inferencekit.report import ops as _report_ops  # noqa: F401
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-__all__ = ["VERDICTS", "PERCENTILES", "summarize", "combine_claims"]
+__all__ = ["VERDICTS", "PERCENTILES", "summarize", "combine_claims", "wilson_interval"]
 
 VERDICTS = ("PASS", "FAIL", "UNPROVEN", "NOT RUN")
 PERCENTILES = (50, 90, 95, 99)
@@ -48,3 +48,18 @@ def combine_claims(verdicts: Iterable[str]) -> str:
         if v in seen:
             return v
     return "NOT RUN"
+
+
+def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval for a proportion of ``k`` successes in ``n`` trials (Wilson 1927), as computed
+    by ``scipy.stats.binomtest(k, n).proportion_ci(method="wilson")``.
+
+    Raises:
+        ValueError: ``n`` < 1 or ``k`` outside [0, n].
+    """
+    from scipy.stats import binomtest
+
+    if n < 1 or not 0 <= k <= n:
+        raise ValueError(f"need 0 <= k <= n and n >= 1, got k={k}, n={n}")
+    ci = binomtest(k, n).proportion_ci(confidence_level=confidence, method="wilson")
+    return float(ci.low), float(ci.high)

@@ -29,6 +29,10 @@ from inferencekit.errors import OpError
 from inferencekit.evidence import artifact, build_record, save_record
 from inferencekit.gates.check import check_run_dir
 from inferencekit.gates.ops import gates_record
+from inferencekit.gates.probe_plan import LIVE_GATES, ProbeSettings, top_k_off
+from inferencekit.gates.run_ops import GateRunSettings, run_gate_probes
+from inferencekit.api.tokenize import choose_tokenizer
+from inferencekit.data.prompts import load_prompt_set
 from inferencekit.options import CLIENT_ARGS, check_client_args, parse_json_object, split_extra_body, template_kwargs
 from inferencekit.registry import Arg, Call, Outcome, operation
 from inferencekit.report.progress import ProgressBar
@@ -50,6 +54,9 @@ class Profile:
     warmup: int
     expected: tuple[tuple[str, str], ...]  # (part, issue that builds it)
     appliance: bool = False  # run the appliance receipt (bench appliance) as a part
+    gate_tokens: int = 32  # max_tokens of the live gate probes
+    cache_prompts: int = 4  # caching gate: first/repeat pairs
+    sampling_prompts: int = 4  # hidden_probes: sampling prompts (DESIGN.md: ≥ 4 in quick)
 
 
 _QUICK_GATES = (("gates: caching", "gates"), ("gates: token_count", "gates"), ("gates: output_length", "gates"),
@@ -60,8 +67,10 @@ _FULL = (("quality: niah grid", "quality tasks"),)
 
 PROFILES: dict[str, Profile] = {
     "quick": Profile("quick", (1, 2, 4), 8, 64, 1, _QUICK_GATES),
-    "standard": Profile("standard", (1, 2, 4, 8), 16, 128, 2, _QUICK_GATES + _STANDARD),
-    "full": Profile("full", (1, 2, 4, 8, 16), 32, 256, 2, _QUICK_GATES + _STANDARD + _FULL, appliance=True),
+    "standard": Profile("standard", (1, 2, 4, 8), 16, 128, 2, _QUICK_GATES + _STANDARD, gate_tokens=64,
+                        cache_prompts=6, sampling_prompts=8),
+    "full": Profile("full", (1, 2, 4, 8, 16), 32, 256, 2, _QUICK_GATES + _STANDARD + _FULL, appliance=True,
+                    gate_tokens=64, cache_prompts=6, sampling_prompts=8),
 }
 
 
@@ -131,18 +140,23 @@ async def _appliance_part(plan: dict[str, Any] | None, client: Client, info: Any
     return _part(name, "appliance", rec, receipt["verdict"], reason), rec
 
 
-def _run_dir_gates(run: RunDir, engine: str) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
-    """The gates judged from the run dir's own load replies (``gates check``), as verify parts by name, and
-    their ``gates`` record. A gate the run-dir check could not judge stays out (its part is NOT RUN)."""
-    gates, files = check_run_dir(run.path, engine)
-    rec = gates_record(run, gates, engine=engine, files=files, mode="verify: run-dir checks of the load replies",
-                       settings={"engine": engine})
-    def why(g: Any) -> str:
-        live = "" if g.gate == "unique_prompts" else " (its live probes are not built yet)"
-        return f"run-dir check of the load replies{live}: {g.reason}"
+def _gate_settings(prof: Profile, seed: int, reference_url: str | None) -> GateRunSettings:
+    """The live gates of a profile: every gate of its parts that sends probes (spec_exact needs a second engine)."""
+    live = [p.removeprefix("gates: ") for p, _ in prof.expected if p.removeprefix("gates: ") in LIVE_GATES]
+    probes = ProbeSettings(gates=tuple(live), seed=seed, max_tokens=prof.gate_tokens, echo_tokens=max(64, prof.gate_tokens),
+                           cache_prompts=prof.cache_prompts, sampling_prompts=prof.sampling_prompts)
+    return GateRunSettings(gates=live, probes=probes, reference_url=reference_url)
 
-    return ({f"gates: {g.gate}": _part(f"gates: {g.gate}", "gates", rec, g.verdict, why(g))
-             for g in gates if g.verdict != "NOT RUN"}, rec)
+
+def _gate_parts(run: RunDir, engine: str, gate_run: str | None, s: GateRunSettings
+                ) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """Every gate judged with ``gates check``'s code — the load replies, the hidden probes mixed into the load and
+    this verify's gate run — as verify parts by name, and their ``gates`` record."""
+    gates, files = check_run_dir(run.path, engine, gate_runs=[gate_run] if gate_run else [])
+    rec = gates_record(run, gates, engine=engine, files=files, mode="verify",
+                       settings={"engine": engine, "gate_run": gate_run, **s.header()})
+    return ({f"gates: {g.gate}": _part(f"gates: {g.gate}", "gates", rec, g.verdict, g.reason)
+             for g in gates if g.verdict != "NOT RUN" or g.applicable}, rec)
 
 
 @operation(("verify",), "The main job: probe, load benchmark, gates and quality in one run, one verdict.",
@@ -161,12 +175,16 @@ def _run_dir_gates(run: RunDir, engine: str) -> tuple[dict[str, dict[str, Any]],
                  Arg("metadata", "string", "--profile full with --base-url: the appliance metadata file for the "
                      "appliance receipt (`inferencekit bench configure` writes one); required there."),
                  Arg("comparison_id", "string", "--profile full: comparison id of the appliance receipt (default: "
-                     "verify-<run dir name>).")])
+                     "verify-<run dir name>)."),
+                 Arg("reference_url", "string", "A reference engine (same model, trusted) for the rare_tokens gate: "
+                     "misses it shares are not counted; without one a miss is UNPROVEN.")])
 def verify(call: Call, base_url: str | None, model: str | None, api_key_env: str | None, timeout: float,
            extra_body: str | None, chat_template_kwargs: str | None, profile: str, run_dir: str | None,
-           seed: int | None, metadata: str | None = None, comparison_id: str | None = None) -> Outcome:
-    if base_url:
-        normalize_base_url(base_url)
+           seed: int | None, metadata: str | None = None, comparison_id: str | None = None,
+           reference_url: str | None = None) -> Outcome:
+    for url in (base_url, reference_url):
+        if url:
+            normalize_base_url(url)
     read_api_key(api_key_env)
     check_client_args(timeout)
     prof = PROFILES[profile]
@@ -174,7 +192,10 @@ def verify(call: Call, base_url: str | None, model: str | None, api_key_env: str
     kept, _refused = split_extra_body(extra, FIXED_FIELDS)
     cfg = ServeConfig(levels=parse_levels(list(prof.concurrency), None), dataset="dev", num_prompts=prof.num_prompts,
                       warmup=prof.warmup, max_tokens=prof.max_tokens, seed=seed if seed is not None else secrets.randbits(31),
-                      extra_body=kept, chat_template_kwargs=template_kwargs(extra, chat_template_kwargs), timeout_s=timeout)
+                      extra_body=kept, chat_template_kwargs=template_kwargs(extra, chat_template_kwargs), timeout_s=timeout,
+                      probes=True)
+    gate_s = _gate_settings(prof, secrets.randbits(63), reference_url)
+    dev = list(load_prompt_set("dev").prompts)
     static = load_static(cfg.dataset)
     appliance = _appliance_plan(prof, base_url, metadata, extra_body, chat_template_kwargs, timeout)
     run = RunDir.create(run_dir)
@@ -192,6 +213,11 @@ def verify(call: Call, base_url: str | None, model: str | None, api_key_env: str
             with ProgressBar(call.quiet) as bar:
                 bench_rec = await run_bench(cfg, client, info, run, static[0] if static else [],
                                             on_done=bar.on_done, on_level=bar.on_level)
+            gate_s.probes.top_k_off = top_k_off(info.engine)
+            gate_run = await run_gate_probes(client, info, run, gate_s, dev, engine=bench_rec["data"]["engine_label"],
+                                             extra=kept, ctk=cfg.chat_template_kwargs,
+                                             tokenizer=choose_tokenizer(None, client, info.dialect),
+                                             api_key_env=api_key_env, reference_key_env=None, quiet=call.quiet)
             app_part, app_rec = await _appliance_part(appliance, client, info, run, comparison_id, api_key_env,
                                                       call.quiet)
         parts = [_part("capability probe", "probe", probe_rec, None, "informational: what the endpoint honours"),
@@ -199,7 +225,7 @@ def verify(call: Call, base_url: str | None, model: str | None, api_key_env: str
                        "every load request completed" if not bench_rec.get("verdict")
                        else "some load requests failed: the figures are incomplete")]
         parts += [app_part] if app_part else []
-        gate_parts, gates_rec = _run_dir_gates(run, bench_rec["data"]["engine_label"])
+        gate_parts, gates_rec = _gate_parts(run, bench_rec["data"]["engine_label"], gate_run, gate_s)
         parts += [gate_parts.get(name) or _part(name, None, None, "NOT RUN", f"not built yet (the '{issue}' capability)")
                   for name, issue in prof.expected]
         headline = [m for m in bench_rec["metrics"] if m["stat"] in ("p50", "aggregate")

@@ -45,3 +45,14 @@ def test_summarize_by_hand():
     assert (s["mean"], s["p50"], s["min"], s["max"]) == (2.5, 2.5, 1, 4)
     assert s["std"] == pytest.approx(1.118034, rel=1e-6)  # population std
     assert s["p90"] == pytest.approx(3.7)  # linear: 1 + 0.9*3 = 3.7 → between 3 and 4
+
+
+def test_wilson_interval_matches_the_published_values():
+    from inferencekit.stats import wilson_interval
+
+    # Wilson (1927) score interval; 9/10 at 95% is [0.596, 0.982] (Newcombe 1998, Table I method 3 style)
+    lo, hi = wilson_interval(9, 10)
+    assert round(lo, 3) == 0.596 and round(hi, 3) == 0.982
+    assert wilson_interval(0, 10)[0] == 0.0 and round(wilson_interval(0, 10)[1], 3) == 0.278
+    with pytest.raises(ValueError):
+        wilson_interval(3, 2)

@@ -135,7 +135,9 @@ def test_fail_usage_inflated_against_recorded_token_ids():
     cheat = count_row("count:cheat", r, max_tokens=16, retokenized=None)
     gate = gate_token_count([honest, cheat], tokenizer=None)
     assert gate.verdict == "FAIL"
-    assert gate.reason == "1/2 replies report a token count the stream does not support"
+    assert gate.reason.startswith("1/2 replies report a token count the stream does not support: "
+                                  "usage.completion_tokens above the streamed tokens on 1 (first: ")
+    assert gate.reason.endswith("(first: count:cheat: usage 18 != streamed 16)"), gate.reason
     assert gate.metrics["mismatches"] == 1
     assert gate.details[0]["key"] == "count:cheat" and gate.details[0]["problem"] == "usage 18 != streamed 16"
 

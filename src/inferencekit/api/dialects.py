@@ -57,6 +57,9 @@ class Dialect:
         capacity_path: GET path whose JSON reports parallel capacity; ``capacity_of`` reads it.
         fixed_capacity: capacity known without asking (llama-cpp-python serialises: 1).
         ignores: option names this engine is known to accept and drop without effect.
+        neutral_sampling: request fields that undo a server default which changes the model's distribution
+            (llama-cpp-python applies ``repeat_penalty`` 1.1 unless told otherwise, so its greedy token is not
+            the argmax of the logprobs it reports); probes that judge sampling send them.
     """
 
     name: str
@@ -71,6 +74,7 @@ class Dialect:
     capacity_of: Callable[[Any], int | None] | None = None
     fixed_capacity: int | None = None
     ignores: tuple[str, ...] = ()
+    neutral_sampling: dict[str, Any] = field(default_factory=dict)
 
     def parse_tokens(self, reply: Any) -> list[int] | None:
         """Token ids from a tokenize reply, or None when the shape is not understood."""
@@ -86,7 +90,7 @@ class Dialect:
                 "stream_count_fields": self.count_fields or None,
                 "cache_bypass": sorted(self.cache_bypass()) if self.cache_bypass else None,
                 "cache_reset": self.cache_reset_path, "capacity": self.capacity_path or self.fixed_capacity,
-                "known_ignored_options": list(self.ignores)}
+                "known_ignored_options": list(self.ignores), "neutral_sampling": self.neutral_sampling or None}
 
 
 def _slots(props: Any) -> int | None:
@@ -121,7 +125,7 @@ DIALECTS: dict[str, Dialect] = {
         "llama-cpp-python", tokenize_path="/extras/tokenize", tokenize_body=lambda t: {"input": t},
         detokenize_path="/extras/detokenize", detokenize_body=lambda ids: {"tokens": ids},
         count_fields={"logprobs": True, "top_logprobs": 0},
-        fixed_capacity=1, ignores=("ignore_eos", "stream_options")),
+        fixed_capacity=1, ignores=("ignore_eos", "stream_options"), neutral_sampling={"repeat_penalty": 1.0}),
     "openai": Dialect("openai"),
 }
 

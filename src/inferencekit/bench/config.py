@@ -41,6 +41,7 @@ class ServeConfig:
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     timeout_s: float = 600.0
     engine_label: str | None = None
+    probes: bool = False
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)

@@ -53,6 +53,9 @@ BENCH_ARGS: tuple[Arg, ...] = (
         "--tokenizer) and report disagreements.", default=True),
     Arg("tokenizer", "string", "Local Hugging Face directory or GGUF file to re-tokenize with (needs transformers)."),
     Arg("engine_label", "string", "Label for outputs/<engine>/ (default: the detected engine)."),
+    Arg("probes", "boolean", "Mix the hidden probes (greedy vs T=1 samples, top-5 logprobs; the hidden_probes gate's "
+        "groups) into the load: each takes a slot in a level's schedule, its reply goes to outputs/<engine>/probes/ "
+        "and `gates check` judges it (an engine that behaves only when idle is caught). Not in the metrics."),
     Arg("run_dir", "string", "Run directory (default: runs/<run-id>)."),
 )
 
@@ -96,7 +99,7 @@ def config_from_args(a: dict[str, Any]) -> ServeConfig:
         seed=a["seed"] if a.get("seed") is not None else secrets.randbits(31), slo=parse_slo(a.get("slo")),
         count_tokens=bool(a["count_tokens"]), retokenize=bool(a["retokenize"]), tokenizer=a.get("tokenizer"),
         extra_body=kept, chat_template_kwargs=template_kwargs(extra, a.get("chat_template_kwargs")),
-        timeout_s=a["timeout"], engine_label=a.get("engine_label"))
+        timeout_s=a["timeout"], engine_label=a.get("engine_label"), probes=bool(a.get("probes")))
 
 
 async def prepare_run(call: Call, cfg: ServeConfig, client: Client, run: RunDir, model: str | None,

@@ -63,6 +63,7 @@ class LoadRunner:
         self.body_for = body_for
         self.optional = optional
         self.on_done = on_done
+        self.probes: dict[str, list[dict[str, Any]]] = {}  # level label → hidden probes to mix in (bench --probes)
 
     def _meta(self, req: PlannedRequest, level: str | None, scheduled_ns: int | None) -> dict[str, Any]:
         meta: dict[str, Any] = {"id": req.prompt.id, "engine": self.engine}
@@ -93,6 +94,23 @@ class LoadRunner:
         if self.on_done:
             self.on_done(level, ex.ok)
         return ex
+
+    async def send_probe(self, probe: dict[str, Any], level: str) -> None:
+        """Send one hidden probe inside a level; its body goes to ``inputs/<engine>/probes/<id>.json`` and its
+        reply (with the level it ran in) to ``outputs/<engine>/probes/<id>.json`` at once."""
+        out = self.run.special_path(self.engine, "probes", probe["id"])
+        write_json(self.run.path / "inputs" / out.relative_to(self.run.path / "outputs"), probe["body"])
+        ex = await self.client.post(probe["endpoint"], probe["body"], optional=self.optional_probe)
+        write_json(out, ex.to_reply(id=probe["id"], engine=self.engine, level=level, probe_kind=probe["kind"]))
+
+    optional_probe = ("stream_options", "top_k", "top_p", "seed", "top_logprobs", "chat_template_kwargs",
+                      "repeat_penalty")
+
+    def _probe_turns(self, label: str, n: int | None) -> tuple[list[dict[str, Any]], int]:
+        """This level's unsent probes and how many load requests go between two of them."""
+        todo = [p for p in self.probes.get(label, ()) if not self.run.special_path(self.engine, "probes",
+                                                                                   p["id"]).is_file()]
+        return todo, max(1, (n or 64) // (len(todo) + 1)) if todo else 0
 
     async def warmup(self, planner: Planner, n: int) -> list[dict[str, Any]]:
         """``n`` requests one at a time into ``outputs/<engine>/warmup/`` (not counted in any level)."""
@@ -127,10 +145,19 @@ class LoadRunner:
                       journal: Journal, outcome: LevelOutcome) -> None:
         deadline = time.monotonic() + duration_s if duration_s else math.inf
         remaining = [n if n is not None else math.inf]
+        probes, every = self._probe_turns(spec.label, n)
+        taken = [0]
 
         async def worker() -> None:
-            while remaining[0] > 0 and time.monotonic() < deadline:
+            # a probe takes the slot of the next load request after every `every` of them, so the level's
+            # concurrency stays what it says; probes left when the level ends are sent in its last slots
+            while (remaining[0] > 0 and time.monotonic() < deadline) or probes:
+                if probes and (taken[0] >= every or remaining[0] <= 0 or time.monotonic() >= deadline):
+                    taken[0] = 0
+                    await self.send_probe(probes.pop(0), spec.label)
+                    continue
                 remaining[0] -= 1
+                taken[0] += 1
                 await self._send(planner.take(), spec.label, journal, outcome)
 
         await asyncio.gather(*(worker() for _ in range(spec.concurrency)))
@@ -148,11 +175,23 @@ class LoadRunner:
             async with cap:
                 return await self._send(req, spec.label, journal, outcome, scheduled_ns)
 
+        probes, every = self._probe_turns(spec.label, count)
+
+        async def probe(p: dict[str, Any]) -> None:
+            if cap is None:
+                return await self.send_probe(p, spec.label)
+            async with cap:
+                return await self.send_probe(p, spec.label)
+
         start_ns = time.perf_counter_ns()
-        for off in offsets:
+        side: list[asyncio.Task[None]] = []
+        for i, off in enumerate(offsets):
             due_ns = start_ns + int(off * 1e9)
             delay = (due_ns - time.perf_counter_ns()) / 1e9
             if delay > 0:
                 await asyncio.sleep(delay)
             tasks.append(asyncio.create_task(one(planner.take(), due_ns)))
-        await asyncio.gather(*tasks)
+            if probes and (i + 1) % every == 0:  # off the schedule, between arrivals
+                side.append(asyncio.create_task(probe(probes.pop(0))))
+        side += [asyncio.create_task(probe(p)) for p in probes]
+        await asyncio.gather(*tasks, *side)

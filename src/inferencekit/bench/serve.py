@@ -86,6 +86,25 @@ async def _retokenize(tok: Tokenizer, replies: Sequence[dict[str, Any]], limit: 
     return out
 
 
+def hidden_probes_by_level(cfg: ServeConfig, info: EngineInfo, labels: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+    """``bench serve --probes``: the hidden-probe groups (from the packaged dev prompts, tagged at random with a
+    seed derived from the run's), dealt to the levels round robin, one group at a time."""
+    from inferencekit.data.prompts import load_prompt_set
+    from inferencekit.gates.probe_plan import load_probe_bodies, top_k_off
+
+    probes = load_probe_bodies(list(load_prompt_set("dev").prompts), seed=random.Random(f"{cfg.seed}:probes").getrandbits(62),
+                               model=str(info.model), max_tokens=cfg.max_tokens or 64, top_k_off=top_k_off(info.engine),
+                               sampling_prompts=4, extra=cfg.extra_body, ctk=cfg.chat_template_kwargs,
+                               neutral=info.dialect.neutral_sampling)
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for p in probes:
+        groups.setdefault(p["key"], []).append(p)
+    out: dict[str, list[dict[str, Any]]] = {label: [] for label in labels}
+    for i, group in enumerate(groups.values()):
+        out[labels[i % len(labels)]].extend(group)
+    return out
+
+
 def _fixed_fields(cfg: ServeConfig, info: EngineInfo) -> dict[str, Any]:
     fixed: dict[str, Any] = {"temperature": cfg.temperature}
     if cfg.ignore_eos:
@@ -121,6 +140,8 @@ async def run_bench(cfg: ServeConfig, client: Client, info: EngineInfo, run: Run
             list(materialise(run, engine, journal.parent.name.removeprefix("load-"), journal))
         planner.restore(_used_keys(run, engine))
     runner = LoadRunner(client, run, engine, body_for, optional=optional, on_done=on_done)
+    if cfg.probes:
+        runner.probes = hidden_probes_by_level(cfg, info, [lv.label for lv in cfg.levels])
     state = run.read_run().get("bench_state") or {"levels": {}, "warmup_done": False, "superseded": []}
     if not state.get("warmup_done") and cfg.warmup > 0:
         if on_level:

@@ -57,11 +57,13 @@ def render_gates(console: Any, rec: dict[str, Any]) -> None:
 
 
 @operation(("gates", "check"), "Re-judge a recorded run dir offline with the gates that need no server.",
-           description="Reads a bench serve run directory and judges token_count (usage vs streamed token ids or "
-                       "logprob entries vs re-tokenized text), output_length (exact-length requests came back exactly "
-                       "max_tokens long; lengths against a reference engine's outputs when given) and unique_prompts "
-                       "(no prompt repeats inside a load level), reading the load replies too. Live gates (caching, "
-                       "hidden_probes, rare_tokens, spec_exact) need a server and are listed as NOT RUN. Writes a "
+           description="Reads a run directory and judges, with the code the live gates use: token_count (usage vs "
+                       "streamed token ids or logprob entries vs re-tokenized text), output_length (exact-length "
+                       "requests came back exactly max_tokens long; lengths against a reference engine's outputs when "
+                       "given) and unique_prompts (no prompt repeats inside a load level) on the load replies; every "
+                       "gate run's probes (probes/<gate-run>.jsonl, written by `gates run`: caching, hidden_probes, "
+                       "rare_tokens, spec_exact, …) with the settings recorded there; and the hidden probes a load "
+                       "mixed in (bench serve --probes). A live gate without probe replies is NOT RUN. Writes a "
                        "'gates' evidence record into the run dir. Exit 0 PASS, 1 FAIL, 3 UNPROVEN.",
            example="inferencekit gates check runs/<run-id>",
            args=[Arg("run_dir", "string", "The run directory to judge.", required=True, positional=True,
@@ -72,9 +74,11 @@ def render_gates(console: Any, rec: dict[str, Any]) -> None:
                  Arg("length_tolerance", "number", "output_length: per-prompt length tolerance against the reference.",
                      default=0.10),
                  Arg("max_length_outliers", "number", "output_length: share of prompts allowed outside the tolerance "
-                     "(missing outputs count).", default=0.10)])
+                     "(missing outputs count).", default=0.10),
+                 Arg("gate_run", "array", "Judge only these gate runs (probes/<name>.jsonl; default: all of them).")])
 def gates_check(call: Call, run_dir: str, engine: str | None = None, reference_outputs: str | None = None,
-                length_tolerance: float = 0.10, max_length_outliers: float = 0.10) -> Outcome:
+                length_tolerance: float = 0.10, max_length_outliers: float = 0.10,
+                gate_run: list[str] | None = None) -> Outcome:
     run = RunDir.open(run_dir)
     labels = engines_in(run.path)
     if engine is None:
@@ -89,10 +93,15 @@ def gates_check(call: Call, run_dir: str, engine: str | None = None, reference_o
         raise OpError(f"--reference-outputs {reference_outputs}: not a directory")
     if not 0 <= length_tolerance < 1 or not 0 <= max_length_outliers <= 1:
         raise OpError("--length-tolerance must be in [0, 1) and --max-length-outliers in [0, 1]")
+    known = {p.stem for p in (run.path / "probes").glob("*.jsonl")}
+    unknown = sorted(set(gate_run or ()) - known)
+    if unknown:
+        raise OpError(f"--gate-run {', '.join(unknown)}: no probes/<name>.jsonl of that name in {run_dir} (it has: "
+                      f"{', '.join(sorted(known)) or 'none'})")
     gates, files = check_run_dir(run.path, engine, reference=ref, length_tolerance=length_tolerance,
-                                 max_length_outliers=max_length_outliers)
+                                 max_length_outliers=max_length_outliers, gate_runs=gate_run or None)
     settings = {"engine": engine, "reference_outputs": reference_outputs, "length_tolerance": length_tolerance,
-                "max_length_outliers": max_length_outliers}
+                "max_length_outliers": max_length_outliers, "gate_runs": gate_run}
     rec = gates_record(run, gates, engine=engine, files=files, mode="check", settings=settings)
     return Outcome({"evidence_id": rec["evidence_id"], "verdict": rec["verdict"],
                     "gates": {g.gate: {"verdict": g.verdict, "reason": g.reason} for g in gates}},

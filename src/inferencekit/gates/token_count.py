@@ -221,6 +221,18 @@ def judge_counts(rows: Iterable[dict[str, Any]], retok_tol: float = 0.02) -> dic
             "checked": checked}
 
 
+def _bad_note(bad: Sequence[dict[str, Any]]) -> str:
+    """Which way the counts disagree (usage above / below the stream, re-tokenized text off) and the first case."""
+    over = sum(1 for r in bad if _int(r.get("usage")) is not None and _int(r.get("streamed")) is not None
+               and r["usage"] > r["streamed"])
+    under = sum(1 for r in bad if _int(r.get("usage")) is not None and _int(r.get("streamed")) is not None
+                and r["usage"] < r["streamed"])
+    parts = [f"usage.completion_tokens above the streamed tokens on {over}" if over else "",
+             f"below them on {under}" if under else "",
+             f"re-tokenized text off on {len(bad) - over - under}" if len(bad) - over - under else ""]
+    return ", ".join(p for p in parts if p) + f" (first: {bad[0].get('key')}: {bad[0].get('problem')})"
+
+
 def _gaps_note(rows: Sequence[dict[str, Any]]) -> str:
     """'a to b tokens counted but not streamed (…)', once for ignore_eos rows and once for the others."""
     parts = []
@@ -290,7 +302,7 @@ def gate_token_count(rows: Sequence[dict[str, Any]], *, retok_tol: float = 0.02,
                "failed_probes": len(failed)}
     if bad:
         return Gate("token_count", "FAIL",
-                    f"{len(bad)}/{checked} replies report a token count the stream does not support",
+                    f"{len(bad)}/{checked} replies report a token count the stream does not support: {_bad_note(bad)}",
                     metrics, bad[:_DETAILS_CAP] + unsettled[:_SIDE_CAP] + failed, limitations)
     notes = []
     if failed:

@@ -1,0 +1,96 @@
+"""``gates run`` against real engines: honest engines do not FAIL, two cheats do, and ``gates check`` on the
+recorded run dir gives the live verdicts back.
+
+llama-server honours ignore_eos and streams token ids (through logprobs), so output_length can PASS
+there; its default prompt cache is bypassed per request (``cache_prompt: false``), as the caching
+gate's FAIL message tells users to do for timing. The cheats run through the real cheat proxy in
+front of the same llama-server.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.cli_run import run_cli
+
+pytestmark = pytest.mark.engine
+
+NO_CACHE = ["--extra-body", json.dumps({"cache_prompt": False})]
+SMALL = ["--max-tokens", "24", "--echo-tokens", "48", "--cache-prompts", "4", "--sampling-prompts", "4"]
+
+
+def verdicts(payload: dict[str, Any]) -> dict[str, str]:
+    return {k: v["verdict"] for k, v in payload["gates"].items()}
+
+
+@pytest.fixture(scope="module")
+def honest_server_run(llama_server_engine, tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict, Path]:
+    run_dir = tmp_path_factory.mktemp("gates-run") / "run"
+    code, payload = run_cli(["gates", "run", "--base-url", llama_server_engine.url, "--reference-url",
+                             llama_server_engine.url, *NO_CACHE, *SMALL, "--run-dir", str(run_dir)])
+    return code, payload, run_dir
+
+
+def test_honest_llama_server_fails_no_gate(honest_server_run) -> None:
+    code, payload, run_dir = honest_server_run
+    v = verdicts(payload)
+    assert "FAIL" not in v.values(), payload["gates"]
+    assert v["output_length"] == "PASS", payload["gates"]["output_length"]
+    assert v["token_count"] == "PASS", payload["gates"]["token_count"]
+    assert v["caching"] in ("PASS", "UNPROVEN"), payload["gates"]["caching"]
+    assert v["unique_prompts"] == v["spec_exact"] == "NOT RUN"  # no load, no second engine: not asked
+    assert code == {"PASS": 0, "UNPROVEN": 3}[payload["verdict"]]
+    logs = list((run_dir / "probes").glob("*.jsonl"))
+    assert [p.stem for p in logs] == [payload["gate_run"]]
+    lines = logs[0].read_bytes().splitlines()
+    header = json.loads(lines[0])
+    assert header["settings"]["probes"]["seed"] and header["engine"] == "llama-server"
+    kinds = {json.loads(x).get("kind") for x in lines[1:]}
+    assert {"cache_first", "cache_repeat", "echo_perturbed", "count", "ignore_eos", "sample_a2", "logprobs", "rare",
+            "rare_reference"} <= kinds
+
+
+def test_gates_check_rejudges_the_recorded_run_to_the_same_verdicts(honest_server_run) -> None:
+    _, live, run_dir = honest_server_run
+    code, again = run_cli(["gates", "check", str(run_dir)])
+    assert verdicts(again) == verdicts(live)
+    assert again["verdict"] == live["verdict"]
+    assert {k: v["reason"] for k, v in again["gates"].items() if v["verdict"] != "NOT RUN"} == \
+        {k: v["reason"] for k, v in live["gates"].items() if v["verdict"] != "NOT RUN"}
+
+
+def test_a_prompt_cache_left_on_is_reported_as_a_prefix_cache_not_an_output_cache(llama_server_engine, tmp_path):
+    # llama-server's default prompt cache: repeats reuse their cached prefix, so they reach the first token
+    # sooner; the gate must say so (and how to turn it off), without calling it an output cache.
+    code, payload = run_cli(["gates", "run", "--base-url", llama_server_engine.url, "--gates", "caching",
+                             "--max-tokens", "16", "--cache-prompts", "6", "--run-dir", str(tmp_path / "r")])
+    caching = payload["gates"]["caching"]
+    assert "output cach" not in caching["reason"]
+    if caching["verdict"] == "FAIL":  # the speedup of a 30-token prefix may stay under the limit on a busy host
+        assert "prefix" in caching["reason"] and "cache_prompt" in caching["reason"], caching
+
+
+def test_output_cache_cheat_fails_caching(llama_server_engine, tmp_path) -> None:
+    from inferencekit.cheats.proxy import running_proxy
+
+    with running_proxy(llama_server_engine.url, ["output-cache"]) as url:
+        code, payload = run_cli(["gates", "run", "--base-url", url, "--gates", "caching", *NO_CACHE,
+                                 "--max-tokens", "24", "--cache-prompts", "4", "--run-dir", str(tmp_path / "r")])
+    caching = payload["gates"]["caching"]
+    assert code == 1 and caching["verdict"] == "FAIL", caching
+    assert "output cach" in caching["reason"]
+
+
+def test_usage_inflate_cheat_fails_token_count(llama_server_engine, tmp_path) -> None:
+    from inferencekit.cheats.proxy import running_proxy
+
+    with running_proxy(llama_server_engine.url, ["usage-inflate"]) as url:
+        code, payload = run_cli(["gates", "run", "--base-url", url, "--gates", "token_count", *NO_CACHE,
+                                 "--max-tokens", "24", "--run-dir", str(tmp_path / "r")])
+    tc = payload["gates"]["token_count"]
+    assert code == 1 and tc["verdict"] == "FAIL", tc
+    assert "usage" in tc["reason"]
