@@ -66,7 +66,8 @@ SYMPTOM = {"output-cache": ("output cach",), "near-duplicate-cache": ("near-dupl
            "logprobs-unnormalised": ("normalis", "> 0", "<= 0", "≤ 0"), "vocab-mask": ("hangul",),
            "spec-inexact": ("diverge",)}
 NO_CACHE = json.dumps({"cache_prompt": False})
-PROBE_FLAGS = ["--max-tokens", "24", "--echo-tokens", "48", "--spec-limit", "8", "--extra-body", NO_CACHE]
+PROBE_FLAGS = ["--max-tokens", "16", "--echo-tokens", "40", "--spec-limit", "6", "--spec-max-tokens", "40",
+               "--extra-body", NO_CACHE]
 
 
 def gates_run(url: str, direct: str, gates: list[str], run_dir: Path, timeout_s: float) -> dict[str, Any]:

@@ -139,7 +139,7 @@ def test_verify_without_url_runs_the_embedded_engine_and_is_unproven(tmp_path, c
     assert parts["gates: output_length"]["verdict"] == "UNPROVEN"
     assert "ignore_eos" in parts["gates: output_length"]["reason"]
     assert len(list((run / "outputs" / "llama-cpp-python" / "probes").glob("*.json"))) == 19  # 4 groups of 4 + 3
-    assert len(list((run / "probes").glob("*.jsonl"))) == 1
+    assert len(list((run / "probes").glob("2*Z-*.jsonl"))) == 1  # verify's gate run (beside capabilities.jsonl)
     assert set(out["levels"]) == {"c1", "c2", "c4"}
     assert all(v["requests"]["completed"] == 8 for v in out["levels"].values())
     assert list((run / "engine").glob("llama-cpp-python-*.log"))

@@ -8,6 +8,7 @@ from typing import Any
 from inferencekit.errors import OpError
 from inferencekit.evidence import artifact, build_record, save_record
 from inferencekit.gates.check import check_run_dir, engines_in
+from inferencekit.gates.probe_collect import probe_logs
 from inferencekit.gates.result import Gate, overall
 from inferencekit.registry import Arg, Call, Outcome, operation
 from inferencekit.report.card import verdict_style
@@ -93,7 +94,7 @@ def gates_check(call: Call, run_dir: str, engine: str | None = None, reference_o
         raise OpError(f"--reference-outputs {reference_outputs}: not a directory")
     if not 0 <= length_tolerance < 1 or not 0 <= max_length_outliers <= 1:
         raise OpError("--length-tolerance must be in [0, 1) and --max-length-outliers in [0, 1]")
-    known = {p.stem for p in (run.path / "probes").glob("*.jsonl")}
+    known = {p.stem for p in probe_logs(run.path)}
     unknown = sorted(set(gate_run or ()) - known)
     if unknown:
         raise OpError(f"--gate-run {', '.join(unknown)}: no probes/<name>.jsonl of that name in {run_dir} (it has: "

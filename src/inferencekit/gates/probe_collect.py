@@ -12,6 +12,7 @@ foundation's client; a refused or broken probe is recorded like any other.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from inferencekit.api.tokenize import TokenizeError, Tokenizer
 from inferencekit.api.reply import is_ok
 from inferencekit.gates.token_count import generated_text
 
-__all__ = ["ProbeLog", "read_probe_log", "send_probes", "retokenize_probes", "probe_logs"]
+__all__ = ["GATE_RUN_NAME", "ProbeLog", "read_probe_log", "send_probes", "retokenize_probes", "probe_logs"]
 
 
 class ProbeLog:
@@ -82,10 +83,14 @@ def read_probe_log(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], in
     return header, records, bad
 
 
+GATE_RUN_NAME = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{6}$")  # gate_run_id(): UTC time, 6 random hex digits
+
+
 def probe_logs(run_dir: Path) -> list[Path]:
-    """The gate runs' probe logs of a run dir, oldest first (names start with a sortable time)."""
+    """The gate runs' probe logs of a run dir, oldest first (names start with a sortable time). Other
+    ``probes/*.jsonl`` files (the capability probe's ``capabilities.jsonl``) are not gate runs."""
     base = run_dir / "probes"
-    return sorted(base.glob("*.jsonl")) if base.is_dir() else []
+    return sorted(p for p in base.glob("*.jsonl") if GATE_RUN_NAME.match(p.stem)) if base.is_dir() else []
 
 
 async def send_probes(client: Client, probes: Sequence[dict[str, Any]], log: ProbeLog | None, *,

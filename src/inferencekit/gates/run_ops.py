@@ -182,6 +182,7 @@ def _check_settings(gates: list[str] | None, sampling_prompts: int | None, cache
                  Arg("spec_off_url", "string", "The same model without speculative decoding: runs spec_exact with "
                      "--base-url as the speculative engine."),
                  Arg("spec_limit", "integer", "spec_exact: prompts used (0 = all).", default=16),
+                 Arg("spec_max_tokens", "integer", "spec_exact: greedy output tokens per request.", default=128),
                  Arg("early_tokens", "integer", "spec_exact: a divergence before this token is early.", default=32),
                  Arg("spec_tolerance", "integer", "spec_exact: early divergences allowed above the A/A floor.",
                      default=0),
@@ -193,7 +194,7 @@ def gates_run(call: Call, base_url: str | None, model: str | None, api_key_env: 
               threshold: float = 0.10, rare_per_class: int = 2, tokenizer: str | None = None,
               reference_url: str | None = None,
               reference_api_key_env: str | None = None, spec_off_url: str | None = None, spec_limit: int = 16,
-              early_tokens: int = 32, spec_tolerance: int = 0, engine_label: str | None = None) -> Outcome:
+              spec_max_tokens: int = 128, early_tokens: int = 32, spec_tolerance: int = 0, engine_label: str | None = None) -> Outcome:
     if base_url:
         normalize_base_url(base_url)
     read_api_key(api_key_env)
@@ -217,7 +218,8 @@ def gates_run(call: Call, base_url: str | None, model: str | None, api_key_env: 
     if probe_s.gates and pool < prompts_needed(probe_s):
         raise OpError(f"prompt set {prompts!r} has {pool} usable chat prompts; the probes need {prompts_needed(probe_s)}")
     s = GateRunSettings(gates=wanted, probes=probe_s, threshold=threshold, reference_url=reference_url,
-                        spec_off_url=spec_off_url, spec_limit=spec_limit, early_tokens=early_tokens,
+                        spec_off_url=spec_off_url, spec_limit=spec_limit, spec_max_tokens=spec_max_tokens,
+                        early_tokens=early_tokens,
                         spec_tolerance=spec_tolerance, prompts=pset.describe())
     if refused:
         probe_s.notes.append(f"--extra-body fields set by the probes themselves were not sent: {', '.join(refused)}")
