@@ -159,6 +159,14 @@ def _gate_parts(run: RunDir, engine: str, gate_run: str | None, s: GateRunSettin
              for g in gates if g.verdict != "NOT RUN" or g.applicable}, rec)
 
 
+APPLIANCE_VERIFY_ARGS = (
+    Arg("metadata", "string", "--profile full with --base-url: the appliance metadata file for the appliance receipt "
+        "(`inferencekit bench configure` writes one); required there."),
+    Arg("comparison_id", "string", "--profile full: comparison id of the appliance receipt (default: verify-<run dir "
+        "name>)."),
+)
+
+
 @operation(("verify",), "The main job: probe, load benchmark, gates and quality in one run, one verdict.",
            description="Without --base-url, starts the embedded engine (llama.cpp serving SmolLM2-135M-Instruct, both "
                        "from PyPI) and stops it afterwards. Runs the capability probe, bench serve at several load "
@@ -168,16 +176,13 @@ def _gate_parts(run: RunDir, engine: str, gate_run: str | None, s: GateRunSettin
                        "0 PASS, 1 FAIL, 3 UNPROVEN.",
            example="inferencekit verify --profile quick",
            args=[*CLIENT_ARGS,
-                 Arg("profile", "string", "quick (≤ 3 min on the embedded engine), standard, or full.",
+                 Arg("profile", "string", "quick (≤ 5 min on the embedded engine), standard, or full.",
                      default="quick", choices=tuple(PROFILES)),
-                 Arg("run_dir", "string", "Run directory (default: runs/<run-id>)."),
                  Arg("seed", "integer", "Seed for prompt order and salts (default: drawn and recorded)."),
-                 Arg("metadata", "string", "--profile full with --base-url: the appliance metadata file for the "
-                     "appliance receipt (`inferencekit bench configure` writes one); required there."),
-                 Arg("comparison_id", "string", "--profile full: comparison id of the appliance receipt (default: "
-                     "verify-<run dir name>)."),
+                 Arg("run_dir", "string", "Run directory (default: runs/<run-id>)."),
                  Arg("reference_url", "string", "A reference engine (same model, trusted) for the rare_tokens gate: "
-                     "misses it shares are not counted; without one a miss is UNPROVEN.")])
+                     "misses it shares are not counted; without one a miss is UNPROVEN."),
+                 *APPLIANCE_VERIFY_ARGS])
 def verify(call: Call, base_url: str | None, model: str | None, api_key_env: str | None, timeout: float,
            extra_body: str | None, chat_template_kwargs: str | None, profile: str, run_dir: str | None,
            seed: int | None, metadata: str | None = None, comparison_id: str | None = None,

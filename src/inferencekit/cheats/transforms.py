@@ -288,8 +288,26 @@ def _bytes_list(text: str) -> list[int]:
     return list(text.encode("utf-8", "surrogateescape"))
 
 
+class _EachChoice:
+    """A reply transform that rewrites each choice alike, in stream events and whole bodies (``_choice``)."""
+
+    __slots__ = ()
+
+    def _choice(self, ch: JSON) -> bool:
+        raise NotImplementedError
+
+    def on_event(self, obj: JSON) -> bool:
+        changed = False
+        for ch in _choices(obj):
+            changed |= self._choice(ch)
+        return changed
+
+    def on_body(self, obj: JSON) -> bool:
+        return self.on_event(obj)
+
+
 @dataclass(slots=True)
-class VocabMask:
+class VocabMask(_EachChoice):
     """vocab-mask: every character of one Unicode block stripped from the generated text.
 
     Covers content / text / reasoning strings and the ``token`` strings and ``bytes`` of logprob
@@ -356,17 +374,10 @@ class VocabMask:
                         changed = True
         return changed
 
-    def on_event(self, obj: JSON) -> bool:
-        changed = False
-        for ch in _choices(obj):
-            changed |= self._choice(ch)
-        return changed
-
-    on_body = on_event
 
 
 @dataclass(slots=True)
-class ShiftLogprobs:
+class ShiftLogprobs(_EachChoice):
     """logprobs-unnormalised: every ``logprob`` value shifted by ``shift`` nats (default ln 4).
 
     The chosen token's and every ``top_logprobs`` item's (legacy: ``token_logprobs`` and the values of
@@ -405,13 +416,6 @@ class ShiftLogprobs:
                                 changed = True
         return changed
 
-    def on_event(self, obj: JSON) -> bool:
-        changed = False
-        for ch in _choices(obj):
-            changed |= self._choice(ch)
-        return changed
-
-    on_body = on_event
 
 
 def alter_piece(piece: str) -> str:

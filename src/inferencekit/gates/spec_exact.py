@@ -92,7 +92,7 @@ def judge_spec_exact(rows: Sequence[dict[str, Any]], early_tokens: int = 32, tol
 
     Metrics: ``prompts``, ``errors``, ``ab_identical``, ``aa_identical``, ``ab_early_divergences``,
     ``aa_early_divergences``, ``early_tokens``, ``tolerance``, ``ab_first_divergence_median``,
-    ``aa_first_divergence_median``, ``methods``, and ``late_allowed`` once the early check passed.
+    ``aa_first_divergence_median``, ``methods``, ``late_allowed``.
     """
     good = [r for r in rows if "error" not in r]
     errors = [r for r in rows if "error" in r]
@@ -112,25 +112,26 @@ def judge_spec_exact(rows: Sequence[dict[str, Any]], early_tokens: int = 32, tol
         "ab_early_divergences": ab_early, "aa_early_divergences": aa_early, "early_tokens": early_tokens,
         "tolerance": tolerance, "ab_first_divergence_median": pr.median(ab), "aa_first_divergence_median": pr.median(aa),
         "methods": sorted({r["method"] for r in good})}
-    limitations = []
-    if "characters" in metrics["methods"]:
-        limitations.append("some replies carried no token ids or logprobs: those were compared by characters, and "
-                           "their divergence positions (and the early cut-off) are in characters")
-    diverged = [r for r in good if r["ab_first_divergence"] is not None][:_DETAILS_CAP]
-    if ab_early > aa_early + tolerance:
-        return Gate("spec_exact", "FAIL", f"{ab_early}/{n} prompts diverge from the reference engine before token "
-                    f"{early_tokens}; the A/A floor is {aa_early} (+{tolerance} allowed)", metrics,
-                    diverged + errors, limitations)
     late_allowed = tolerance + max(1, n // 8)
     metrics["late_allowed"] = late_allowed
-    if len(ab) > len(aa) + late_allowed:
-        return Gate("spec_exact", "UNPROVEN", f"{len(ab)}/{n} prompts diverge from the reference engine, all at or "
-                    f"after token {early_tokens}, against an A/A floor of {len(aa)} (+{late_allowed} allowed): "
-                    "exactness is not established; compare output quality before publishing its numbers", metrics,
-                    diverged + errors, limitations)
-    if errors:
-        return Gate("spec_exact", "UNPROVEN", f"{err_note}; of the other {n}: {n - len(ab)} identical to the reference",
-                    metrics, diverged + errors, limitations)
+    notes = (["some replies carried no token ids or logprobs: those were compared by characters, and their "
+              "divergence positions (and the early cut-off) are in characters"]
+             if "characters" in metrics["methods"] else [])
+    shown = [r for r in good if r["ab_first_divergence"] is not None][:_DETAILS_CAP] + errors
+    floor = f"the A/A floor is {aa_early} (+{tolerance} allowed)"
+    # first rule that holds decides; early divergences are the cheat's symptom, late ones only doubt
+    rules = [
+        (ab_early > aa_early + tolerance, "FAIL",
+         f"{ab_early}/{n} prompts diverge from the reference engine before token {early_tokens}; {floor}"),
+        (len(ab) > len(aa) + late_allowed, "UNPROVEN",
+         f"{len(ab)}/{n} prompts diverge from the reference engine, all at or after token {early_tokens}, against an "
+         f"A/A floor of {len(aa)} (+{late_allowed} allowed): exactness is not established; compare output quality "
+         "before publishing its numbers"),
+        (bool(errors), "UNPROVEN", f"{err_note}; of the other {n}: {n - len(ab)} identical to the reference"),
+    ]
+    for holds, verdict, reason in rules:
+        if holds:
+            return Gate("spec_exact", verdict, reason, metrics, shown, notes)
     return Gate("spec_exact", "PASS", f"{n - len(ab)}/{n} identical to the reference engine; early divergences "
                 f"{ab_early} <= A/A floor {aa_early} + {tolerance}; any divergence {len(ab)} <= A/A {len(aa)} + "
-                f"{late_allowed}", metrics, diverged, limitations)
+                f"{late_allowed}", metrics, shown, notes)
