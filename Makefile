@@ -16,7 +16,7 @@ PIP_FLAGS := --disable-pip-version-check --no-input --progress-bar off
 
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-unit venv llama-server vllm engines bench-client clean
+.PHONY: demo test test-unit venv llama-server vllm engines bench-client bench-gates clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -50,6 +50,10 @@ test-unit: venv
 bench-client: venv
 	$(PIP) install $(PIP_FLAGS) -q -e '.[bench]'
 	$(PY) benchmarks/client_cost.py
+
+# Each cheat of the cheat proxy against its target gate, 10 runs, in front of llama-server (~ 80 min)
+bench-gates: venv llama-server
+	$(PY) benchmarks/gate_calibration.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -66,19 +66,28 @@ SYMPTOM = {"output-cache": ("output cach",), "near-duplicate-cache": ("near-dupl
            "logprobs-unnormalised": ("normalis", "> 0", "<= 0", "≤ 0"), "vocab-mask": ("hangul",),
            "spec-inexact": ("diverge",)}
 NO_CACHE = json.dumps({"cache_prompt": False})
+# Short probes keep a run under a minute; --timeout bounds one request, so a stuck request is recorded as a
+# failed probe (UNPROVEN) instead of stalling the calibration.
 PROBE_FLAGS = ["--max-tokens", "16", "--echo-tokens", "40", "--spec-limit", "6", "--spec-max-tokens", "40",
-               "--extra-body", NO_CACHE]
+               "--timeout", "120", "--extra-body", NO_CACHE]
+# The full-suite runs look for a cheat tripping gates it does not target: fewer probes per gate.
+FULL_FLAGS = ["--sampling-prompts", "4", "--rare-per-class", "1", "--cache-prompts", "4"]
 
 
 def gates_run(url: str, direct: str, gates: list[str], run_dir: Path, timeout_s: float) -> dict[str, Any]:
     """One ``inferencekit gates run`` process; its JSON (verdict per gate) or the error."""
     cmd = [sys.executable, "-m", "inferencekit", "gates", "run", "--base-url", url, "--gates", ",".join(gates),
-           "--reference-url", direct, *PROBE_FLAGS, "--run-dir", str(run_dir), "--json", "--quiet"]
+           "--reference-url", direct, *PROBE_FLAGS, *(FULL_FLAGS if len(gates) > 1 else []), "--run-dir",
+           str(run_dir), "--json", "--quiet"]
     if "spec_exact" in gates:
         cmd += ["--spec-off-url", direct]
     t0 = time.monotonic()
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env={**os.environ, "PYTHONPATH":
-                                                                                      str(ROOT / "src")})
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
+                           env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    except subprocess.TimeoutExpired:
+        return {"error": f"gates run did not finish in {timeout_s:g} s (run dir kept: {run_dir})", "exit_code": None,
+                "wall_s": round(time.monotonic() - t0, 1)}
     try:
         out = json.loads(p.stdout)
     except json.JSONDecodeError:
@@ -154,7 +163,7 @@ def main() -> int:
     ap.add_argument("--full-runs", type=int, default=2, help="full-suite runs per cheat (default 2)")
     ap.add_argument("--cheats", default=",".join(TARGET), help="comma list (default: all, and honest)")
     ap.add_argument("--upstream", help="a running llama-server (default: start one)")
-    ap.add_argument("--timeout", type=float, default=900.0, help="seconds per gates run")
+    ap.add_argument("--timeout", type=float, default=600.0, help="seconds per gates run")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     a = ap.parse_args()
     cheats = [c for c in a.cheats.split(",") if c]
@@ -163,19 +172,19 @@ def main() -> int:
         print(f"unknown cheat(s): {', '.join(unknown)} (known: {', '.join(TARGET)})", file=sys.stderr)
         return 2
     started = None
-    with tempfile.TemporaryDirectory(prefix="ik-gate-cal-") as tmp:
-        work = Path(tmp)
-        if a.upstream:
-            direct = a.upstream
-        else:
-            started = start_engine("llama-server", work / "engine", tie_to_parent=True)
-            direct = started.url
-        try:
-            t0 = time.time()
-            rows = calibrate(direct, a.runs, a.full_runs, cheats, work, a.timeout, sys.stderr)
-        finally:
-            if started is not None:
-                stop_engine(started)
+    work = Path(tempfile.mkdtemp(prefix="ik-gate-cal-"))  # kept: every run dir, for a second look
+    print(f"run dirs under {work}", file=sys.stderr)
+    if a.upstream:
+        direct = a.upstream
+    else:
+        started = start_engine("llama-server", work / "engine", tie_to_parent=True)
+        direct = started.url
+    try:
+        t0 = time.time()
+        rows = calibrate(direct, a.runs, a.full_runs, cheats, work, a.timeout, sys.stderr)
+    finally:
+        if started is not None:
+            stop_engine(started)
     md, broken = table(rows, cheats)
     date = dt.datetime.now(dt.timezone.utc)
     out = Path(a.out)
@@ -184,7 +193,7 @@ def main() -> int:
     path.write_text(json.dumps({"date": date.isoformat(timespec="seconds"), "engine": "llama-server (llama.cpp "
                                 "0.3.36 build, SmolLM2-135M-Instruct Q4_1), cache_prompt false per request",
                                 "runs_per_target": a.runs, "full_runs": a.full_runs, "wall_s": round(time.time() - t0),
-                                "probe_flags": PROBE_FLAGS, "expected": {f"{k[0]}→{k[1]}": v for k, v in EXPECT.items()},
+                                "probe_flags": PROBE_FLAGS, "full_suite_flags": FULL_FLAGS, "run_dirs": str(work), "expected": {f"{k[0]}→{k[1]}": v for k, v in EXPECT.items()},
                                 "table_markdown": md, "broken_expectations": broken, "runs": rows}, indent=1))
     print(md)
     print("\nexpectations: " + ("all held" if not broken else "BROKEN:\n- " + "\n- ".join(broken)))

@@ -94,3 +94,23 @@ def test_usage_inflate_cheat_fails_token_count(llama_server_engine, tmp_path) ->
     tc = payload["gates"]["token_count"]
     assert code == 1 and tc["verdict"] == "FAIL", tc
     assert "usage" in tc["reason"]
+
+
+def test_bench_serve_probes_are_mixed_into_the_load_and_judged_by_gates_check(llama_server_engine, tmp_path):
+    run_dir = tmp_path / "load"
+    code, payload = run_cli(["bench", "serve", "--base-url", llama_server_engine.url, "--concurrency", "1,2",
+                             "--num-prompts", "6", "--max-tokens", "16", "--warmup", "0", "--probes",
+                             "--run-dir", str(run_dir)])
+    assert code == 0, payload
+    probes = sorted((run_dir / "outputs" / "llama-server" / "probes").glob("*.json"))
+    assert len(probes) == 19  # 4 sampling groups (greedy, a, a again, b) + 3 logprob probes
+    replies = [json.loads(p.read_text()) for p in probes]
+    assert {r["level"] for r in replies} == {"c1", "c2"}  # dealt to both levels, sent inside them
+    assert all(r["status"] == 200 for r in replies)
+    assert all((run_dir / "inputs" / "llama-server" / "probes" / p.name).is_file() for p in probes)
+    # the load metrics count load requests only
+    assert all(v["requests"]["completed"] == 6 for v in payload["levels"].values())
+    code, checked = run_cli(["gates", "check", str(run_dir)])
+    hidden = checked["gates"]["hidden_probes"]
+    assert hidden["verdict"] in ("PASS", "UNPROVEN") and "T=1 samples" in hidden["reason"], hidden
+    assert checked["gates"]["caching"]["verdict"] == "NOT RUN"  # no gate run in this run dir
