@@ -28,6 +28,7 @@ __all__ = ["COUNTED_KINDS", "SPEC_KINDS", "judge_gate_run", "spec_rows", "token_
 # sampled token sequence need not be the tokenizer's own split of its text.
 COUNTED_KINDS = ("count", "ignore_eos", "rare", "echo_orig", "echo_perturbed")
 SPEC_KINDS = ("spec_a", "spec_b", "spec_b2")
+PROBED_GATES = ("caching", "token_count", "output_length", "hidden_probes", "rare_tokens", "spec_exact")
 RETOK_TOL = 0.02
 
 
@@ -89,7 +90,7 @@ def judge_gate_run(header: dict[str, Any], records: Sequence[dict[str, Any]], *,
         where: ``"live"`` for a gate run's own probes, ``"load"`` for hidden probes mixed into a load.
     """
     s = header.get("settings") or {}
-    asked = list(s.get("gates") or ())
+    asked = [g for g in s.get("gates") or () if g in PROBED_GATES]  # unique_prompts is judged on the load
     if not _answered(records):
         first = next((r["reply"].get("error") for r in records if r.get("reply") and r["reply"].get("error")), None)
         why = "the endpoint answered no probe" + (f" (first error: {first[:200]})" if first else "")
