@@ -87,7 +87,9 @@ def recipe(engine: str, port: int, *, threads: int | None = None, parallel: int 
     """The command that starts ``engine`` on ``127.0.0.1:port``.
 
     Args:
-        threads: CPU threads for llama.cpp engines (default: every core).
+        threads: CPU threads for llama.cpp engines (default: every core this process may run on: two
+            engines pinned to one core each must not each spin two threads: oversubscribed, llama.cpp's
+            spinning threads slowed decode from ~10 ms to ~3 s per token here).
         parallel: llama-server slots; its context is ``ctx_size`` per slot.
         ctx_size: context length in tokens (per slot for llama-server; vLLM uses ``min(ctx_size, 2048)``).
         extra: more engine flags, appended as given.
@@ -95,7 +97,7 @@ def recipe(engine: str, port: int, *, threads: int | None = None, parallel: int 
     Raises:
         OpError: unknown engine, or the engine / model is not installed.
     """
-    threads = threads or os.cpu_count() or 1
+    threads = threads or len(os.sched_getaffinity(0)) or 1  # the cores this process may run on
     host = ("--host", "127.0.0.1", "--port", str(port))
     if engine == "llama-cpp-python":
         try:
