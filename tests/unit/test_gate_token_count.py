@@ -39,7 +39,8 @@ def test_count_row_llama_server_token_ids_from_logprobs():
     r = load("llama-server", "chat_stream_counted")
     got = count_row("count:colours", r, max_tokens=16, retokenized=None)
     assert got == {"key": "count:colours", "usage": 16, "streamed": 16, "streamed_method": "token_ids",
-                   "retokenized": None, "finish_reason": "length", "max_tokens": 16, "lossy_text": False}
+                   "retokenized": None, "finish_reason": "length", "max_tokens": 16, "lossy_text": False,
+                   "multibyte": False}
 
 
 def test_count_row_llama_server_natural_stop_counts_the_eos_in_usage_only():
@@ -68,7 +69,8 @@ def test_count_row_llama_server_top0_stream_carries_no_entries():
 def test_count_row_llama_cpp_python_streams_logprobs_without_usage():
     got = count_row("count:colours", load("llama-cpp-python", "chat_stream_counted"), max_tokens=16, retokenized=None)
     assert got == {"key": "count:colours", "usage": None, "streamed": 16, "streamed_method": "logprobs",
-                   "retokenized": None, "finish_reason": "length", "max_tokens": 16, "lossy_text": False}
+                   "retokenized": None, "finish_reason": "length", "max_tokens": 16, "lossy_text": False,
+                   "multibyte": False}
     stop = count_row("count:ok", load("llama-cpp-python", "chat_stream_natural_stop"), max_tokens=64, retokenized=None)
     assert (stop["usage"], stop["streamed"], stop["streamed_method"], stop["finish_reason"]) == (
         None, 21, "logprobs", "stop")
@@ -295,3 +297,17 @@ def test_lossy_cjk_stream_is_set_aside_not_failed():
     # the same gap without the lost bytes is a mismatch
     clean = {**row, "lossy_text": False}
     assert gate_token_count([clean], tokenizer="tok").verdict == "FAIL"
+
+
+def test_byte_tokens_of_one_character_streamed_as_one_entry_are_settled_by_the_text():
+    # llama-server, observed: "À…" — usage 16, 15 token ids streamed, the text re-tokenizes to 16
+    merged = {**row(usage=16, streamed=15, retok=16), "multibyte": True}
+    gate = gate_token_count([merged, row("count:b", usage=16, streamed=16, retok=16)], tokenizer="engine:x")
+    assert gate.verdict == "PASS", gate.reason
+    assert "multi-byte character" in gate.details[0]["problem"]
+    assert any("proven by the text" in x for x in gate.limitations)
+    # an inflated usage is not covered by the text: still a mismatch
+    inflated = {**row(usage=18, streamed=16, retok=16), "multibyte": True}
+    assert gate_token_count([inflated], tokenizer="engine:x").verdict == "FAIL"
+    # ASCII text gets no such allowance on a token-id stream
+    assert gate_token_count([row(usage=16, streamed=15, retok=16)], tokenizer="engine:x").verdict == "FAIL"
