@@ -120,6 +120,28 @@ def calibrate(direct: str, runs: int, full_runs: int, cheats: list[str], work: P
     return rows
 
 
+def rejudge(work: Path) -> list[dict[str, Any]]:
+    """Rows rebuilt from kept run dirs (``<cheat>-<i>/``) by ``gates check``'s code, as it is now: a calibration
+    whose judging code changed mid-way is re-read with one version (the replies are the evidence)."""
+    from inferencekit.gates.check import check_run_dir, engines_in
+    from inferencekit.gates.probe_collect import probe_logs, read_probe_log
+
+    rows = []
+    for run_dir in sorted((p for p in work.iterdir() if p.is_dir() and p.name.rsplit("-", 1)[0] in TARGET),
+                          key=lambda p: (list(TARGET).index(p.name.rsplit("-", 1)[0]), int(p.name.rsplit("-", 1)[1]))):
+        logs = probe_logs(run_dir)
+        if not logs:
+            continue
+        asked = list((read_probe_log(logs[0])[0].get("settings") or {}).get("gates") or ())
+        engines = engines_in(run_dir)
+        gates, _ = check_run_dir(run_dir, engines[0]) if engines else ([], [])
+        rows.append({"cheat": run_dir.name.rsplit("-", 1)[0], "mode": "full" if len(asked) > 1 else "target",
+                     "gates_asked": asked, "verdicts": {g.gate: g.verdict for g in gates if g.gate in asked},
+                     "reasons": {g.gate: g.reason for g in gates if g.gate in asked}, "exit_code": None,
+                     "wall_s": None, "error": None if gates else "no engine output"})
+    return rows
+
+
 def table(rows: list[dict[str, Any]], cheats: list[str]) -> tuple[str, list[str]]:
     """Markdown table gate × cheat: ``F/U/P/N`` counts over every run that asked the gate, and the FAIL rate's
     Wilson 95% interval; and the list of broken expectations."""
@@ -165,6 +187,8 @@ def main() -> int:
     ap.add_argument("--upstream", help="a running llama-server (default: start one)")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per gates run")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+    ap.add_argument("--rejudge", metavar="DIR", help="re-judge the kept run dirs of an earlier calibration (the folder "
+                    "it named) with the current code, and write the table; nothing is sent")
     a = ap.parse_args()
     cheats = [c for c in a.cheats.split(",") if c]
     unknown = [c for c in cheats if c not in TARGET]
@@ -172,27 +196,33 @@ def main() -> int:
         print(f"unknown cheat(s): {', '.join(unknown)} (known: {', '.join(TARGET)})", file=sys.stderr)
         return 2
     started = None
-    work = Path(tempfile.mkdtemp(prefix="ik-gate-cal-"))  # kept: every run dir, for a second look
-    print(f"run dirs under {work}", file=sys.stderr)
-    if a.upstream:
-        direct = a.upstream
+    t0 = time.time()
+    if a.rejudge:
+        work = Path(a.rejudge)
+        rows = rejudge(work)
+        cheats = [c for c in TARGET if any(r["cheat"] == c for r in rows)]
     else:
-        started = start_engine("llama-server", work / "engine", tie_to_parent=True)
-        direct = started.url
-    try:
-        t0 = time.time()
-        rows = calibrate(direct, a.runs, a.full_runs, cheats, work, a.timeout, sys.stderr)
-    finally:
-        if started is not None:
-            stop_engine(started)
+        work = Path(tempfile.mkdtemp(prefix="ik-gate-cal-"))  # kept: every run dir, for a second look
+        print(f"run dirs under {work}", file=sys.stderr)
+        if a.upstream:
+            direct = a.upstream
+        else:
+            started = start_engine("llama-server", work / "engine", tie_to_parent=True)
+            direct = started.url
+        try:
+            rows = calibrate(direct, a.runs, a.full_runs, cheats, work, a.timeout, sys.stderr)
+        finally:
+            if started is not None:
+                stop_engine(started)
     md, broken = table(rows, cheats)
     date = dt.datetime.now(dt.timezone.utc)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    path = out / f"gate_calibration-{date:%Y%m%d-%H%M}.json"
+    path = out / f"gate_calibration-{date:%Y%m%d-%H%M}{'-rejudged' if a.rejudge else ''}.json"
     path.write_text(json.dumps({"date": date.isoformat(timespec="seconds"), "engine": "llama-server (llama.cpp "
                                 "0.3.36 build, SmolLM2-135M-Instruct Q4_1), cache_prompt false per request",
                                 "runs_per_target": a.runs, "full_runs": a.full_runs, "wall_s": round(time.time() - t0),
+                                "rejudged_from": a.rejudge,
                                 "probe_flags": PROBE_FLAGS, "full_suite_flags": FULL_FLAGS, "run_dirs": str(work), "expected": {f"{k[0]}→{k[1]}": v for k, v in EXPECT.items()},
                                 "table_markdown": md, "broken_expectations": broken, "runs": rows}, indent=1))
     print(md)
