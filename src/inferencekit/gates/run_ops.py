@@ -70,9 +70,11 @@ def gate_run_id() -> str:
 
 def _spec_probes(prompts: list[Prompt], limit: int, max_tokens: int, model: str, extra: dict[str, Any],
                  ctk: dict[str, Any], count_fields: dict[str, Any]) -> list[dict[str, Any]]:
-    """Greedy bodies for spec_exact, one per prompt of the set (the first ``limit``; 0 = all), asking for the
-    engine's per-token stream (``count_fields``) so outputs are compared token by token."""
-    chosen = [p for p in prompts if p.is_chat][: limit or None]
+    """Greedy bodies for spec_exact, one per short/medium chat prompt of the set in its order (the first
+    ``limit``; 0 = all), asking for the engine's per-token stream (``count_fields``) so outputs are compared
+    token by token. Long prompts are left out: their prefill, three times per prompt, would dominate the
+    gate's time and a divergence shows in the output, not the prompt."""
+    chosen = probe_pool(prompts)[: limit or None]
     out = []
     for p in chosen:
         body = {**extra, "model": model, "messages": [dict(m) for m in p.messages or ()], "max_tokens": max_tokens,
