@@ -3,7 +3,7 @@
 The logs were recorded by ``benchmarks/gate_calibration.py`` on 30 Nov 2026: ``gates run`` through the
 cheat proxy in front of llama.cpp's llama-server serving SmolLM2-135M-Instruct, with the server itself
 as the reference engine (gzip-compressed here). The honest one is the proxy with no cheat, all six
-live gates; the other is the ``output-cache`` cheat against the caching gate.
+live gates; the others are one cheat each against its target gate.
 """
 
 from __future__ import annotations
@@ -58,7 +58,25 @@ def test_output_cache_cheat_fails_caching_with_the_output_cache_reason(tmp_path)
     assert caching.metrics["decode_speedup_median"] >= 1e6  # every repeat's tokens arrived at once
 
 
-@pytest.mark.parametrize("name", ["llama-server-honest-full", "llama-server-output-cache"])
+def test_ignore_eos_dropped_cheat_fails_output_length(tmp_path):
+    # the proxy strips ignore_eos, then claims finish "length" and usage = max_tokens: the token-id stream
+    # of a reply that stopped early is shorter than the usage it claims
+    gate = judged("llama-server-ignore-eos-dropped", tmp_path)["output_length"]
+    assert gate.verdict == "FAIL" and gate.metrics["ignore_eos_requests"] == 3
+    assert gate.reason.startswith("2/3 ignore_eos replies are not max_tokens long")
+    short = [d for d in gate.details if d["usage"] == 16]
+    assert len(short) == 2 and all(d["streamed"] < 16 for d in short)
+
+
+def test_temperature_ignored_cheat_fails_hidden_probes_while_the_logprobs_are_sound(tmp_path):
+    gate = judged("llama-server-temperature-ignored", tmp_path)["hidden_probes"]
+    assert gate.verdict == "FAIL"
+    assert "T=1 samples equal the greedy output on all 8/8 prompts (temperature ignored?)" in gate.reason
+    assert gate.metrics["samples_equal_greedy"] == 8 and gate.metrics["logprob_violations"] == 0
+
+
+@pytest.mark.parametrize("name", ["llama-server-honest-full", "llama-server-output-cache",
+                                  "llama-server-ignore-eos-dropped", "llama-server-temperature-ignored"])
 def test_gates_check_on_a_run_dir_gives_the_gate_runs_verdicts(name, tmp_path):
     direct = judged(name, tmp_path / "a")
     run_dir = tmp_path / "b"
