@@ -58,7 +58,11 @@ EXPECT = {("output-cache", "caching"): "FAIL", ("near-duplicate-cache", "caching
           ("temperature-ignored", "hidden_probes"): "FAIL", ("logprobs-unnormalised", "hidden_probes"): "FAIL",
           ("vocab-mask", "rare_tokens"): "FAIL", ("spec-inexact", "spec_exact"): "FAIL",
           ("usage-inflate", "output_length"): "may", ("usage-deflate", "output_length"): "may",
-          ("ignore-eos-dropped", "token_count"): "may"}
+          ("ignore-eos-dropped", "token_count"): "may",
+          # these two change greedy tokens, which rare_tokens (a copy against the reference engine) and
+          # spec_exact (greedy against the reference engine) compare: they break those gates' evidence too
+          ("spec-inexact", "rare_tokens"): "may", ("order-dependent", "rare_tokens"): "may",
+          ("order-dependent", "spec_exact"): "may"}
 # What a FAIL's reason must name for the cheat's symptom (lower case substrings, any of them).
 SYMPTOM = {"output-cache": ("output cach",), "near-duplicate-cache": ("near-duplicate", "output cach"),
            "prefix-cache-only": ("prefix",), "usage-inflate": ("usage",), "usage-deflate": ("usage",),
