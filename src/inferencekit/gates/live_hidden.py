@@ -45,6 +45,7 @@ LIVE_LIMITATION = ("the live probes ran on their own, one at a time (concurrency
 _TINY = 1e-6  # slack on "logprob <= 0" and on sorting
 _MASS_SLACK = 1e-3  # slack on the top-k probability mass and on the greedy argmax
 _DETAILS_CAP = 50
+_UNSORTED = "top_logprobs are not sorted (descending)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +90,7 @@ def check_logprob_entry(entry: dict[str, Any], greedy: bool) -> list[str]:
         return problems
     values = [float(t["logprob"]) for t in top]
     if any(later > earlier + _TINY for earlier, later in itertools.pairwise(values)):
-        problems.append("top_logprobs are not sorted (descending)")
+        problems.append(_UNSORTED)
     mass = math.fsum(math.exp(v) for v in values)
     if mass > 1 + _MASS_SLACK:
         problems.append(f"top-k probability mass {mass:.4g} > 1 (not normalised)")
@@ -189,7 +190,7 @@ def _logprob_part(records: Sequence[dict[str, Any]], metrics: dict[str, Any],
     probes = [rec for rec in records if rec.get("kind") == "logprobs"]
     fails = pr.failed(probes)
     violations: list[dict[str, Any]] = []
-    positions = answered = 0
+    positions = answered = unsorted = 0
     missing = []
     for rec in probes:
         reply = pr.ok_reply(rec)
@@ -203,9 +204,10 @@ def _logprob_part(records: Sequence[dict[str, Any]], metrics: dict[str, Any],
         positions += len(entries)
         for pos, entry in enumerate(entries):
             found = check_logprob_entry(entry, greedy=True) if isinstance(entry, dict) else ["entry is not an object"]
-            violations += [{"key": rec.get("key"), "position": pos, "problem": p} for p in found]
+            unsorted += sum(p == _UNSORTED for p in found)
+            violations += [{"key": rec.get("key"), "position": pos, "problem": p} for p in found if p != _UNSORTED]
     metrics.update(logprob_replies=answered, logprob_positions=positions, logprob_violations=len(violations),
-                   logprob_failed=len(fails), logprob_missing=len(missing))
+                   logprob_failed=len(fails), logprob_missing=len(missing), logprob_unsorted=unsorted)
     parts = []
     if violations:
         first = violations[0]
@@ -213,7 +215,10 @@ def _logprob_part(records: Sequence[dict[str, Any]], metrics: dict[str, Any],
                                f"{first['problem']} at {first['key']}:{first['position']})")))
         details += violations[:_DETAILS_CAP]
     elif answered:
-        parts.append(("PASS", f"{positions} positions: logprobs finite, sorted, normalised, greedy token = argmax"))
+        order = (f" (top_logprobs listed out of order at {unsorted} position(s): the order is presentation, not a "
+                 "probability, so it is noted, not failed; llama-cpp-python under load, observed)" if unsorted
+                 else ", sorted")
+        parts.append(("PASS", f"{positions} positions: logprobs finite, normalised, greedy token = argmax{order}"))
     if fails:
         parts.append(("UNPROVEN", pr.fail_note(fails, "logprob probe")))
         details += fails
