@@ -19,6 +19,7 @@ from inferencekit.api.client import Client, Exchange
 from inferencekit.bench.journal import JOURNAL_NAME, Journal, materialise
 from inferencekit.bench.plan import LevelSpec, PlannedRequest, Planner
 from inferencekit.bench.schedule import arrival_offsets_s
+from inferencekit.gates.probe_plan import OPTIONAL_FIELDS
 from inferencekit.rundir import RunDir, write_json
 
 __all__ = ["LoadRunner", "LevelOutcome", "endpoint_path"]
@@ -103,8 +104,7 @@ class LoadRunner:
         ex = await self.client.post(probe["endpoint"], probe["body"], optional=self.optional_probe)
         write_json(out, ex.to_reply(id=probe["id"], engine=self.engine, level=level, probe_kind=probe["kind"]))
 
-    optional_probe = ("stream_options", "top_k", "top_p", "seed", "top_logprobs", "chat_template_kwargs",
-                      "repeat_penalty")
+    optional_probe = OPTIONAL_FIELDS  # what the live gates may drop on a 400 (one list, gates/probe_plan.py)
 
     def _probe_turns(self, label: str, n: int | None) -> tuple[list[dict[str, Any]], int]:
         """This level's unsent probes and how many load requests go between two of them."""
