@@ -75,7 +75,7 @@ NO_CACHE = json.dumps({"cache_prompt": False})
 PROBE_FLAGS = ["--max-tokens", "16", "--echo-tokens", "40", "--spec-limit", "6", "--spec-max-tokens", "40",
                "--timeout", "120", "--extra-body", NO_CACHE]
 # The full-suite runs look for a cheat tripping gates it does not target: fewer probes per gate.
-FULL_FLAGS = ["--sampling-prompts", "4", "--rare-per-class", "1", "--cache-prompts", "4"]
+FULL_FLAGS = ["--sampling-prompts", "4", "--cache-prompts", "4"]
 
 
 def gates_run(url: str, direct: str, gates: list[str], run_dir: Path, timeout_s: float) -> dict[str, Any]:

@@ -39,22 +39,22 @@ NONCE_ALPHABET = "".join(c for c in string.ascii_uppercase + string.ascii_lowerc
                          if c not in _LOOK_ALIKES)
 
 # Instruction phrasings of an echo probe. ``{o}``/``{c}`` are the delimiters, ``{s}`` the string to copy.
-# Kept to phrasings a 135M model follows: on llama-server with SmolLM2-135M, "Repeat exactly:" copied 5/8
-# rare strings verbatim where a string-first phrasing ("… Above, between …, is a string") copied 0/9
-# (measured 30 Nov 2026, 40 probes each round).
+# Kept to wordings a 135M model follows. Measured on llama-server with SmolLM2-135M (30 Nov 2026): "Repeat
+# exactly:" copied 5/8 rare strings verbatim where a string-first phrasing ("... Above, between ..., is a
+# string") copied 0/9; then over 860 rare-string copies of the gate calibration runs, a "Task: copy. Input:
+# ... Output: ..." phrasing copied 18%, the 〔〕, START>/<END and ``` markers 24-31%, and the fillers "Item
+# <n> of today's list." and "Thanks in advance. <n>" 26-29%, against 34-53% for the wordings kept here.
 ECHO_TEMPLATES = (
     "Reproduce the characters between {o} and {c} exactly as written. Reply with those characters only.\n{o}{s}{c}",
     "Your answer must be the text enclosed in {o}...{c}, copied without any change:\n\n{o}{s}{c}",
     "Repeat exactly: {o}{s}{c}",
-    "Task: copy. Input: {o}{s}{c}. Output: the input without its {o} {c} markers, every character kept.",
     "Write out the following exactly, with no explanation, no quotes and no extra words: {o}{s}{c}",
     "Please repeat after me: {o}{s}{c}",
 )
 # Opening / closing marker pairs around the string to copy.
-ECHO_DELIMITERS = (("<<", ">>"), ("[[", "]]"), ("|>", "<|"), ("«", "»"), ("〔", "〕"), ("START>", "<END"),
-                   ("```", "```"))
+ECHO_DELIMITERS = (("<<", ">>"), ("[[", "]]"), ("|>", "<|"), ("«", "»"))
 # Filler placed before or after the instruction; ``{n}`` becomes a short nonce.
-ECHO_PADDING = ("", "", "Case {n}.", "(job {n})", "Item {n} of today's list.", "Ref: {n}", "Thanks in advance. {n}")
+ECHO_PADDING = ("", "", "Case {n}.", "(job {n})", "Ref: {n}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -175,7 +175,7 @@ def _check_settings(gates: list[str] | None, sampling_prompts: int | None, cache
                      "(FAIL needs all of ≥ 4 to equal greedy; default 8)."),
                  Arg("threshold", "number", "caching: largest allowed repeat speedup − 1 (0.10 = 1.10×).", default=0.10),
                  Arg("rare_per_class", "integer", "rare_tokens: strings per class (CJK, Hangul, emoji, ZWJ, Devanagari, "
-                     "Arabic, math; also code identifiers and numbers).", default=2),
+                     "Arabic, math; also code identifiers and numbers).", default=4),
                  Arg("tokenizer", "string", "Tokenizer for re-tokenized counts: a Hugging Face folder or .gguf (default: "
                      "the engine's /tokenize endpoint when it has one)."),
                  Arg("reference_url", "string", "Reference engine (same model, trusted): rare-string misses it shares "
@@ -193,7 +193,7 @@ def gates_run(call: Call, base_url: str | None, model: str | None, api_key_env: 
               extra_body: str | None, chat_template_kwargs: str | None, run_dir: str | None = None,
               gates: list[str] | None = None, prompts: str = "dev", seed: int | None = None, max_tokens: int = 64,
               echo_tokens: int = 64, cache_prompts: int = 6, sampling_prompts: int | None = None,
-              threshold: float = 0.10, rare_per_class: int = 2, tokenizer: str | None = None,
+              threshold: float = 0.10, rare_per_class: int = 4, tokenizer: str | None = None,
               reference_url: str | None = None,
               reference_api_key_env: str | None = None, spec_off_url: str | None = None, spec_limit: int = 16,
               spec_max_tokens: int = 128, early_tokens: int = 32, spec_tolerance: int = 0, engine_label: str | None = None) -> Outcome:
