@@ -1,20 +1,33 @@
-"""Statistics shared by every judge: distribution summaries and the verdict combiner.
+"""Statistics shared by every judge: distribution summaries, intervals, tests and the verdict combiner.
 
 Percentiles use numpy's default linear interpolation (Hyndman & Fan type 7), the same as vLLM's
 ``bench serve`` (``np.percentile``), so p99 figures compare like for like. ``std`` is the population
 standard deviation (ddof=0), also as vLLM reports it.
+
+Per-token quality metrics (KL, TV, NLL, top-1 agreement) come as *units*: one ``(sum, count)`` pair
+per prompt, e.g. the sum of per-position KL over a prompt and its number of positions. The estimate
+is the pooled mean Σsum / Σcount. Positions inside one prompt are correlated, so the intervals
+resample whole prompts (a cluster bootstrap), never single positions. ``margin_verdict`` turns an
+interval of "how much worse than the A/A noise floor" into PASS / FAIL / UNPROVEN against a
+pre-registered non-inferiority margin. ``mcnemar_exact`` compares two arms' paired right/wrong
+outcomes (GSM8K).
 """
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-__all__ = ["VERDICTS", "PERCENTILES", "summarize", "combine_claims", "wilson_interval"]
+__all__ = ["VERDICTS", "PERCENTILES", "summarize", "combine_claims", "wilson_interval", "pooled_mean",
+           "cluster_bootstrap_ci", "paired_bootstrap_delta", "margin_verdict", "mcnemar_exact"]
 
 VERDICTS = ("PASS", "FAIL", "UNPROVEN", "NOT RUN")
 PERCENTILES = (50, 90, 95, 99)
+
+Units = Sequence[tuple[float, int]]
+"""Per-prompt ``(sum, count)`` pairs: a metric summed over a prompt's positions, and how many positions."""
 
 
 def summarize(values: Sequence[float] | np.ndarray) -> dict[str, float | int | None]:
@@ -63,3 +76,204 @@ def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, fl
         raise ValueError(f"need 0 <= k <= n and n >= 1, got k={k}, n={n}")
     ci = binomtest(k, n).proportion_ci(confidence_level=confidence, method="wilson")
     return float(ci.low), float(ci.high)
+
+
+
+def _units_array(units: Units | np.ndarray, name: str = "units") -> np.ndarray:
+    """``units`` as a float array of shape (n, 2); ValueError on a bad shape, a negative or non-finite value."""
+    arr = np.asarray(units, dtype=float)
+    if arr.size == 0:
+        return np.zeros((0, 2))
+    if arr.ndim != 2 or arr.shape[1] != 2:
+        raise ValueError(f"{name} must be (sum, count) pairs, got an array of shape {arr.shape}")
+    if not np.isfinite(arr).all():
+        raise ValueError(f"{name} hold a non-finite sum or count: {arr[~np.isfinite(arr).all(axis=1)][0].tolist()}")
+    if (arr[:, 1] < 0).any():
+        raise ValueError(f"{name} hold a negative count: {arr[arr[:, 1] < 0][0].tolist()}")
+    return arr
+
+
+def _check_bootstrap(resamples: int, confidence: float) -> None:
+    if int(resamples) != resamples or resamples < 1:
+        raise ValueError(f"resamples must be a positive integer, got {resamples!r}")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must lie strictly between 0 and 1, got {confidence!r}")
+
+
+def _resample_indices(n: int, resamples: int, seed: int) -> np.ndarray:
+    """Prompt indices drawn with replacement, shape (resamples, n): one row per bootstrap resample."""
+    return np.random.default_rng(seed).integers(0, n, size=(int(resamples), n))
+
+
+def _percentile_bounds(stat: np.ndarray, confidence: float) -> tuple[float, float]:
+    """Percentile-interval bounds of the bootstrap replicates ``stat`` (numpy default, type 7)."""
+    tail = 100.0 * (1.0 - confidence) / 2.0
+    lo, hi = np.percentile(stat, [tail, 100.0 - tail])
+    return float(lo), float(hi)
+
+
+def pooled_mean(units: Units | np.ndarray) -> float | None:
+    """Pooled mean Σsum / Σcount of per-prompt units; None when Σcount is 0 (no positions at all).
+
+    Every position weighs the same, so a long prompt counts for more than a short one.
+
+    Args:
+        units: per-prompt ``(sum, count)`` pairs, shape (n_prompts, 2); the sum is in the metric's unit
+            (e.g. nats for KL), the count in positions.
+
+    Raises:
+        ValueError: a pair that is not two numbers, a non-finite value, or a negative count.
+    """
+    arr = _units_array(units)
+    total = arr[:, 1].sum()
+    if total == 0:
+        return None
+    return float(arr[:, 0].sum() / total)
+
+
+def cluster_bootstrap_ci(units: Units | np.ndarray, resamples: int = 2000, seed: int = 0,
+                         confidence: float = 0.95) -> tuple[float | None, float | None]:
+    """Percentile bootstrap interval of the pooled mean, resampling prompts (clusters) with replacement.
+
+    Prompts with count 0 are dropped first. Each of ``resamples`` replicates draws n prompt indices with
+    replacement from ``np.random.default_rng(seed)`` (all replicates in one (resamples, n) draw, so memory
+    is O(resamples × n)) and computes Σsum / Σcount over the drawn prompts; the bounds are the
+    (1 − confidence)/2 and (1 + confidence)/2 percentiles of the replicates (numpy's default, type 7).
+
+    Args:
+        units: per-prompt ``(sum, count)`` pairs, shape (n_prompts, 2), as for ``pooled_mean``.
+        resamples: number of bootstrap replicates.
+        seed: seed of the generator; the same inputs and seed give the same interval.
+        confidence: coverage of the interval, in (0, 1).
+
+    Returns:
+        ``(lo, hi)`` in the metric's unit; ``(None, None)`` when fewer than 2 prompts have a position.
+
+    Raises:
+        ValueError: bad units (see ``pooled_mean``), ``resamples`` < 1, or ``confidence`` outside (0, 1).
+
+    Source: Efron & Tibshirani, *An Introduction to the Bootstrap* (1993), percentile interval (ch. 13),
+    applied to whole prompts because positions within a prompt are correlated (cluster bootstrap).
+    """
+    _check_bootstrap(resamples, confidence)
+    arr = _units_array(units)
+    arr = arr[arr[:, 1] > 0]
+    n = arr.shape[0]
+    if n < 2:
+        return None, None
+    idx = _resample_indices(n, resamples, seed)
+    means = arr[idx, 0].sum(axis=1) / arr[idx, 1].sum(axis=1)
+    return _percentile_bounds(means, confidence)
+
+
+def paired_bootstrap_delta(a_units: Units | np.ndarray, b_units: Units | np.ndarray, resamples: int = 2000,
+                           seed: int = 0, confidence: float = 0.95) -> dict[str, object]:
+    """Difference of pooled means, arm a minus arm b, with a paired prompt-level bootstrap interval.
+
+    ``a_units[i]`` and ``b_units[i]`` are the same prompt under two arms (e.g. the engine and the A/A
+    noise floor). Prompts where either arm has count 0 are dropped. Each replicate draws one set of
+    prompt indices and applies it to both arms, so variation shared by the arms (an easy or a hard
+    prompt) cancels in the difference; the interval is the percentile interval of the replicates'
+    ``pooled_mean(a) − pooled_mean(b)``.
+
+    Args:
+        a_units, b_units: per-prompt ``(sum, count)`` pairs of the two arms, aligned by prompt, shape
+            (n_prompts, 2) each.
+        resamples, seed, confidence: as for ``cluster_bootstrap_ci``.
+
+    Returns:
+        ``{"delta": float | None, "ci95": [lo, hi], "n_prompts": int}`` in the metric's unit, where
+        ``n_prompts`` counts the prompts kept. With no prompt kept, delta is None; with fewer than 2,
+        ``ci95`` is ``[None, None]``. The key is ``ci95`` whatever ``confidence`` is.
+
+    Raises:
+        ValueError: the arms differ in length, bad units, ``resamples`` < 1, or ``confidence`` outside (0, 1).
+
+    Source: Efron & Tibshirani (1993), percentile interval, with paired (matched) resampling of the
+    prompts as clusters.
+    """
+    _check_bootstrap(resamples, confidence)
+    a = _units_array(a_units, "a_units")
+    b = _units_array(b_units, "b_units")
+    if a.shape[0] != b.shape[0]:
+        raise ValueError(f"the arms must be aligned per prompt: a has {a.shape[0]} prompts, b has {b.shape[0]}")
+    keep = (a[:, 1] > 0) & (b[:, 1] > 0)
+    a, b = a[keep], b[keep]
+    n = a.shape[0]
+    if n == 0:
+        return {"delta": None, "ci95": [None, None], "n_prompts": 0}
+    delta = float(a[:, 0].sum() / a[:, 1].sum() - b[:, 0].sum() / b[:, 1].sum())
+    if n < 2:
+        return {"delta": delta, "ci95": [None, None], "n_prompts": n}
+    idx = _resample_indices(n, resamples, seed)
+    reps = a[idx, 0].sum(axis=1) / a[idx, 1].sum(axis=1) - b[idx, 0].sum(axis=1) / b[idx, 1].sum(axis=1)
+    lo, hi = _percentile_bounds(reps, confidence)
+    return {"delta": delta, "ci95": [lo, hi], "n_prompts": n}
+
+
+def margin_verdict(lo: float | None, hi: float | None, margin: float, *,
+                   confidence: float = 0.95) -> tuple[str, str]:
+    """Non-inferiority verdict from an interval of "how much worse than the floor" (positive = worse).
+
+    PASS when the whole interval lies within the margin (``hi <= margin``); FAIL when it lies wholly
+    beyond it (``lo > margin``); UNPROVEN when it straddles the margin, or when a bound is None or NaN
+    (too few prompts for an interval).
+
+    Args:
+        lo, hi: interval bounds of the arm's excess over the A/A floor, in the metric's unit (for a
+            higher-is-better metric the caller negates and swaps them first).
+        margin: the pre-registered non-inferiority margin, same unit.
+        confidence: the interval's coverage, used only in the reason's wording.
+
+    Returns:
+        ``(verdict, reason)``: verdict one of PASS / FAIL / UNPROVEN; reason one line with the numbers.
+
+    Raises:
+        ValueError: ``margin`` not finite, or ``lo`` > ``hi``.
+
+    Source: non-inferiority judged by where a confidence interval lies relative to a pre-specified margin,
+    ICH E9 (1998) §3.3.2 and Piaggio et al., CONSORT extension for non-inferiority and equivalence
+    trials, JAMA 2012;308(24):2594-2604 (fig. 1).
+    """
+    if not np.isfinite(margin):
+        raise ValueError(f"margin must be a finite number, got {margin!r}")
+    ci = f"{100 * confidence:g}% CI"
+    if lo is None or hi is None or np.isnan(lo) or np.isnan(hi):
+        return "UNPROVEN", f"no {ci}: too few prompts with data (need at least 2)"
+    if lo > hi:
+        raise ValueError(f"interval bounds out of order: lo={lo!r} > hi={hi!r}")
+    if hi <= margin:
+        return "PASS", f"worse than the A/A floor by at most {hi:.4g} ({ci} upper bound) <= margin {margin:.4g}"
+    if lo > margin:
+        return "FAIL", f"worse than the A/A floor by at least {lo:.4g} ({ci} lower bound) > margin {margin:.4g}"
+    return "UNPROVEN", (f"worse than the A/A floor by {lo:.4g} to {hi:.4g} ({ci}), which straddles "
+                        f"margin {margin:.4g}: more prompts needed")
+
+
+def mcnemar_exact(b: int, c: int) -> float:
+    """Two-sided exact McNemar p-value from the discordant counts of a paired comparison.
+
+    Args:
+        b: pairs where arm 1 was right and arm 2 wrong (count).
+        c: pairs where arm 1 was wrong and arm 2 right (count).
+
+    Returns:
+        The p-value ``scipy.stats.binomtest(b, b + c, 0.5).pvalue``; 1.0 when there is no discordant pair.
+
+    Raises:
+        ValueError: a count that is negative or not an integer.
+
+    Source: McNemar (1947), exact form: under the null each discordant pair falls either way with
+    probability 1/2, so b ~ Binomial(b + c, 1/2); two-sided binomial test.
+    """
+    from scipy.stats import binomtest
+
+    try:
+        b, c = operator.index(b), operator.index(c)
+    except TypeError as e:
+        raise ValueError(f"discordant counts must be integers, got b={b!r}, c={c!r}") from e
+    if b < 0 or c < 0:
+        raise ValueError(f"discordant counts must be >= 0, got b={b}, c={c}")
+    if b + c == 0:
+        return 1.0
+    return float(binomtest(b, b + c, 0.5).pvalue)

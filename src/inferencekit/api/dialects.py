@@ -60,6 +60,15 @@ class Dialect:
         neutral_sampling: request fields that undo a server default which changes the model's distribution
             (llama-cpp-python applies ``repeat_penalty`` 1.1 unless told otherwise, so its greedy token is not
             the argmax of the logprobs it reports); probes that judge sampling send them.
+        id_fields: request fields that make a non-streamed chat reply name the generated token ids (vLLM:
+            ``return_tokens_as_token_ids`` spells each logprob entry ``token_id:<n>``, ``return_token_ids``
+            lists them and the prompt's ids); {} when the reply names them anyway or never does.
+        chat_tokenize_body: (messages, chat_template_kwargs) → a ``tokenize_path`` body that renders the
+            engine's own chat template and returns the prompt's ids (vLLM), or None.
+        template_path: POST path that renders the chat template to text (llama-server ``/apply-template``,
+            reply ``{"prompt": …}``); its text is then tokenized with ``special_tokenize_body``.
+        special_tokenize_body: text → a ``tokenize_path`` body that reads special tokens (``<|im_start|>``) as
+            the server does when it tokenizes a rendered chat prompt.
     """
 
     name: str
@@ -75,6 +84,10 @@ class Dialect:
     fixed_capacity: int | None = None
     ignores: tuple[str, ...] = ()
     neutral_sampling: dict[str, Any] = field(default_factory=dict)
+    id_fields: dict[str, Any] = field(default_factory=dict)
+    chat_tokenize_body: Callable[[list[dict[str, Any]], dict[str, Any]], dict[str, Any]] | None = None
+    template_path: str | None = None
+    special_tokenize_body: Callable[[str], dict[str, Any]] | None = None
 
     def parse_tokens(self, reply: Any) -> list[int] | None:
         """Token ids from a tokenize reply, or None when the shape is not understood."""
@@ -103,13 +116,23 @@ def _sglang_capacity(info: Any) -> int | None:
     return v if isinstance(v, int) and v > 0 else None
 
 
+def _vllm_chat_tokenize(messages: list[dict[str, Any]], ctk: dict[str, Any]) -> dict[str, Any]:
+    """vLLM ``TokenizeChatRequest``: the chat rendered with the served template, generation prompt added."""
+    body: dict[str, Any] = {"messages": messages, "add_generation_prompt": True, "add_special_tokens": False}
+    if ctk:
+        body["chat_template_kwargs"] = ctk
+    return body
+
+
 DIALECTS: dict[str, Dialect] = {
     "vllm": Dialect(
         "vllm", tokenize_path="/tokenize", tokenize_body=lambda t: {"prompt": t, "add_special_tokens": False},
         detokenize_path="/detokenize", detokenize_body=lambda ids: {"tokens": ids},
         count_fields={"return_token_ids": True},
         cache_bypass=lambda: {"cache_salt": uuid.uuid4().hex},
-        cache_reset_path="/reset_prefix_cache"),
+        cache_reset_path="/reset_prefix_cache",
+        id_fields={"return_tokens_as_token_ids": True, "return_token_ids": True},
+        chat_tokenize_body=_vllm_chat_tokenize),
     "sglang": Dialect(
         "sglang", tokenize_path="/tokenize", tokenize_body=lambda t: {"prompt": t, "add_special_tokens": False},
         detokenize_path="/detokenize", detokenize_body=lambda ids: {"tokens": ids},
@@ -120,7 +143,9 @@ DIALECTS: dict[str, Dialect] = {
         # top_logprobs 0 makes llama-server stream no logprob entries at all; 1 gives one per token, with its id
         count_fields={"logprobs": True, "top_logprobs": 1},
         cache_bypass=lambda: {"cache_prompt": False},
-        capacity_path="/props", capacity_of=_slots),
+        capacity_path="/props", capacity_of=_slots,
+        template_path="/apply-template",
+        special_tokenize_body=lambda t: {"content": t, "add_special": True, "parse_special": True}),
     "llama-cpp-python": Dialect(
         "llama-cpp-python", tokenize_path="/extras/tokenize", tokenize_body=lambda t: {"input": t},
         detokenize_path="/extras/detokenize", detokenize_body=lambda ids: {"tokens": ids},

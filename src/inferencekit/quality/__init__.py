@@ -1,0 +1,1 @@
+"""Quality checks: greedy trajectories, teacher-forced scoring against a reference, task evals."""
