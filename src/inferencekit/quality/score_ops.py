@@ -31,7 +31,7 @@ from inferencekit.registry import Arg, Call, Outcome, operation
 from inferencekit.report.card import verdict_style
 from inferencekit.rundir import RunDir, write_json
 
-__all__ = ["quality_score", "score_sets", "SCORE_FORMAT", "KL_METHOD"]
+__all__ = ["quality_score", "score_sets", "score_record", "SCORE_FORMAT", "KL_METHOD"]
 
 SCORE_FORMAT = "inferencekit.quality.score.v1"
 KL_METHOD = ("top-k union support, tail imputation, OTHER bucket (inferencekit.quality.metrics); both lists cut to "
@@ -429,6 +429,19 @@ def quality_score(call: Call, trajectories: list[str], reference: str = "local",
 
     report = asyncio.run(main())
     out_path = Path(out) if out else ((run.path / "quality" / "score.json") if run else Path("quality_score.json"))
+    rec = score_record(report, out_path, run, context=context, margins=margins, have_baseline=base is not None)
+    payload = {"evidence_id": rec["evidence_id"], "verdict": rec["verdict"], "verdicts": report["verdicts"],
+               "score_file": str(out_path),
+               "engines": {label: {"verdict": b["verdict"]["verdict"], "reason": b["verdict"]["reason"],
+                                   "top1_agreement": b["all"]["top1_agreement"], "kl_mean": b["all"]["kl_mean"],
+                                   "tv_mean": b["all"]["tv_mean"], "ref_nll_mean": b["all"]["ref_nll_mean"]}
+                           for label, b in report["engines"].items()}}
+    return Outcome(payload, rec["verdict"], lambda console: render_score(console, rec, report))
+
+
+def score_record(report: dict[str, Any], out_path: Path, run: RunDir | None, *, context: str,
+                 margins: dict[str, float | None], have_baseline: bool) -> dict[str, Any]:
+    """Write ``report`` to ``out_path`` and save the ``quality_score`` record (verdict = the engines' combined)."""
     write_json(out_path, report, indent=True)
     overall = stats.combine_claims(report["verdicts"].values())
     missing = []
@@ -436,7 +449,7 @@ def quality_score(call: Call, trajectories: list[str], reference: str = "local",
         missing.append("scored prompts")
     if report["integrity_problems"]:
         missing.append("input integrity")
-    if base is None:
+    if not have_baseline:
         missing.append("noise floor")
     if any("kl_mean" in names for names in report["not_run"].values()):
         missing.append("logprobs with token ids (KL, TV)")
@@ -457,13 +470,7 @@ def quality_score(call: Call, trajectories: list[str], reference: str = "local",
               "margins": margins, "kl_method": KL_METHOD, "noise_floor": report["noise_floor"],
               "inputs": report["inputs"], "not_run": report["not_run"]})
     save_record(rec, run)
-    payload = {"evidence_id": rec["evidence_id"], "verdict": overall, "verdicts": report["verdicts"],
-               "score_file": str(out_path),
-               "engines": {label: {"verdict": b["verdict"]["verdict"], "reason": b["verdict"]["reason"],
-                                   "top1_agreement": b["all"]["top1_agreement"], "kl_mean": b["all"]["kl_mean"],
-                                   "tv_mean": b["all"]["tv_mean"], "ref_nll_mean": b["all"]["ref_nll_mean"]}
-                           for label, b in report["engines"].items()}}
-    return Outcome(payload, overall, lambda console: render_score(console, rec, report))
+    return rec
 
 
 def _pct(x: float | None) -> str:

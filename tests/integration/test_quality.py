@@ -1,0 +1,150 @@
+"""``quality trajectory`` and ``quality score`` on real engines against real references.
+
+- llama-server (token ids in its logprobs): trajectories with prompt ids from its own template
+  (``/apply-template`` + ``/tokenize``), scored against the float32 reference in this process
+  (transformers, the same GGUF dequantised) with that reference's own greedy run as the A/A floor:
+  KL and TV are computed, and a prompt without a system message shows the template difference
+  (the reference's template adds SmolLM's default system prompt, llama-server's does not).
+- llama-cpp-python (token strings only): agreement and NLL from re-tokenized text, KL and TV NOT RUN,
+  the verdict UNPROVEN; as a reference it is refused after its echo self-check.
+- vLLM on CPU in float32: trajectories with ids from ``return_token_ids``, and ``--reference vllm``
+  (``prompt_logprobs``) scoring llama-server's trajectories with vLLM's own run as the floor.
+
+Small on purpose (3 prompts, 16 tokens): the figures for 32 prompts are in docs/quality.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.cli_run import run_cli
+
+pytestmark = pytest.mark.engine
+
+SMALL = ["--limit", "3", "--max-tokens", "16"]
+# one prompt with a system message (templates agree), one without (llama-server adds no default system prompt)
+PROMPTS = [{"id": "with-system", "bucket": "short", "messages": [
+               {"role": "system", "content": "You answer in one short sentence."},
+               {"role": "user", "content": "Why is the sky blue?"}]},
+           {"id": "no-system", "bucket": "short", "messages": [
+               {"role": "user", "content": "Name three rivers in Europe."}]},
+           {"id": "with-system-2", "bucket": "medium", "messages": [
+               {"role": "system", "content": "You are a careful maths tutor."},
+               {"role": "user", "content": "What is 17 times 23? Show the steps."}]}]
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread(monkeypatch):
+    # torch's worker threads and an engine's spin against each other on a 2-core machine (local_model.py)
+    monkeypatch.setenv("INFERENCEKIT_REFERENCE_THREADS", "1")
+
+
+@pytest.fixture(scope="module")
+def prompts_file(tmp_path_factory) -> Path:
+    p = tmp_path_factory.mktemp("quality-prompts") / "prompts.jsonl"
+    p.write_text("".join(json.dumps(x) + "\n" for x in PROMPTS))
+    return p
+
+
+@pytest.fixture(scope="module")
+def baseline(prompts_file, tmp_path_factory) -> Path:
+    """The in-process float32 reference's own greedy trajectories, in a run dir of their own."""
+    os.environ["INFERENCEKIT_REFERENCE_THREADS"] = "1"
+    run = tmp_path_factory.mktemp("quality-baseline") / "run"
+    code, out = run_cli(["quality", "trajectory", "--local", "embedded", "--prompts", str(prompts_file), *SMALL,
+                         "--run-dir", str(run)])
+    assert code == 0, out
+    return Path(out["dir"])
+
+
+def trajectories(url: str, prompts_file: Path, run: Path, label: str) -> dict:
+    code, out = run_cli(["quality", "trajectory", "--base-url", url, "--prompts", str(prompts_file), *SMALL,
+                         "--label", label, "--run-dir", str(run)])
+    assert code == 0, out
+    assert out["prompts_ok"] == 3
+    return out
+
+
+def test_llama_server_trajectories_are_scored_with_kl_and_show_the_template_difference(
+        llama_server_engine, prompts_file, baseline, tmp_path):
+    out = trajectories(llama_server_engine.url, prompts_file, tmp_path / "run", "llama-server")
+    doc = json.loads((Path(out["dir"]) / "with-system.json").read_text())
+    assert doc["token_id_method"] == "ids" and len(doc["token_ids"]) == len(doc["top_logprobs"]) > 0
+    assert doc["prompt_token_ids_source"] == "engine_apply_template"
+    assert len(doc["prompt_token_ids"]) == doc["usage"]["prompt_tokens"]
+    assert doc["top_logprobs_returned"] == 20
+
+    code, sc = run_cli(["quality", "score", out["dir"], "--reference", "local", "--baseline", str(baseline)])
+    e = sc["engines"]["llama-server"]
+    report = json.loads(Path(sc["score_file"]).read_text())
+    block = report["engines"]["llama-server"]
+    assert e["kl_mean"]["value"] is not None and 0 <= e["kl_mean"]["value"] < 0.5
+    assert e["tv_mean"]["value"] is not None and 0 <= e["tv_mean"]["value"] <= 1
+    assert 0.5 < e["top1_agreement"]["value"] <= 1
+    assert block["kl_top_k"] == [20]
+    assert list(block["template_mismatch"]) == ["no-system"]
+    assert e["verdict"] == "UNPROVEN" and "chat template mismatch" in e["reason"]
+    assert code == 3
+    # on the engine's own prompt ids the comparison is like for like: the mismatch is reported, not judged
+    code, sc2 = run_cli(["quality", "score", out["dir"], "--reference", "local", "--baseline", str(baseline),
+                         "--context", "engine", "--out", str(tmp_path / "engine-context.json")])
+    assert "chat template mismatch" not in sc2["engines"]["llama-server"]["reason"]
+    assert sc2["engines"]["llama-server"]["verdict"] in ("PASS", "UNPROVEN")  # 3 prompts: CIs may straddle
+    code, chk = run_cli(["evidence", "verify", sc["evidence_id"]])
+    assert code == 0 and chk["intact"]
+
+
+def test_llama_cpp_python_text_is_scored_for_agreement_and_nll_only(embedded_engine, prompts_file, baseline,
+                                                                   tmp_path):
+    out = trajectories(embedded_engine.url, prompts_file, tmp_path / "run", "llama-cpp-python")
+    doc = json.loads((Path(out["dir"]) / "no-system.json").read_text())
+    assert doc["token_id_method"] == "strings" and doc["token_ids"] is None
+    assert doc["prompt_token_ids"] is None  # llama-cpp-python shows no prompt ids
+    assert doc["request"]["repeat_penalty"] == 1.0  # its default 1.1 would not be the model's distribution
+    code, sc = run_cli(["quality", "score", out["dir"], "--baseline", str(baseline)])
+    e = sc["engines"]["llama-cpp-python"]
+    report = json.loads(Path(sc["score_file"]).read_text())
+    block = report["engines"]["llama-cpp-python"]
+    assert block["retokenized_prompts"] == 3
+    assert e["kl_mean"]["value"] is None and report["not_run"]["llama-cpp-python"] == ["kl_mean", "tv_mean"]
+    assert e["top1_agreement"]["value"] is not None and e["ref_nll_mean"]["value"] is not None
+    assert e["verdict"] == "UNPROVEN" and code == 3
+
+
+def test_llama_cpp_python_is_refused_as_a_reference_after_its_echo_check(embedded_engine, baseline):
+    code, _ = run_cli(["quality", "score", str(baseline.parent), "--reference", "llama-cpp-python",
+                       "--reference-url", embedded_engine.url])
+    assert code == 2
+
+
+@pytest.mark.vllm
+def test_vllm_trajectories_and_the_vllm_reference_agree_with_the_local_one(vllm_engine, llama_server_engine,
+                                                                          prompts_file, baseline, tmp_path):
+    run = tmp_path / "run"
+    ref_out = trajectories(vllm_engine.url, prompts_file, run, "vllm")
+    doc = json.loads((Path(ref_out["dir"]) / "with-system.json").read_text())
+    assert doc["token_id_method"] == "token_ids" and doc["id_mismatch_positions"] == []
+    assert doc["prompt_token_ids_source"] == "response.prompt_token_ids"
+    eng_out = trajectories(llama_server_engine.url, prompts_file, run, "llama-server")
+    code, sc = run_cli(["quality", "score", eng_out["dir"], "--reference", "vllm", "--reference-url", vllm_engine.url,
+                        "--baseline", ref_out["dir"], "--out", str(tmp_path / "vllm-score.json")])
+    report = json.loads(Path(sc["score_file"]).read_text())
+    assert report["reference"]["engine"] == "vllm" and report["reference"]["k"] == 20
+    floor = report["floor"]["all"]
+    # vLLM's greedy decode scored by its own prefill: agreement near 1, KL near 0
+    assert floor["top1_agreement"]["value"] >= 0.95 and floor["kl_mean"]["value"] < 0.01
+    assert list(report["engines"]["llama-server"]["template_mismatch"]) == ["no-system"]
+    # both references hold the same float32 weights: the same trajectories get the same KL from either
+    code, local = run_cli(["quality", "score", eng_out["dir"], "--reference", "local", "--baseline", str(baseline),
+                           "--out", str(tmp_path / "local-score.json")])
+    kl_vllm = sc["engines"]["llama-server"]["kl_mean"]["value"]
+    kl_local = local["engines"]["llama-server"]["kl_mean"]["value"]
+    assert kl_vllm is not None and kl_local is not None
+    assert abs(kl_vllm - kl_local) <= max(2e-3, 0.2 * kl_local), (kl_vllm, kl_local)
+    nll_v = sc["engines"]["llama-server"]["ref_nll_mean"]["value"]
+    nll_l = local["engines"]["llama-server"]["ref_nll_mean"]["value"]
+    assert abs(nll_v - nll_l) < 0.01, (nll_v, nll_l)
