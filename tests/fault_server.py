@@ -17,6 +17,7 @@ from aiohttp import web
 
 SEEN = web.AppKey("seen", list)
 REJECT = web.AppKey("reject_stream_options", bool)
+LOGPROBS = web.AppKey("logprobs", dict)  # {"cap": int | None, "refuse": bool}
 
 
 def _chunk(content: str) -> bytes:
@@ -32,6 +33,8 @@ async def chat(request: web.Request) -> web.StreamResponse:
                                  status=400)
     if fault == "http500":
         return web.Response(status=500, text="E" * 2000)
+    if not body.get("stream"):
+        return _plain(body, request.app[LOGPROBS])
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await resp.prepare(request)
     if fault == "cut":  # close the connection in the middle of an event
@@ -52,12 +55,33 @@ async def chat(request: web.Request) -> web.StreamResponse:
     return resp
 
 
+def _plain(body: dict, lp: dict) -> web.Response:
+    """A non-streamed greedy reply; with logprobs asked, top-k entries with ids (llama-server's shape). Faults a
+    real engine here cannot show on demand: ``refuse`` answers any logprobs request with a 400, ``cap`` one that
+    asks more than ``cap`` alternatives (vLLM's wording)."""
+    k = body.get("top_logprobs") or 0
+    if body.get("logprobs") and lp.get("refuse"):
+        return web.json_response({"error": {"message": "logprobs are not supported by this server"}}, status=400)
+    if body.get("logprobs") and lp.get("cap") is not None and k > lp["cap"]:
+        return web.json_response({"error": {"message": f"top_logprobs ({k}) is greater than max allowed: "
+                                                       f"{lp['cap']}"}}, status=400)
+    words = ["Hel", "lo", " there"][: body.get("max_tokens", 3)]
+    choice: dict = {"index": 0, "message": {"role": "assistant", "content": "".join(words)}, "finish_reason": "length"}
+    if body.get("logprobs"):
+        choice["logprobs"] = {"content": [
+            {"id": 100 + i, "token": w, "logprob": -0.1,
+             "top_logprobs": [{"id": 100 + i + j, "token": w if j == 0 else f"alt{j}", "logprob": -0.1 - j}
+                              for j in range(k)]} for i, w in enumerate(words)]}
+    return web.json_response({"choices": [choice], "usage": {"prompt_tokens": 4, "completion_tokens": len(words)}})
+
+
 async def models(request: web.Request) -> web.Response:
     return web.json_response({"data": [{"id": "fault-model", "owned_by": "test"}]})
 
 
 @contextmanager
-def fault_server(*, reject_stream_options: bool = False) -> Iterator[tuple[str, list]]:
+def fault_server(*, reject_stream_options: bool = False, logprob_cap: int | None = None,
+                 refuse_logprobs: bool = False) -> Iterator[tuple[str, list]]:
     """Run the server in a thread; yields (base URL, list of received requests)."""
     seen: list = []
     ready = threading.Event()
@@ -69,6 +93,7 @@ def fault_server(*, reject_stream_options: bool = False) -> Iterator[tuple[str, 
         app = web.Application()
         app[SEEN] = seen
         app[REJECT] = reject_stream_options
+        app[LOGPROBS] = {"cap": logprob_cap, "refuse": refuse_logprobs}
         app.router.add_post("/v1/chat/completions", chat)
         app.router.add_get("/v1/models", models)
         runner = web.AppRunner(app)

@@ -161,6 +161,7 @@ async def _ask(client: Client, body: dict[str, Any], cap: _Cap) -> tuple[dict[st
         new = cap_from_error(ex.error or "", cap.k)
         if new < 1:
             cap.refused = (ex.error or "")[:200]
+            cap.errors = [e for e in cap.errors if e != cap.refused]  # the halvings were no cap: a refusal
             break
         if new < cap.k:
             cap.errors.append((ex.error or "")[:200])
