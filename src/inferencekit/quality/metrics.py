@@ -56,18 +56,24 @@ PROB_FLOOR = 1e-12
 _MAX_LOGPROB = 1e-6  # a logprob above this is positive beyond rounding: not a log-probability
 
 
+def _count(x: object, what: str) -> int:
+    """``x`` as a non-negative int (numpy integers accepted); ValueError otherwise."""
+    try:
+        n = operator.index(x)  # type: ignore[arg-type]
+    except TypeError as e:
+        raise ValueError(f"{what} must be an integer, got {x!r}") from e
+    if n < 0:
+        raise ValueError(f"{what} must be >= 0, got {n}")
+    return n
+
+
 def bucket_of(t: int) -> str:
     """Label of the position bucket holding generated-token position ``t`` (0-based): "0-31", "32-127" or "128+".
 
     Raises:
         ValueError: ``t`` negative or not an integer.
     """
-    try:
-        t = operator.index(t)
-    except TypeError as e:
-        raise ValueError(f"position must be an integer, got {t!r}") from e
-    if t < 0:
-        raise ValueError(f"position must be >= 0, got {t}")
+    t = _count(t, "position")
     return BUCKET_LABELS[bisect.bisect_right(BUCKET_EDGES, t) - 1]
 
 
@@ -248,12 +254,7 @@ def top_k_cut(lp: Mapping[int, float], k: int, keep: int | None) -> dict[int, fl
     Raises:
         ValueError: ``k`` negative or not an integer.
     """
-    try:
-        k = operator.index(k)
-    except TypeError as e:
-        raise ValueError(f"k must be an integer, got {k!r}") from e
-    if k < 0:
-        raise ValueError(f"k must be >= 0, got {k}")
+    k = _count(k, "k")
     out = dict(sorted(lp.items(), key=lambda kv: (-kv[1], kv[0]))[:k])
     if keep is not None and keep in lp and keep not in out:
         out[keep] = lp[keep]

@@ -26,6 +26,7 @@ from inferencekit.quality.metrics import BUCKET_LABELS
 from inferencekit.quality.reference import REFERENCE_KINDS, LocalReference, Reference, VllmReference, check_echo_reference
 from inferencekit.quality.score_judge import DEFAULT_MARGINS, divergence, judge_engine, summarize
 from inferencekit.quality.score_rows import doc_k, engine_lists, score_positions
+from inferencekit.quality.trajectory_ops import print_tail
 from inferencekit.quality.trajectory_store import TrajectorySet, label_dirs, load_set, run_of
 from inferencekit.registry import Arg, Call, Outcome, operation
 from inferencekit.report.card import verdict_style
@@ -321,10 +322,8 @@ def render_score(console: Any, rec: dict[str, Any], report: dict[str, Any]) -> N
     console.print(t)
     for label, b in report["engines"].items():
         console.print(f"{label}: {b['verdict']['reason']}", markup=False, highlight=False)
-    for line in rec["limitations"]:
-        console.print(f"limitation: {line}", markup=False, highlight=False)
-    console.print(f"verdict: {rec['verdict']}   record: {rec['evidence_id']}  (report: {rec['data']['score_file']})",
-                  markup=False, highlight=False)
+    print_tail(console, rec, f"verdict: {rec['verdict']}   record: {rec['evidence_id']}  (report: "
+                             f"{rec['data']['score_file']})")
 
 
 @operation(("quality", "score"), "Teacher-force trajectories through a reference: top-1 agreement, KL, TV and NLL "

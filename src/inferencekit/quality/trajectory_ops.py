@@ -169,12 +169,16 @@ def run_local_trajectories(source: Path, run: RunDir, prompts: list[Prompt], s: 
                              prompts=prompts_info, state=state)
 
 
-def render_trajectory(console: Any, rec: dict[str, Any]) -> None:
-    console.print(rec["summary"], markup=False, highlight=False)
+def print_tail(console: Any, rec: dict[str, Any], where: str) -> None:
+    """A record's limitations, one per line, then ``where`` (plain text: no rich markup)."""
     for line in rec["limitations"]:
         console.print(f"limitation: {line}", markup=False, highlight=False)
-    console.print(f"folder: {rec['data']['run_dir']}/{rec['data']['dir']}   record: {rec['evidence_id']}",
-                  markup=False, highlight=False)
+    console.print(where, markup=False, highlight=False)
+
+
+def render_trajectory(console: Any, rec: dict[str, Any]) -> None:
+    console.print(rec["summary"], markup=False, highlight=False)
+    print_tail(console, rec, f"folder: {rec['data']['run_dir']}/{rec['data']['dir']}   record: {rec['evidence_id']}")
 
 
 @operation(("quality", "trajectory"), "Greedy trajectories with top-k logprobs and token ids, one file per prompt "
