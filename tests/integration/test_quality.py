@@ -129,6 +129,14 @@ def test_vllm_trajectories_and_the_vllm_reference_agree_with_the_local_one(vllm_
     doc = json.loads((Path(ref_out["dir"]) / "with-system.json").read_text())
     assert doc["token_id_method"] == "token_ids" and doc["id_mismatch_positions"] == []
     assert doc["prompt_token_ids_source"] == "response.prompt_token_ids"
+    # vLLM caps top-k at --max-logprobs (20) with a 400 that names it: read once, then used
+    code, capped = run_cli(["quality", "trajectory", "--base-url", vllm_engine.url, "--prompts", str(prompts_file),
+                            "--limit", "2", "--max-tokens", "4", "--top-logprobs", "25", "--label", "vllm-capped",
+                            "--run-dir", str(run)])
+    assert code == 0, capped
+    rec = json.loads(next(p for p in (run / "evidence").glob("ev_*.json")
+                          if capped["evidence_id"] in p.name).read_text())
+    assert rec["data"]["top_logprobs_returned_min"] == 20 and "20" in rec["data"]["cap_errors"][0]
     eng_out = trajectories(llama_server_engine.url, prompts_file, run, "llama-server")
     code, sc = run_cli(["quality", "score", eng_out["dir"], "--reference", "vllm", "--reference-url", vllm_engine.url,
                         "--baseline", ref_out["dir"], "--out", str(tmp_path / "vllm-score.json")])
@@ -148,3 +156,44 @@ def test_vllm_trajectories_and_the_vllm_reference_agree_with_the_local_one(vllm_
     nll_v = sc["engines"]["llama-server"]["ref_nll_mean"]["value"]
     nll_l = local["engines"]["llama-server"]["ref_nll_mean"]["value"]
     assert abs(nll_v - nll_l) < 0.01, (nll_v, nll_l)
+
+
+def test_verify_quality_part_on_the_embedded_engine(embedded_engine, tmp_path):
+    """verify's "quality: trajectory + score" part, with a profile cut down to 2 prompts × 8 tokens."""
+    import asyncio
+    import dataclasses
+
+    from inferencekit.api.client import Client
+    from inferencekit.api.detect import detect_engine
+    from inferencekit.api.endpoint import Endpoint
+    from inferencekit.rundir import RunDir
+    from inferencekit.verify import PROFILES, QUALITY_PART, _quality_part
+
+    prof = dataclasses.replace(PROFILES["standard"], quality_prompts=2, quality_tokens=8)
+    run = RunDir.create(tmp_path / "run")
+
+    async def main():
+        async with Client(Endpoint.parse(embedded_engine.url), timeout_s=300) as client:
+            info = await detect_engine(client)
+            return await _quality_part(client, info, run, prof, "llama-cpp-python", "embedded", {}, {}, True)
+
+    part, recs = asyncio.run(main())
+    assert part["part"] == QUALITY_PART and part["kind"] == "quality_score"
+    assert [r["kind"] for r in recs] == ["quality_trajectory", "quality_trajectory", "quality_score"]
+    assert part["verdict"] == "UNPROVEN"  # no token ids from llama-cpp-python: KL cannot be computed
+    assert "kl_mean: not computed" in part["reason"]
+    assert (run.path / "quality" / "score.json").is_file()
+    # with --base-url and no reference weights the part says what is missing
+    none_part, none_recs = asyncio.run(_no_reference(embedded_engine.url, run, prof))
+    assert none_part["verdict"] == "NOT RUN" and "--quality-reference" in none_part["reason"] and none_recs == []
+
+
+async def _no_reference(url, run, prof):
+    from inferencekit.api.client import Client
+    from inferencekit.api.detect import detect_engine
+    from inferencekit.api.endpoint import Endpoint
+    from inferencekit.verify import _quality_part
+
+    async with Client(Endpoint.parse(url), timeout_s=60) as client:
+        info = await detect_engine(client)
+        return await _quality_part(client, info, run, prof, "x", None, {}, {}, True)
