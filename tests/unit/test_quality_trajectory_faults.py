@@ -29,7 +29,7 @@ def test_the_cap_in_the_engines_400_is_read_once_and_every_request_uses_it(tmp_p
     rec = json.loads(next((tmp_path / "run" / "evidence").glob("ev_*.json")).read_text())
     assert rec["data"]["top_logprobs_returned_min"] == 5
     assert "max allowed: 5" in rec["data"]["cap_errors"][0]
-    assert any("returned 5 alternatives per position (asked 20)" in x for x in rec["limitations"])
+    assert any("lists 5 alternatives, not the 20 asked" in x for x in rec["limitations"])
     doc = json.loads((Path(out["dir"]) / "p3.json").read_text())
     assert doc["top_logprobs_returned"] == 5 and doc["token_id_method"] == "ids"
 

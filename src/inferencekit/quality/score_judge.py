@@ -79,13 +79,13 @@ def first_divergence(a: Sequence[int], b: Sequence[int]) -> int | None:
 
 
 def divergence(path: dict[str, Sequence[int]], mine: dict[str, Sequence[int]]) -> dict[str, Any]:
-    """First divergence of each prompt's tokens from the reference's greedy path, over the common prompts."""
-    common = sorted(set(path) & set(mine))
-    fds = {pid: first_divergence(path[pid], mine[pid]) for pid in common}
-    hit = [d for d in fds.values() if d is not None]
-    return {"n_prompts": len(common), "identical": len(common) - len(hit),
-            "first_divergence_median": statistics.median(hit) if hit else None,
-            "first_divergence_min": min(hit) if hit else None, "per_prompt": fds}
+    """Where each prompt's tokens first leave the reference's greedy path (prompts both sides have): how many never
+    do, and the median and earliest index among those that do."""
+    per = {pid: first_divergence(path[pid], mine[pid]) for pid in sorted(path.keys() & mine.keys())}
+    left = sorted(i for i in per.values() if i is not None)
+    return {"n_prompts": len(per), "identical": len(per) - len(left),
+            "first_divergence_median": statistics.median(left) if left else None,
+            "first_divergence_min": left[0] if left else None, "per_prompt": per}
 
 
 def at_k(results: Sequence[dict[str, Any]], k: int) -> list[dict[str, Any]]:

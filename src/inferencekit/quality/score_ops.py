@@ -98,24 +98,47 @@ class _Scorer:
 
 
 def _coverage(s: TrajectorySet, results: list[dict[str, Any]], required: set[str]) -> dict[str, Any]:
-    ok = {r["id"] for r in results if "rows" in r}
-    errors = {r["id"]: r["error"] for r in results if "error" in r and r["id"] in required}
-    return {"required": len(required), "scored": len(required & ok), "missing": len(required - ok),
-            "missing_ids": sorted(required - ok)[:50], "failed_in_trajectory": sorted(set(s.failed) & required)[:50],
-            "absent": sorted(required - s.ids)[:50],
-            "rejected_by_integrity_check": sorted((required & s.ids) - set(s.failed) - set(s.docs))[:50],
-            "scoring_errors": dict(sorted(errors.items())[:20]), "extra_not_in_baseline": len(ok - required)}
+    """Which of the ``required`` prompts (the baseline's) got a score for this set, and for each one that did not,
+    why: it failed at capture, it was never captured, its file failed the integrity check, or scoring failed."""
+    scored = {r["id"] for r in results if "rows" in r}
+    unscored = required - scored
+    failed = set(s.failed)
+    why = {"failed_in_trajectory": unscored & failed, "absent": unscored - s.ids,
+           "rejected_by_integrity_check": (unscored & s.ids) - failed - set(s.docs)}
+    errors = sorted((r["id"], r["error"]) for r in results if "error" in r and r["id"] in required)
+    return {"required": len(required), "scored": len(required) - len(unscored), "missing": len(unscored),
+            "missing_ids": sorted(unscored)[:50], **{k: sorted(v)[:50] for k, v in why.items()},
+            "scoring_errors": dict(errors[:20]), "extra_not_in_baseline": len(scored - required)}
+
+
+_WHY_UNSCORED = {"failed_in_trajectory": "failed at capture", "absent": "never captured",
+                 "rejected_by_integrity_check": "changed since capture"}
 
 
 def _coverage_text(label: str, cov: dict[str, Any]) -> str:
-    parts = []
-    for key, what in (("failed_in_trajectory", "failed during quality trajectory"), ("absent", "absent from its "
-                      "trajectories"), ("rejected_by_integrity_check", "rejected by the integrity check")):
-        if cov[key]:
-            parts.append(f"{len(cov[key])} {what}")
+    """One line: how many required prompts have no score, and the reasons, counted."""
+    reasons = [f"{what}: {len(cov[key])}" for key, what in _WHY_UNSCORED.items() if cov[key]]
     if cov["scoring_errors"]:
-        parts.append(f"{len(cov['scoring_errors'])} scoring errors, e.g. {next(iter(cov['scoring_errors'].values()))[:120]}")
-    return f"{label}: {cov['missing']} of {cov['required']} prompts not scored ({'; '.join(parts) or 'see coverage'})"
+        first = next(iter(cov["scoring_errors"].values()))
+        reasons.append(f"scoring failed: {len(cov['scoring_errors'])} (first: {first[:120]})")
+    return f"{label}: no score for {cov['missing']}/{cov['required']} prompts — " + (", ".join(reasons) or "see coverage")
+
+
+def _data_problems(*, integrity: bool, cov: dict[str, Any], floor_gaps: list[str], unpaired: int, template: bool,
+                   other_prompts: bool) -> list[str]:
+    """What keeps one engine's comparison from being clean, one phrase each ([] = clean). Any of them turns a
+    PASS into UNPROVEN: a verdict resting on changed, partial or mismatched inputs proves nothing."""
+    found = [
+        (integrity, "integrity check failed: a trajectory file, an index.json or its quality_trajectory record "
+                    "changed after capture"),
+        (cov["missing"] > 0, f"{cov['missing']}/{cov['required']} baseline prompts have no score"),
+        *((True, gap) for gap in floor_gaps),
+        (unpaired > 0, f"{unpaired} re-tokenized prompt(s) lack a floor read the same way"),
+        (template, "chat template mismatch: the engine's prompt tokens are not the reference template's, so it "
+                   "answered another context"),
+        (other_prompts, "the trajectories and the baseline come from different prompt files (prompts_sha256)"),
+    ]
+    return [what for hit, what in found if hit]
 
 
 def _engine_block(label: str, results: list[dict[str, Any]], path: dict[str, list[int]] | None, resamples: int,
@@ -212,12 +235,12 @@ async def score_sets(ref: Reference, engines: list[TrajectorySet], baseline: Tra
             limitations.append(_coverage_text(f"{floor_set.label} (noise floor)", cov))
         report["floor"] = fb
         if repeat is None:
-            limitations.append("noise floor = the baseline scored against its own teacher-forced pass: decode-vs-prefill "
-                               "numerics only, no run-to-run variation and no first-divergence floor (give "
-                               "--baseline-repeat, a second greedy run of the reference)")
+            limitations.append("A/A floor from one reference run: it holds only the gap between the reference's own "
+                               "decoding and its teacher-forced pass — not how two runs differ, and no first divergence "
+                               "of its own (--baseline-repeat, a second greedy run of the reference, gives both)")
     else:
-        limitations.append("no --baseline (the reference's own greedy trajectories): no A/A noise floor and no first "
-                           "divergence, so every verdict is UNPROVEN")
+        limitations.append("without --baseline (the reference's own greedy trajectories) there is nothing to compare "
+                           "against: no A/A floor, no first divergence, and every verdict stays UNPROVEN")
     if floor_text is not None:
         report["floor_retokenized"] = _engine_block(f"{floor_set.label} (re-tokenized)", floor_text, None,  # type: ignore[union-attr]
                                                     resamples, seed)
@@ -226,42 +249,31 @@ async def score_sets(ref: Reference, engines: list[TrajectorySet], baseline: Tra
     verdicts: dict[str, str] = {}
     metrics: list[dict[str, Any]] = []
     for label, (s, results) in scored.items():
-        eng_path = path
-        if path is not None and retok[label]:
-            eng_path = {**{k: v for k, v in path.items() if k not in retok[label]},
-                        **{k: v for k, v in path_text.items() if k in retok[label]}}
-        block = _engine_block(label, results, eng_path, resamples, seed)
+        text_ids = retok[label]
+        # re-tokenized prompts are compared with the reference's text read the same way, path and floor alike
+        eng_path = None if path is None else {pid: (path_text.get(pid) if pid in text_ids else ids)
+                                              for pid, ids in path.items()}
+        block = _engine_block(label, results, {k: v for k, v in (eng_path or {}).items() if v is not None}
+                              if eng_path is not None else None, resamples, seed)
         block["coverage"] = cov = _coverage(s, results, required)
-        pairs_floor = None
-        if floor_by_id is not None:
-            pairs_floor = {pid: (floor_text_by_id.get(pid) if pid in retok[label] else r)
-                           for pid, r in floor_by_id.items()}
-            pairs_floor = {k: v for k, v in pairs_floor.items() if v is not None}
-        v = judge_engine(results, pairs_floor, margins, resamples, seed)
-        problems = []
-        if s.problems or base_problems:
-            problems.append("trajectory files, an index.json or their evidence record failed the integrity check")
+        paired = None if floor_by_id is None else {
+            pid: pick for pid, r in floor_by_id.items()
+            if (pick := floor_text_by_id.get(pid) if pid in text_ids else r) is not None}
+        v = judge_engine(results, paired, margins, resamples, seed)
         if cov["missing"]:
-            problems.append(f"{cov['missing']} of {cov['required']} prompts not scored")
             limitations.append(_coverage_text(label, cov))
-        problems.extend(floor_gaps)
-        unpaired = [pid for pid in retok[label] if "rows" not in floor_text_by_id.get(pid, {})] if floor_res else []
-        if unpaired:
-            problems.append(f"{len(unpaired)} re-tokenized prompts have no noise floor re-tokenized the same way")
         mismatched = block["template_mismatch"]
-        scored_on_engine_context = context == "engine" and all(r.get("context") == "engine_prompt_ids"
-                                                               for r in results if r["id"] in mismatched)
-        if (mismatched and not scored_on_engine_context) or floor_mismatch:
-            problems.append("chat template mismatch: the engine's prompt tokens differ from the reference template's "
-                            "(the engine did not see the same context)")
-        if baseline is not None and (s.prompts_sha256 not in base_shas or len(base_shas) > 1):
-            problems.append("the trajectories come from another prompt file than the baseline (prompts_sha256)")
+        like_for_like = context == "engine" and all(r.get("context") == "engine_prompt_ids"
+                                                    for r in results if r["id"] in mismatched)
+        problems = _data_problems(
+            integrity=bool(s.problems or base_problems), cov=cov, floor_gaps=floor_gaps,
+            unpaired=sum(1 for pid in text_ids if "rows" not in floor_text_by_id.get(pid, {})) if floor_res else 0,
+            template=bool(mismatched and not like_for_like) or floor_mismatch,
+            other_prompts=baseline is not None and (s.prompts_sha256 not in base_shas or len(base_shas) > 1))
         if problems:
-            if v["verdict"] == "PASS":
-                v["verdict"] = "UNPROVEN"
-                v["reason"] += "; downgraded to UNPROVEN: " + "; ".join(problems)
-            else:
-                v["reason"] += "; data problems: " + "; ".join(problems)
+            downgrade = v["verdict"] == "PASS"
+            v["verdict"] = "UNPROVEN" if downgrade else v["verdict"]
+            v["reason"] += ("; downgraded to UNPROVEN: " if downgrade else "; data problems: ") + "; ".join(problems)
         block["data_problems"], block["verdict"] = problems, v
         verdicts[label] = v["verdict"]
         report["engines"][label] = block
@@ -272,16 +284,16 @@ async def score_sets(ref: Reference, engines: list[TrajectorySet], baseline: Tra
             limitations.append(f"{label}: {len(mismatched)} prompt(s) whose prompt tokens differ from the reference chat "
                                "template" + (" — scored on the engine's own prompt ids (--context engine), so the "
                                              "comparison is like for like; the template difference itself is not judged"
-                                             if scored_on_engine_context else ""))
+                                             if like_for_like else ""))
         if block["retokenized_prompts"]:
-            limitations.append(f"{label}: {block['retokenized_prompts']} of {block['n_scored']} prompts scored from "
-                               "re-tokenized text (no engine token ids): top-1 agreement and NLL only, against the "
-                               "floor's text re-tokenized the same way; the reference's reading of the text can differ "
-                               "from the tokens the engine generated")
+            limitations.append(f"{label}: {block['retokenized_prompts']}/{block['n_scored']} prompts carry no token ids, "
+                               "so the reference tokenized their text: agreement and NLL only, paired with the floor's "
+                               "text read the same way (a tokenization of text need not be the sequence the engine "
+                               "sampled)")
         kcheck = (v["checks"].get("kl_mean") or {}).get("top_k")
         if kcheck is not None and kcheck < ref.k:
-            limitations.append(f"{label}: KL compared at top-{kcheck} on both sides (the fewest alternatives either arm "
-                               "returned): fewer alternatives make KL less sensitive")
+            limitations.append(f"{label}: KL and TV taken on top-{kcheck} lists (the shortest either arm returned); "
+                               "shorter lists hide more of a divergence")
     if floor_set is not None:
         metrics.extend(_metrics_for(f"{floor_set.label} (noise floor)", report["floor"]))
     report["verdicts"] = verdicts

@@ -62,14 +62,15 @@ def trajectory_record(run: RunDir, out_dir: Path, rows: list[dict[str, Any]], *,
     if text_only:
         missing.append("logprobs")
         why = f"it refused them: {state['refused']}" if state.get("refused") else "none in its replies"
-        lim.append(f"text only for {len(text_only)}/{len(ok)} prompts: the engine returned no logprobs ({why}); "
-                   "quality score re-tokenizes their text and reports top-1 agreement and NLL, not KL or TV")
+        lim.append(f"no logprobs in {len(text_only)} of {len(ok)} replies ({why}): those prompts can be scored for "
+                   "top-1 agreement and NLL only, from the reference's reading of their text; KL and TV need the "
+                   "engine's own lists")
     if "strings" in methods:
-        lim.append("token strings without ids for some prompts (llama-cpp-python gives no ids): quality score "
-                   "re-tokenizes their text (agreement and NLL only), which can differ from the tokens generated")
+        lim.append("logprob entries name token strings, not ids (llama-cpp-python): the text is re-tokenized for "
+                   "scoring — agreement and NLL only — and a re-tokenization need not match the tokens sampled")
     if with_lists and k_min < s.top_logprobs:
-        lim.append(f"the engine returned {k_min} alternatives per position (asked {s.top_logprobs}): KL is compared at "
-                   f"top-{k_min} on both sides, which is less sensitive")
+        lim.append(f"each position lists {k_min} alternatives, not the {s.top_logprobs} asked (the engine's cap): KL "
+                   f"will be taken on top-{k_min} lists on both sides, where less of a divergence shows")
     no_prompt_ids = [r["id"] for r in ok if not r.get("prompt_ids")]
     if no_prompt_ids:
         lim.append(f"{len(no_prompt_ids)}/{len(ok)} prompts without the engine's prompt token ids (it shows none): the "
