@@ -206,8 +206,22 @@ async def _quality_part(client: Client, info: Any, run: RunDir, prof: Profile, l
                               None, context="reference", margins=DEFAULT_MARGINS, resamples=2000, seed=0)
     rec = score_record(report, run.path / "quality" / "score.json", run, context="reference", margins=DEFAULT_MARGINS,
                        have_baseline=True)
-    return _part(QUALITY_PART, "quality_score", rec, rec["verdict"], report["engines"][label]["verdict"]["reason"]), [
+    return _part(QUALITY_PART, "quality_score", rec, rec["verdict"], _quality_reason(report, label)), [
         eng_rec, base_rec, rec]
+
+
+def _quality_reason(report: dict[str, Any], label: str) -> str:
+    """The part's line: the engine's figures beside the floor's, then the verdict's reason."""
+    def fig(block: dict[str, Any]) -> str:
+        a = block["all"]
+        agree, kl, nll = (a[k]["value"] for k in ("top1_agreement", "kl_mean", "ref_nll_mean"))
+        return (f"top-1 agreement {100 * agree:.1f}%" if agree is not None else "no agreement") + (
+            f", KL {kl:.4f}" if kl is not None else ", KL not computed") + (
+            f", NLL {nll:.3f} nats/token" if nll is not None else "")
+
+    eng = report["engines"][label]
+    floor = f" (A/A floor: {fig(report['floor'])})" if report.get("floor") else ""
+    return f"{fig(eng)}{floor}; {eng['verdict']['reason']}"
 
 
 APPLIANCE_VERIFY_ARGS = (

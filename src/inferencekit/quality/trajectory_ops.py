@@ -261,7 +261,7 @@ def quality_trajectory(call: Call, base_url: str | None = None, model: str | Non
     payload = {"evidence_id": rec["evidence_id"], "run_dir": str(run.path), "label": s.label,
                "dir": str(run.path / "quality" / s.label), "prompts_ok": ok, "prompts": len(chosen),
                "summary": rec["summary"], "missing": rec["missing"], "limitations": rec["limitations"]}
-    verdict = None if ok else "UNPROVEN"
+    verdict = None if ok == len(chosen) else "UNPROVEN"  # a prompt that failed is missing evidence
     return Outcome(payload, verdict, lambda console: render_trajectory(console, rec))
 
 
