@@ -179,7 +179,7 @@ def test_a_different_chat_template_is_a_template_mismatch(run):
     rep = score(run, "ref2")
     e = rep["engines"]["ref2"]
     assert list(e["template_mismatch"]) == ["vs-chat-001"]
-    assert e["verdict"]["verdict"] == "UNPROVEN" and "chat template mismatch" in e["verdict"]["reason"]
+    assert e["verdict"]["verdict"] == "UNPROVEN" and "template mismatch" in e["verdict"]["reason"]
 
 
 def _reindex(run: Path, folder: Path) -> None:

@@ -24,7 +24,7 @@ from inferencekit.evidence import artifact, build_record, save_record
 from inferencekit.evidence.canonical import canonical_json, sha256_hex
 from inferencekit.quality.metrics import BUCKET_LABELS
 from inferencekit.quality.reference import REFERENCE_KINDS, LocalReference, Reference, VllmReference, check_echo_reference
-from inferencekit.quality.score_judge import DEFAULT_MARGINS, divergence, judge_engine, summarize
+from inferencekit.quality.score_judge import DEFAULT_MARGINS, divergence, first_divergence, judge_engine, summarize
 from inferencekit.quality.score_rows import doc_k, engine_lists, score_positions
 from inferencekit.quality.trajectory_ops import print_tail
 from inferencekit.quality.trajectory_store import TrajectorySet, label_dirs, load_set, run_of
@@ -61,8 +61,9 @@ class _Scorer:
             ref_prompt = await self.ref_prompt(doc)
             engine_prompt = doc.get("prompt_token_ids")
             if engine_prompt and list(engine_prompt) != ref_prompt:
-                out["template_mismatch"] = (f"the engine's prompt ids ({len(engine_prompt)}) differ from the reference "
-                                            f"template's ({len(ref_prompt)})")
+                at = first_divergence(list(engine_prompt), ref_prompt)
+                out["template_mismatch"] = (f"the engine's {len(engine_prompt)} prompt ids differ from the reference's "
+                                            f"{len(ref_prompt)} from token {at} on")
             elif not engine_prompt and (doc.get("usage") or {}).get("prompt_tokens") not in (None, len(ref_prompt)):
                 out["template_mismatch"] = (f"the engine counted {doc['usage']['prompt_tokens']} prompt tokens, the "
                                             f"reference template gives {len(ref_prompt)}")
@@ -134,8 +135,8 @@ def _data_problems(*, integrity: bool, cov: dict[str, Any], floor_gaps: list[str
         (cov["missing"] > 0, f"{cov['missing']}/{cov['required']} baseline prompts have no score"),
         *((True, gap) for gap in floor_gaps),
         (unpaired > 0, f"{unpaired} re-tokenized prompt(s) lack a floor read the same way"),
-        (template, "chat template mismatch: the engine's prompt tokens are not the reference template's, so it "
-                   "answered another context"),
+        (template, "template mismatch: the engine's prompt tokens are not the reference's (its chat template or "
+                   "its tokenizer differs), so it answered another context"),
         (other_prompts, "the trajectories and the baseline come from different prompt files (prompts_sha256)"),
     ]
     return [what for hit, what in found if hit]
@@ -281,10 +282,10 @@ async def score_sets(ref: Reference, engines: list[TrajectorySet], baseline: Tra
                         "n": cov["required"], "subject": label})
         metrics.extend(_metrics_for(label, block))
         if mismatched:
-            limitations.append(f"{label}: {len(mismatched)} prompt(s) whose prompt tokens differ from the reference chat "
-                               "template" + (" — scored on the engine's own prompt ids (--context engine), so the "
-                                             "comparison is like for like; the template difference itself is not judged"
-                                             if like_for_like else ""))
+            limitations.append(f"{label}: {len(mismatched)} prompt(s) whose prompt tokens differ from the reference's "
+                               "(chat template or tokenizer)" + (
+                                   " — scored on the engine's own prompt ids (--context engine), so the comparison is "
+                                   "like for like; the difference itself is not judged" if like_for_like else ""))
         if block["retokenized_prompts"]:
             limitations.append(f"{label}: {block['retokenized_prompts']}/{block['n_scored']} prompts carry no token ids, "
                                "so the reference tokenized their text: agreement and NLL only, paired with the floor's "
