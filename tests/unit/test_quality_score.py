@@ -195,3 +195,42 @@ def _reindex(run: Path, folder: Path) -> None:
     rec = build_record(kind="quality_trajectory", claim_class="observed", summary="re-captured for a test",
                        identity={}, artifacts=[artifact(folder / "index.json", run, "trajectory_index")])
     save_record(rec, RunDir.open(run))
+
+
+def test_bad_input_is_a_clear_error_before_anything_is_scored(run, tmp_path):
+    from tests.cli_run import run_cli
+
+    q = run / "quality"
+    cases = [
+        (["quality", "score", str(q / "ref2"), "--baseline-repeat", str(q / "reference")], "--baseline-repeat needs"),
+        (["quality", "score", str(tmp_path / "nope")], "not a directory"),
+        (["quality", "score", str(q / "ref2"), "--baseline", str(tmp_path)], "no index.json"),
+        (["quality", "score", str(q / "ref2"), "--baseline", str(q / "reference"), "--baseline-repeat",
+          str(q / "reference")], "not --baseline again"),
+        (["quality", "score", str(q / "ref2"), "--reference", "vllm"], "needs --reference-url"),
+        (["quality", "score", str(q / "reference"), "--baseline", str(q / "reference")], "besides the baseline"),
+        (["quality", "score", str(q / "ref2"), "--margin-kl", "-1"], "margins must be"),
+    ]
+    for argv, words in cases:
+        code, out = run_cli(argv)
+        assert code == 2, argv
+        assert words in out["error"], (argv, out)
+    assert not (q / "score.json").exists()
+
+
+def test_trajectory_refuses_bad_flags_before_any_request(tmp_path):
+    from tests.cli_run import run_cli
+
+    bad = tmp_path / "p.jsonl"
+    bad.write_text('{"id": "a", "messages": [{"role": "user", "content": "hi"}]}\n{not json\n')
+    for argv, words in [
+        (["--local", "embedded", "--base-url", "http://127.0.0.1:9"], "not both"),
+        (["--base-url", "http://127.0.0.1:9", "--top-logprobs", "0"], "--top-logprobs"),
+        (["--base-url", "http://127.0.0.1:9", "--prompts", str(bad)], f"{bad}:2"),
+        (["--base-url", "http://127.0.0.1:9", "--extra-body", '{"temperature": 1}'], "may not set temperature"),
+        (["--base-url", "http://127.0.0.1:9", "--label", "../x"], "not a safe file name"),
+    ]:
+        code, out = run_cli(["quality", "trajectory", *argv, "--run-dir", str(tmp_path / "r")])
+        assert code == 2, argv
+        assert words in out["error"], (argv, out)
+    assert not (tmp_path / "r").exists()
