@@ -662,6 +662,38 @@ def _fmt_dropped(dropped: Mapping[str, int]) -> str:
     return ", ".join(f"{n} {k}" for k, n in sorted(dropped.items())) or "none"
 
 
+def _tempered_reading(inf: list[dict[str, Any]], margin: float, resamples: int, seed: int) -> dict[str, Any] | None:
+    """Diagnosis for a TV FAIL at T ≠ 1: the excess TV when each informative prompt's logprobs are taken as already
+    divided by T. None unless every informative prompt has that reading. ``fits``: its CI lies within the margin."""
+    alt = np.array([r["excess_if_tempered"] for r in inf if "excess_if_tempered" in r], dtype=float)
+    if not inf or alt.size != len(inf):
+        return None
+    lo, hi = stats.cluster_bootstrap_ci([(float(x), 1) for x in alt], resamples, seed)
+    return {"excess": float(alt.mean()), "ci95": [lo, hi], "fits": hi is not None and hi <= margin}
+
+
+def _precedence(*, unmodelled: list[str], fails: list[str], problems: list[str], tv: tuple[str, str],
+                tail: str) -> tuple[str, str]:
+    """The verdict, most decisive cause first: settings the check cannot model (UNPROVEN: nothing it computes
+    applies), a failed check (FAIL), incomplete data (UNPROVEN), then the excess-TV verdict itself. Where the
+    verdict is not the statistic's own, the statistic's outcome is still given in the reason."""
+    tv_v, tv_why = tv
+    stat = f"[excess TV by itself: {tv_v} — {tv_why}]"
+    if unmodelled:
+        parts = [f"not computable: the request sets {', '.join(unmodelled)}, which reshape the first-token "
+                 "distribution beyond this check's model", stat]
+        if fails:
+            parts.append("checks that failed regardless: " + "; ".join(fails))
+        return "UNPROVEN", " ".join(parts)
+    if fails:
+        return "FAIL", "; ".join(fails) + (f" [further: {'; '.join(problems)}]" if problems else "")
+    if problems:
+        return "UNPROVEN", "; ".join(problems) + " " + stat
+    if tv_v != "PASS":
+        return tv_v, tv_why
+    return "PASS", f"{tv_why}; {tail}"
+
+
 def judge_sampling(per_prompt: Sequence[Mapping[str, Any]], *, sampling: Mapping[str, Any], margin: float,
                    resamples: int = 10000, seed: int = 0, n_seeds: int | None = None,
                    min_prompts: int = MIN_PROMPTS, oos_max: float = OOS_MAX,
@@ -759,14 +791,16 @@ def judge_sampling(per_prompt: Sequence[Mapping[str, Any]], *, sampling: Mapping
                         row["excess_if_tempered"] = excess_tv(counts, alt)["excess"]
         if item.get("repeat") and isinstance(draws, Mapping) and row["status"] != "incomplete":
             seed_rows.append(seed_check(draws, item["repeat"], imp))
-        if row["status"] != "informative":
-            dropped[row["status"]] += 1
         rows.append(row)
 
-    inf = [r for r in rows if r["status"] == "informative"]
-    sup = [r for r in rows if r["status"] in ("informative", "near_deterministic")]
-    ex = [r["excess"] for r in inf]
-    lo, hi = stats.cluster_bootstrap_ci([(x, 1) for x in ex], resamples, seed) if len(ex) >= 2 else (None, None)
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        grouped.setdefault(r["status"], []).append(r)
+    dropped.update({status: len(rs) for status, rs in grouped.items() if status != "informative"})
+    inf = grouped.get("informative", [])
+    sup = inf + grouped.get("near_deterministic", [])  # every prompt whose kept set is known
+    lo, hi = (stats.cluster_bootstrap_ci([(r["excess"], 1) for r in inf], resamples, seed) if len(inf) >= 2
+              else (None, None))
 
     def mean(key: str) -> float | None:
         return float(np.mean([r[key] for r in inf])) if inf else None
@@ -807,49 +841,36 @@ def judge_sampling(per_prompt: Sequence[Mapping[str, Any]], *, sampling: Mapping
 
     fails = []
     if tv_v == "FAIL":
-        fails.append(f"draws do not follow the server's own log-probabilities: {tv_why}")
-        alt = [r["excess_if_tempered"] for r in inf if "excess_if_tempered" in r]
-        if inf and len(alt) == len(inf):
-            alo, ahi = stats.cluster_bootstrap_ci([(x, 1) for x in alt], resamples, seed)
-            tv_check["excess_if_logprobs_were_tempered"] = {"excess": float(np.mean(alt)), "ci95": [alo, ahi]}
-            if ahi is not None and ahi <= margin:
-                fails.append(f"the draws fit these log-probabilities read as already temperature-scaled (excess "
-                             f"{np.mean(alt):+.4f}, 95% CI {alo:+.4f} to {ahi:+.4f}): the server likely returns "
-                             "log-probabilities after temperature; the check needs raw ones")
+        fails.append(f"the draws disagree with the distribution the server's own logprobs imply: {tv_why}")
+        diag = _tempered_reading(inf, margin, resamples, seed)
+        if diag is not None:
+            tv_check["excess_if_logprobs_were_tempered"] = diag
+            if diag["fits"]:
+                fails.append(f"read as temperature-scaled already, the same logprobs do fit the draws (excess "
+                             f"{diag['excess']:+.4f}, 95% CI {diag['ci95'][0]:+.4f} to {diag['ci95'][1]:+.4f}): "
+                             "the server probably reports logprobs after temperature, and this check needs raw ones")
     if greedy_fail:
         fails.append(f"temperature {t:g} ignored: all {drawn} draws over {len(inf)} prompts were the top token, "
                      f"probability 10^{log10_p:.1f} if the server sampled as its log-probabilities imply")
     if oos_fail:
-        fails.append(f"{oos} of {of} draws ({oos / of:.2%}, 95% CI {wl:.2%} to {wh:.2%}) are tokens these settings "
-                     f"remove (limit {oos_max:.1%})"
-                     + (f"; {outside} are not even among the listed tokens" if outside else ""))
+        fails.append(f"{oos}/{of} draws ({oos / of:.2%}, 95% CI {wl:.2%} to {wh:.2%}) fall outside the set these "
+                     f"settings keep (at most {oos_max:.1%} allowed)"
+                     + (f"; {outside} of them lie beyond the whole listed top" if outside else ""))
     notes = []
     if unsent:
         notes.append(f"{', '.join(unsent)} not sent: read as off, but an engine that applies its own default "
                      "(llama.cpp: top_k 40, top_p 0.95, min_p 0.05; vLLM: generation_config.json) then draws "
                      "from another distribution; send every sampling field")
     if fails and unsent:
-        fails.append(f"{', '.join(unsent)} not sent and read as off: an engine applying its own default would "
-                     "also give this")
+        fails.append(f"unsent {', '.join(unsent)} were taken as off; an engine that fills in its own defaults for "
+                     "them would produce this too")
     problems = []
     incomplete = dropped.get("incomplete", 0)
     if incomplete:
         problems.append(f"{incomplete} prompt(s) incomplete: failed requests or missing logprobs or draws"
                         + (f" (e.g. {errors[0]})" if errors else ""))
-    if unmodelled:
-        caps = (f"the request sets {', '.join(unmodelled)}, which change the first-token distribution in a way "
-                "this check does not compute")
-        verdict = "UNPROVEN"
-        reason = (caps + f" (statistic alone: {tv_v}, {tv_why}"
-                  + (f"; would FAIL: {'; '.join(fails)}" if fails else "") + ")")
-    elif fails:
-        verdict, reason = "FAIL", "; ".join(fails) + ("; also: " + "; ".join(problems) if problems else "")
-    elif problems:
-        verdict, reason = "UNPROVEN", "; ".join(problems) + f" (statistic alone: {tv_v}, {tv_why})"
-    elif tv_v != "PASS":
-        verdict, reason = tv_v, tv_why
-    else:
-        verdict, reason = "PASS", f"{tv_why}; {oos} of {of} draws outside the kept tokens"
+    verdict, reason = _precedence(unmodelled=unmodelled, fails=fails, problems=problems, tv=(tv_v, tv_why),
+                                  tail=f"{oos} of {of} draws outside the kept tokens")
     no_repeats = {"status": "not checked", "repeats": 0, "same": 0, "expected_same_if_ignored": None, "prompts": 0}
     return {"verdict": verdict, "reason": reason,
             "checks": {"excess_tv": tv_check, "out_of_support": oos_check, "greedy_only": greedy_check,
