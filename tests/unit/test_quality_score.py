@@ -234,3 +234,17 @@ def test_trajectory_refuses_bad_flags_before_any_request(tmp_path):
         assert code == 2, argv
         assert words in out["error"], (argv, out)
     assert not (tmp_path / "r").exists()
+
+
+def test_a_baseline_repeat_is_the_floor_and_gets_its_own_first_divergence(run):
+    engines = [load_set(run / "quality" / "llama-server")]
+    base, rep = load_set(run / "quality" / "reference"), load_set(run / "quality" / "ref2")
+    report = asyncio.run(score_sets(RecordedReference(), engines, base, rep, context="reference", margins=MARGINS,
+                                    resamples=300, seed=0))
+    assert report["noise_floor"] == "ref2" and report["floor"]["source"] == "baseline_repeat"
+    # a second run of a deterministic reference never leaves its first run's path
+    assert report["floor"]["first_divergence"]["identical"] == 4
+    assert not any("A/A floor from one reference run" in x for x in report["limitations"])
+    e = report["engines"]["llama-server"]
+    assert e["first_divergence"]["n_prompts"] == 4
+    assert e["verdict"]["checks"]["kl_mean"]["n_prompts"] == 4
