@@ -180,10 +180,11 @@ def test_vllm_trajectories_and_the_vllm_reference_agree_with_the_local_one(vllm_
     kl_vllm = sc["engines"]["llama-server"]["kl_mean"]["value"]
     kl_local = local["engines"]["llama-server"]["kl_mean"]["value"]
     assert kl_vllm is not None and kl_local is not None
-    assert abs(kl_vllm - kl_local) <= max(2e-3, 0.2 * kl_local), (kl_vllm, kl_local)
+    # measured on 32 dev prompts: 0.0014836734 (vLLM) against 0.0014836718 (transformers)
+    assert abs(kl_vllm - kl_local) <= 1e-4 + 0.01 * kl_local, (kl_vllm, kl_local)
     nll_v = sc["engines"]["llama-server"]["ref_nll_mean"]["value"]
     nll_l = local["engines"]["llama-server"]["ref_nll_mean"]["value"]
-    assert abs(nll_v - nll_l) < 0.01, (nll_v, nll_l)
+    assert abs(nll_v - nll_l) < 1e-3, (nll_v, nll_l)
 
 
 def test_verify_quality_part_on_the_embedded_engine(embedded_engine, tmp_path):

@@ -15,10 +15,7 @@ REPLIES = Path(__file__).parents[1] / "fixtures" / "quality" / "replies"
 
 
 def reply(engine: str, name: str) -> dict:
-    path = REPLIES / engine / f"{name}.json"
-    if not path.is_file():
-        pytest.skip(f"{path} not recorded (tests/capture_quality.py --replies)")
-    return json.loads(path.read_text())["reply"]
+    return json.loads((REPLIES / engine / f"{name}.json").read_text())["reply"]
 
 
 def test_llama_server_names_the_id_of_every_token_and_alternative():
