@@ -100,7 +100,7 @@ def trajectory_record(run: RunDir, out_dir: Path, rows: list[dict[str, Any]], *,
               "truncated_at_max_tokens": sum(1 for r in ok if r["finish_reason"] == "length"),
               "chat_template_kwargs": s.ctk or None, "logprobs_refused": state.get("refused"),
               "cap_errors": state.get("cap_errors") or [], "failed": {r["id"]: r["error"] for r in failed},
-              "prompt_ids_sources": sorted({str(r.get("prompt_ids")) for r in ok})})
+              "prompt_ids_sources": sorted({str(r["prompt_ids"]) for r in ok if r.get("prompt_ids")})})
     save_record(rec, run)
     return rec
 
