@@ -20,6 +20,7 @@ import asyncio
 from typing import Any, Protocol
 
 from inferencekit.api.client import Client
+from inferencekit.api.dialects import dialect
 from inferencekit.errors import OpError
 from inferencekit.quality.logprobs import echo_alignment, parse_prompt_logprobs
 from inferencekit.quality.trajectory import cap_from_error
@@ -105,10 +106,10 @@ class VllmReference:
 
 
 def _tokens(val: Any) -> list[int]:
-    toks = val.get("tokens") if isinstance(val, dict) else None
-    if not isinstance(toks, list) or not all(isinstance(t, int) for t in toks):
+    toks = dialect("vllm").parse_tokens(val)
+    if toks is None:
         raise OpError("reference /tokenize reply has no token list")
-    return [int(t) for t in toks]
+    return toks
 
 
 class LocalReference:

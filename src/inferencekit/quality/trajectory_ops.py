@@ -108,19 +108,21 @@ def trajectory_record(run: RunDir, out_dir: Path, rows: list[dict[str, Any]], *,
 def run_engine_trajectories(url: str, run: RunDir, prompts: list[Prompt], s: TrajectorySettings, *,
                             api_key_env: str | None, timeout: float, model: str | None, prompts_info: dict[str, Any],
                             quiet: bool) -> dict[str, Any]:
-    """Trajectories from the engine at ``url`` into ``run/quality/<label>/``; returns the record."""
-    out_dir = run.path / "quality" / s.label
+    """Trajectories from the engine at ``url`` into ``run/quality/<label>/`` (an empty ``s.label`` becomes the
+    detected engine's name); returns the record."""
 
     async def main() -> tuple[list[dict[str, Any]], dict[str, Any], Any]:
         async with Client(Endpoint.parse(url, api_key_env), timeout_s=timeout) as client:
             info = await detect_engine(client, model)
+            s.label = s.label or info.engine
             with ProgressBar(quiet) as bar:
                 bar.on_level(f"trajectories ({s.label})", len(prompts))
-                rows, state = await collect_engine(client, info, prompts, out_dir, s,
+                rows, state = await collect_engine(client, info, prompts, run.path / "quality" / s.label, s,
                                                    on_done=lambda r: bar.on_done("t", "error" not in r))
             return rows, state, info
 
     rows, state, info = asyncio.run(main())
+    out_dir = run.path / "quality" / s.label
     write_index(out_dir, label=s.label, model=str(info.model), engine=info.engine, prompts_sha256=prompts_info["sha256"],
                 rows=rows)
     return trajectory_record(run, out_dir, rows, label=s.label, engine=info.identity(), model=str(info.model), s=s,
@@ -248,10 +250,7 @@ def quality_trajectory(call: Call, base_url: str | None = None, model: str | Non
             rec = run_local_trajectories(src, run, chosen, s, prompts_info=info, quiet=call.quiet)
         else:
             with serve_target(base_url, run.engine_dir, quiet=call.quiet) as (url, _):
-                if label is None:
-                    s.label = asyncio.run(_engine_name(url, api_key_env, model))
-                else:
-                    s.label = label
+                s.label = label or ""  # the detected engine's name when not given
                 rec = run_engine_trajectories(url, run, chosen, s, api_key_env=api_key_env, timeout=timeout,
                                               model=model, prompts_info=info, quiet=call.quiet)
     except OpError:
@@ -263,8 +262,3 @@ def quality_trajectory(call: Call, base_url: str | None = None, model: str | Non
                "summary": rec["summary"], "missing": rec["missing"], "limitations": rec["limitations"]}
     verdict = None if ok == len(chosen) else "UNPROVEN"  # a prompt that failed is missing evidence
     return Outcome(payload, verdict, lambda console: render_trajectory(console, rec))
-
-
-async def _engine_name(url: str, api_key_env: str | None, model: str | None) -> str:
-    async with Client(Endpoint.parse(url, api_key_env), timeout_s=30) as client:
-        return (await detect_engine(client, model)).engine
