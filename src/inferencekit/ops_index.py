@@ -15,7 +15,10 @@ from inferencekit.engines import ops as _engine_ops  # noqa: F401
 from inferencekit.evidence import ops as _evidence_ops  # noqa: F401
 from inferencekit.gates import ops as _gates_ops  # noqa: F401
 from inferencekit.gates import run_ops as _gates_run_ops  # noqa: F401
+from inferencekit.quality import gsm8k_ops as _quality_gsm8k_ops  # noqa: F401
+from inferencekit.quality import niah_ops as _quality_niah_ops  # noqa: F401
 from inferencekit.quality import score_ops as _quality_score_ops  # noqa: F401
+from inferencekit.quality import sampling_ops as _quality_sampling_ops  # noqa: F401
 from inferencekit.quality import trajectory_ops as _quality_traj_ops  # noqa: F401
 from inferencekit.registry import Call, Outcome, operation, schema
 from inferencekit.report import ops as _report_ops  # noqa: F401

@@ -33,6 +33,7 @@ from inferencekit.gates.probe_plan import LIVE_GATES, ProbeSettings, top_k_off
 from inferencekit.gates.run_ops import GateRunSettings, run_gate_probes
 from inferencekit.api.tokenize import choose_tokenizer
 from inferencekit.data.prompts import load_prompt_set
+from inferencekit.quality.verify_tasks import TaskSizes, gsm8k_task, niah_task, sampler_task
 from inferencekit.options import CLIENT_ARGS, check_client_args, parse_json_object, split_extra_body, template_kwargs
 from inferencekit.registry import Arg, Call, Outcome, operation
 from inferencekit.report.progress import ProgressBar
@@ -61,6 +62,7 @@ class Profile:
     sampling_prompts: int = 4  # hidden_probes: sampling prompts (DESIGN.md: ≥ 4 in quick)
     quality_prompts: int = 0  # quality trajectory + score: dev prompts (0 = not in this profile)
     quality_tokens: int = 64  # greedy tokens per quality prompt
+    tasks: TaskSizes | None = None  # sampler check, GSM8K subset, NIAH grid (None: not in this profile)
 
 
 _QUICK_GATES = (("gates: caching", "gates"), ("gates: token_count", "gates"), ("gates: output_length", "gates"),
@@ -72,9 +74,13 @@ _FULL = (("quality: niah grid", "quality tasks"),)
 PROFILES: dict[str, Profile] = {
     "quick": Profile("quick", (1, 2, 4), 8, 64, 1, _QUICK_GATES),
     "standard": Profile("standard", (1, 2, 4, 8), 16, 128, 2, _QUICK_GATES + _STANDARD, gate_tokens=64,
-                        cache_prompts=6, sampling_prompts=8, quality_prompts=16, quality_tokens=64),
+                        cache_prompts=6, sampling_prompts=8, quality_prompts=16, quality_tokens=64,
+                        tasks=TaskSizes(sampler_prompts=16, sampler_seeds=64, sampler_margin=0.05, gsm8k_budget_s=240,
+                                        gsm8k_max_tokens=512)),
     "full": Profile("full", (1, 2, 4, 8, 16), 32, 256, 2, _QUICK_GATES + _STANDARD + _FULL, appliance=True,
-                    gate_tokens=64, cache_prompts=6, sampling_prompts=8, quality_prompts=32, quality_tokens=128),
+                    gate_tokens=64, cache_prompts=6, sampling_prompts=8, quality_prompts=32, quality_tokens=128,
+                    tasks=TaskSizes(sampler_prompts=16, sampler_seeds=256, sampler_margin=0.02, gsm8k_budget_s=900,
+                                    gsm8k_max_tokens=1024, niah_lengths=(512, 1024, 1536))),
 }
 
 
@@ -226,6 +232,24 @@ def _quality_reason(report: dict[str, Any], label: str) -> str:
     return f"{fig(eng)}{floor}; {eng['verdict']['reason']}"
 
 
+SAMPLER_PART, GSM8K_PART, NIAH_PART = "quality: sampler check", "quality: gsm8k subset", "quality: niah grid"
+
+
+def _task_parts(built: dict[str, dict[str, Any]], url: str, run: RunDir, prof: Profile, **kw: Any) -> list[dict[str, Any]]:
+    """Run the profile's quality tasks (``quality/verify_tasks.py``) into ``built`` by part name; their records."""
+    if prof.tasks is None:
+        return []
+    recs: list[dict[str, Any]] = []
+    jobs = [(SAMPLER_PART, sampler_task), (GSM8K_PART, gsm8k_task)]
+    if prof.tasks.niah_lengths:
+        jobs.append((NIAH_PART, niah_task))
+    for name, job in jobs:
+        verdict, reason, out = job(url, run, prof.tasks, **kw)
+        built[name] = _part(name, "quality_task" if out else None, out[-1] if out else None, verdict, reason)
+        recs += out
+    return recs
+
+
 APPLIANCE_VERIFY_ARGS = (
     Arg("metadata", "string", "--profile full with --base-url: the appliance metadata file for the appliance receipt "
         "(`inferencekit bench configure` writes one); required there."),
@@ -277,7 +301,7 @@ def verify(call: Call, base_url: str | None, model: str | None, api_key_env: str
     run.update_run(command=list(call.argv), operation=call.operation, profile=profile, api_key_env=api_key_env,
                    bench_config=cfg.to_json(), prompt_set=static[1] if static else None)
 
-    async def main(url: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    async def main(url: str) -> dict[str, Any]:
         async with Client(Endpoint.parse(url, api_key_env), timeout_s=timeout) as client:
             info = await detect_engine(client, model)
             run.pin("engine_identity", info.identity())
@@ -298,25 +322,34 @@ def verify(call: Call, base_url: str | None, model: str | None, api_key_env: str
             q_part, q_recs = await _quality_part(client, info, run, prof, bench_rec["data"]["engine_label"],
                                                  quality_reference or (None if base_url else "embedded"),
                                                  cfg.chat_template_kwargs, kept, call.quiet)
+        return {"info": info, "probe": probe_rec, "bench": bench_rec, "gate_run": gate_run, "app_part": app_part,
+                "app_rec": app_rec, "q_part": q_part, "q_recs": q_recs}
+
+    def finish(url: str, st: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        info, probe_rec, bench_rec = st["info"], st["probe"], st["bench"]
+        label = bench_rec["data"]["engine_label"]
         parts = [_part("capability probe", "probe", probe_rec, None, "informational: what the endpoint honours"),
                  _part("bench serve", "bench", bench_rec, bench_rec.get("verdict") or "PASS",
                        "every load request completed" if not bench_rec.get("verdict")
                        else "some load requests failed: the figures are incomplete")]
-        parts += [app_part] if app_part else []
-        gate_parts, gates_rec = _gate_parts(run, bench_rec["data"]["engine_label"], gate_run, gate_s)
-        if q_part:
-            gate_parts[QUALITY_PART] = q_part  # a built part like the gates, found by its name below
-        parts += [gate_parts.get(name) or _part(name, None, None, "NOT RUN", f"not built yet (the '{issue}' capability)")
+        parts += [st["app_part"]] if st["app_part"] else []
+        built, gates_rec = _gate_parts(run, label, st["gate_run"], gate_s)
+        if st["q_part"]:
+            built[QUALITY_PART] = st["q_part"]  # a built part like the gates, found by its name below
+        task_recs = _task_parts(built, url, run, prof, label=label, model=model, api_key_env=api_key_env,
+                                timeout=timeout, extra=kept, ctk=cfg.chat_template_kwargs, quiet=call.quiet)
+        parts += [built.get(name) or _part(name, None, None, "NOT RUN", f"not built yet (the '{issue}' capability)")
                   for name, issue in prof.expected]
         headline = [m for m in bench_rec["metrics"] if m["stat"] in ("p50", "aggregate")
                     and m["name"] in ("ttft_ms", "tpot_ms", "output_throughput")]
-        subs = [probe_rec, bench_rec, gates_rec] + ([app_rec] if app_rec else []) + q_recs
+        subs = ([probe_rec, bench_rec, gates_rec] + ([st["app_rec"]] if st["app_rec"] else []) + st["q_recs"]
+                + task_recs)
         rec = verification_record(run, prof, info.to_dict(), parts, subs, headline)
-        return rec, {"probe": probe_rec, "bench": bench_rec, "appliance": app_rec}
+        return rec, {"probe": probe_rec, "bench": bench_rec, "appliance": st["app_rec"]}
 
     try:
         with serve_target(base_url, run.engine_dir, quiet=call.quiet) as (url, _):
-            rec, subs = asyncio.run(main(url))
+            rec, subs = finish(url, asyncio.run(main(url)))
     except OpError:
         run.discard_if_empty()
         raise

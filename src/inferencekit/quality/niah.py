@@ -529,6 +529,7 @@ def _heatmap_svg(result: Mapping[str, Any], label: str) -> str:
         bar = fig.colorbar(mesh, ax=ax, label="accuracy (share of trials that found the code)")
         if bar.solids is not None:
             bar.solids.set_rasterized(False)  # vector, not an embedded PNG
+            bar.solids.set_edgecolor("face")  # no hairlines between the strips
         buf = io.StringIO()
         fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
     text = buf.getvalue()

@@ -27,8 +27,8 @@ from inferencekit.evidence.canonical import sha256_file
 from inferencekit.quality.logprobs import ChatLogprobs, parse_chat_logprobs
 from inferencekit.rundir import read_json, write_json
 
-__all__ = ["TRAJ_FORMAT", "INDEX_FORMAT", "TrajectorySettings", "select_prompts", "collect_engine", "collect_local",
-           "write_index", "trajectory_doc", "engine_prompt_ids", "cap_from_error"]
+__all__ = ["INDEX_FORMAT", "TRAJ_FORMAT", "LogprobCap", "TrajectorySettings", "ask_logprobs", "cap_from_error",
+           "collect_engine", "collect_local", "engine_prompt_ids", "select_prompts", "trajectory_doc", "write_index"]
 
 TRAJ_FORMAT = "inferencekit.quality.trajectory.v1"
 INDEX_FORMAT = "inferencekit.quality.index.v1"
@@ -137,7 +137,7 @@ def _kwargs(p: Prompt, s: TrajectorySettings) -> dict[str, Any]:
     return {**s.ctk, **(p.chat_template_kwargs or {})}
 
 
-class _Cap:
+class LogprobCap:
     """The top-k every request asks for, lowered once by the engine's cap and shared by later requests."""
 
     def __init__(self, k: int) -> None:
@@ -146,7 +146,8 @@ class _Cap:
         self.refused: str | None = None
 
 
-async def _ask(client: Client, body: dict[str, Any], cap: _Cap) -> tuple[dict[str, Any] | None, dict[str, Any], str | None]:
+async def ask_logprobs(client: Client, body: dict[str, Any],
+                       cap: LogprobCap) -> tuple[dict[str, Any] | None, dict[str, Any], str | None]:
     """POST one greedy request with ``top_logprobs = cap.k``, lowering k on a cap error; text only once logprobs
     are refused. Returns ``(reply JSON or None, body sent, error)``."""
     plain = {k: v for k, v in body.items() if k not in ("logprobs", "top_logprobs")}
@@ -182,7 +183,7 @@ async def collect_engine(client: Client, info: EngineInfo, prompts: Sequence[Pro
     (resume). Returns ``(rows, state)``: one row per prompt (``{id, file, sha256, tokens, k, method}`` or
     ``{id, error}``) and ``{"k", "cap_errors", "refused", "resumed"}``.
     """
-    cap = _Cap(s.top_logprobs)
+    cap = LogprobCap(s.top_logprobs)
     sem = asyncio.Semaphore(max(1, s.concurrency))
     resumed = 0
 
@@ -199,7 +200,7 @@ async def collect_engine(client: Client, info: EngineInfo, prompts: Sequence[Pro
             resumed += 1
             return _row(p.id, path, old)
         async with sem:
-            resp, sent, err = await _ask(client, body, cap)
+            resp, sent, err = await ask_logprobs(client, body, cap)
             if resp is None:
                 return {"id": p.id, "error": str(err)[:300]}
             try:

@@ -1,0 +1,347 @@
+"""``inferencekit quality niah``: needle in a haystack over the chat API, accuracy per (length, depth) cell.
+
+Collect side only: haystacks, scoring and the heat-map are ``quality/niah.py``. Layout under the run dir:
+``quality/niah/<label>/<case id>.json`` (one file per case as it finishes: the request, the reply text,
+``usage.prompt_tokens`` or the error; an interrupted run with the same requests keeps them),
+``quality/niah/<label>.json`` (the scored grid, listed by the ``quality_task`` record by SHA-256) and
+``quality/niah/heatmap.html`` (a view of the latest grid written in this run dir; not in the record, so a
+later run may rewrite it without breaking an earlier record).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from pathlib import Path
+from typing import Any
+
+from inferencekit.api.client import Client
+from inferencekit.api.detect import EngineInfo, detect_engine
+from inferencekit.api.endpoint import Endpoint, normalize_base_url, read_api_key
+from inferencekit.api.tokenize import EngineTokenizer, TokenizeError
+from inferencekit.bench.appliance_ops import EMBEDDED_CONTEXT
+from inferencekit.engines.launcher import RunningEngine
+from inferencekit.engines.target import serve_target
+from inferencekit.errors import OpError
+from inferencekit.evidence import artifact, metric
+from inferencekit.options import CLIENT_ARGS, check_client_args, parse_json_object, split_extra_body, template_kwargs
+from inferencekit.quality import niah
+from inferencekit.quality.task_run import ItemStore, open_task_run, post_chat, save_task_record, send_in_order
+from inferencekit.registry import Arg, Call, Outcome, operation
+from inferencekit.report.progress import ProgressBar
+from inferencekit.rundir import RunDir, safe_name, write_json
+
+__all__ = ["NIAH_FIXED", "TEMPLATE_ALLOWANCE", "check_fit", "quality_niah", "run_niah"]
+
+# Fields a NIAH request sets itself: --extra-body may not override them.
+NIAH_FIXED = {"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "seed", "stream", "n",
+              "logprobs", "top_logprobs", "stream_options"}
+TEMPLATE_ALLOWANCE = 64
+"""Tokens allowed for the chat template (role markers, a default system prompt) when checking that a case fits."""
+RESULTS_FORMAT = "inferencekit.niah.v1"
+EMBEDDED_N_CTX_FLAG = "--n_ctx"  # how the embedded engine (llama-cpp-python) is given its context length
+
+
+def check_fit(lengths: list[int], max_tokens: int, context: int | None, chars_per_token: float, source: str) -> None:
+    """Refuse target lengths whose prompt plus reply cannot fit one request's context.
+
+    The estimate per case, in tokens: length + the instruction and question
+    (``niah.PROMPT_OVERHEAD_CHARS / chars_per_token``, rounded up) + ``TEMPLATE_ALLOWANCE`` + ``max_tokens``.
+    ``context`` None (unknown) checks nothing.
+
+    Raises:
+        OpError: some length does not fit; the message names it, the context, its ``source`` and the
+            largest length that fits.
+    """
+    if context is None:
+        return
+    around = math.ceil(niah.PROMPT_OVERHEAD_CHARS / chars_per_token) + TEMPLATE_ALLOWANCE + max_tokens
+    too_long = [n for n in lengths if n + around > context]
+    if too_long:
+        raise OpError(f"--lengths {','.join(map(str, too_long))} cannot fit: each case needs its haystack plus "
+                      f"≈ {around} tokens (instruction and question, {TEMPLATE_ALLOWANCE} for the chat template, "
+                      f"--max-tokens {max_tokens}), and the context is {context} tokens per request ({source}); "
+                      f"use lengths ≤ {context - around}")
+
+
+def _context(info: EngineInfo, eng: RunningEngine | None) -> tuple[int | None, str | None]:
+    """The context one request may use and where that figure comes from, or (None, None)."""
+    if info.context_tokens:
+        return info.context_tokens, f"reported by {info.engine}"
+    if eng is not None and EMBEDDED_N_CTX_FLAG in eng.argv:
+        return int(eng.argv[eng.argv.index(EMBEDDED_N_CTX_FLAG) + 1]), f"the embedded engine's {EMBEDDED_N_CTX_FLAG}"
+    return None, None
+
+
+async def _chars_per_token(client: Client, info: EngineInfo) -> dict[str, Any]:
+    """``{"value", "method": "measured"|"assumed", "source"|"why", "chars", "tokens", "text"}``: chars per token of
+    ``niah.calibration_text()`` on the engine's own tokenizer, else ``niah.ASSUMED_CHARS_PER_TOKEN`` and why."""
+    text = niah.calibration_text()
+    if not info.dialect.tokenize_path:
+        why = f"{info.engine} has no known tokenize endpoint"
+    else:
+        tok = EngineTokenizer(client, info.dialect)
+        try:
+            ids = await tok.encode(text)
+        except TokenizeError as e:
+            ids, why = [], f"{tok.source} failed: {str(e)[:200]}"
+        else:
+            why = f"{tok.source} returned no tokens"
+        if ids:
+            value = round(len(text) / len(ids), 4)
+            return {"value": value, "method": "measured", "source": tok.source, "chars": len(text),
+                    "tokens": len(ids), "text": f"the engine's tokenizer ({tok.source}): {value:.2f} chars/token "
+                                                f"measured on {len(text)} characters of filler"}
+    value = niah.ASSUMED_CHARS_PER_TOKEN
+    return {"value": value, "method": "assumed", "why": why,
+            "text": f"an assumed {value} chars/token ({why}): lengths in tokens are rough"}
+
+
+def _body(info: EngineInfo, case: niah.NiahCase, s: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    body = {**extra, "model": info.model, "messages": [dict(m) for m in case.messages],
+            "max_tokens": s["max_tokens"], "temperature": 0.0, "seed": s["seed"], "stream": False,
+            **info.dialect.neutral_sampling}
+    if s["chat_template_kwargs"]:
+        body["chat_template_kwargs"] = s["chat_template_kwargs"]
+    return body
+
+
+def _reply_row(case: niah.NiahCase, body: dict[str, Any], resp: dict[str, Any] | None,
+               err: str | None) -> dict[str, Any]:
+    meta = {k: v for k, v in case.to_dict().items() if k != "messages"}
+    row: dict[str, Any] = {"id": case.id, "case": meta, "request": body}
+    if resp is None:
+        return {**row, "error": err}
+    choice = (resp.get("choices") or [None])[0]
+    msg = choice.get("message") if isinstance(choice, dict) else None
+    if not isinstance(msg, dict):
+        return {**row, "error": "reply has no choices[0].message"}
+    usage = resp.get("usage") if isinstance(resp.get("usage"), dict) else {}
+    tokens = usage.get("prompt_tokens")
+    return {**row, "text": str(msg.get("content") or ""), "finish_reason": choice.get("finish_reason"),
+            "prompt_tokens": tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None,
+            "completion_tokens": usage.get("completion_tokens")}
+
+
+async def _collect(url: str, eng: RunningEngine | None, s: dict[str, Any], extra: dict[str, Any], *, out_root: Path,
+                   label: str | None, model: str | None, api_key_env: str | None, timeout: float,
+                   quiet: bool) -> dict[str, Any]:
+    """Detect the engine, measure chars per token, check the fit, send every case; the pieces of the record."""
+    async with Client(Endpoint.parse(url, api_key_env), timeout_s=timeout) as client:
+        info = await detect_engine(client, model)
+        name = safe_name(label or info.engine, "label")
+        cpt = await _chars_per_token(client, info)
+        context, context_source = _context(info, eng)
+        check_fit(s["lengths"], s["max_tokens"], context, cpt["value"], context_source or "")
+        cases = niah.plan_grid(s["lengths"], s["depths"], s["trials"], s["seed"], cpt["value"])
+        store = ItemStore(out_root / name)
+
+        async def one(case: niah.NiahCase) -> dict[str, Any]:
+            body = _body(info, case, s, extra)
+            old = store.get(case.id, body)
+            if old is not None:
+                return old
+            resp, err = await post_chat(client, body)
+            row = _reply_row(case, body, resp, err)
+            store.put(case.id, row)
+            return row
+
+        with ProgressBar(quiet) as bar:
+            bar.on_level(f"needle in a haystack ({name}, {len(cases)} cases)", len(cases))
+            rows, sent = await send_in_order(cases, one, concurrency=s["concurrency"],
+                                             on_done=lambda r: bar.on_done("n", "error" not in r))
+    return {"rows": rows, "cases": cases, "sent": sent, "info": info, "label": name, "reused": store.reused,
+            "cpt": cpt, "context": context, "context_source": context_source}
+
+
+def _limitations(got: dict[str, Any], result: dict[str, Any], s: dict[str, Any]) -> list[str]:
+    rows, context, n = got["rows"], got["context"], result["n"]
+    out = [("synthetic filler (generated village prose with one planted 7-digit code): this measures retrieval of "
+            "one fact, not long-context reasoning"),
+           ("lengths are targets: haystacks are sized in characters from chars per token, so each case's real "
+            "token count differs a little; the instruction, question and chat template come on top (the results "
+            "give the prompt_tokens the server reported per cell)")]
+    if got["cpt"]["method"] == "assumed":
+        out.append(f"chars per token assumed to be {got['cpt']['value']} ({got['cpt']['why']}): the haystacks may "
+                   "be well off their target lengths in this engine's tokens")
+    if result["failed"]:
+        out.append(f"{result['failed']} of {n} requests failed and count as misses (each case file holds its error)")
+    cut = [r for r in rows if "error" not in r and context and r.get("prompt_tokens") is not None
+           and r["prompt_tokens"] + s["max_tokens"] > context]
+    ctx_err = [r for r in rows if "context" in str(r.get("error", "")).lower()]
+    if cut or ctx_err:
+        out.append(f"{len(cut) + len(ctx_err)} of {n} cases were truncated by the context"
+                   f"{f' of {context} tokens' if context else ''} (prompt + --max-tokens over it, or refused for its "
+                   "length): their reply may be cut short or missing")
+    short = sum(1 for r in rows if r.get("finish_reason") == "length")
+    if short:
+        out.append(f"{short} of {n} replies stopped at --max-tokens {s['max_tokens']}: a code after it is not seen")
+    if context is None:
+        out.append("the server reports no context length: lengths were not checked against it")
+    if got["reused"]:
+        out.append(f"{got['reused']} replies kept from an earlier, interrupted run of the same requests")
+    return out
+
+
+def _metrics(result: dict[str, Any], label: str) -> list[dict[str, Any]]:
+    out = [metric("niah_accuracy", c["accuracy"], "fraction", "rate", c["trials"], ci95=c["ci95"],
+                  subject=f"{label} length {c['length_tokens']} depth {c['depth']:g}")
+           for c in result["cells"]]
+    out.append(metric("niah_accuracy", result["accuracy"], "fraction", "rate", result["n"], ci95=result["ci95"],
+                      subject=f"{label} overall"))
+    out.append(metric("niah_failed_requests", result["failed"], "cases", "count", result["n"], subject=label))
+    return out
+
+
+def run_niah(url: str, eng: RunningEngine | None, run: RunDir, s: dict[str, Any], extra: dict[str, Any], *,
+         label: str | None, model: str | None, api_key_env: str | None, timeout: float, quiet: bool) -> dict[str, Any]:
+    out_root = run.path / "quality" / "niah"
+    got = asyncio.run(_collect(url, eng, s, extra, out_root=out_root, label=label, model=model,
+                               api_key_env=api_key_env, timeout=timeout, quiet=quiet))
+    rows, name, info, cpt = got["rows"], got["label"], got["info"], got["cpt"]
+    by_id = {r["id"]: r for r in rows}
+    replies = {i: None if "error" in r else r.get("text") for i, r in by_id.items()}
+    result = niah.score_grid(got["cases"], replies, {i: r.get("prompt_tokens") for i, r in by_id.items()})
+    for row in result["rows"]:  # the reply beside its score: the results file can be re-scored on its own
+        r = by_id[row["id"]]
+        row.update(reply=r.get("text"), finish_reason=r.get("finish_reason"))
+        if "error" in r:
+            row["error"] = r["error"]
+    # Only what decides the outcome goes in the results file (no timings, no resume counts): the same requests
+    # and replies write the same bytes, so a resumed run leaves an earlier record's artifact intact.
+    results = out_root / f"{name}.json"
+    write_json(results, {"format": RESULTS_FORMAT, "label": name, "engine": info.identity(), "model": info.model,
+                         "settings": {k: s[k] for k in ("lengths", "depths", "trials", "max_tokens", "seed",
+                                                        "chat_template_kwargs")},
+                         "extra_body": extra or None, "chars_per_token": cpt, "context_tokens": got["context"],
+                         "context_source": got["context_source"], **result}, indent=True)
+    heatmap = niah.write_heatmap(result, out_root / "heatmap.html", label=name, measurement=cpt["text"])
+    acc, ci = result["accuracy"], result["ci95"]
+    summary = (f"{name}: needle in a haystack {result['hits']}/{result['n']} found = {acc:.1%} (95% Wilson CI "
+               f"{ci[0]:.1%} to {ci[1]:.1%}) over {len(result['lengths'])} lengths × {len(result['depths'])} depths × "
+               f"{s['trials']} trials" + (f"; {result['failed']} requests failed" if result["failed"] else ""))
+    return save_task_record(
+        run, task="niah", label=name, summary=summary, engine=info.identity(), model=str(info.model),
+        workload={"lengths": s["lengths"], "depths": s["depths"], "trials": s["trials"], "max_tokens": s["max_tokens"],
+                  "temperature": 0.0, "seed": s["seed"], "concurrency": s["concurrency"],
+                  "chars_per_token": cpt["value"], "chars_per_token_method": cpt["method"]},
+        metrics=_metrics(result, name), artifacts=[artifact(results, run.path, "niah_results")],
+        missing=["responses"] if result["failed"] else [], limitations=_limitations(got, result, s),
+        data={"settings": s, "extra_body": extra or None, "chars_per_token": cpt, "context_tokens": got["context"],
+              "context_source": got["context_source"], "results_file": results.relative_to(run.path).as_posix(),
+              "cases_dir": (out_root / name).relative_to(run.path).as_posix(),
+              "heatmap": heatmap.relative_to(run.path).as_posix(), "cells": result["cells"],
+              "by_length": result["by_length"], "n": result["n"], "hits": result["hits"], "failed": result["failed"],
+              "accuracy": acc, "ci95": ci, "sent": got["sent"], "reused_replies": got["reused"]})
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f}%"
+
+
+def render_niah(console: Any, rec: dict[str, Any]) -> None:
+    """The summary, a depth × length table of the cells, the limitations, and where everything is."""
+    from rich.table import Table
+
+    d = rec["data"]
+    console.print(rec["summary"], markup=False, highlight=False)
+    lengths = sorted({c["length_tokens"] for c in d["cells"]})
+    depths = sorted({c["depth"] for c in d["cells"]})
+    cells = {(c["length_tokens"], c["depth"]): c for c in d["cells"]}
+    t = Table("depth", *(f"{n} tok" for n in lengths), title="needle depth × target length")
+    for dep in depths:
+        out = []
+        for n in lengths:
+            c = cells.get((n, dep))
+            if c is None:
+                out.append("not run")
+                continue
+            tok = "sent ? tok" if c["prompt_tokens_mean"] is None else f"sent ≈ {c['prompt_tokens_mean']:.0f} tok"
+            fail = f", {c['failed']} failed" if c["failed"] else ""
+            out.append(f"{c['hits']}/{c['trials']} = {_pct(c['accuracy'])}{fail}\n"
+                       f"CI {_pct(c['ci95'][0])}–{_pct(c['ci95'][1])}\n{tok}")
+        t.add_row(f"{dep:g}", *out)
+    console.print(t)
+    console.print(f"chars per token: {d['chars_per_token']['text']}", markup=False, highlight=False)
+    for line in rec["limitations"]:
+        console.print(f"limitation: {line}", markup=False, highlight=False)
+    sent = d["sent"]
+    console.print(f"{sent['sent']} cases in {sent['elapsed_s']} s ({d['reused_replies']} kept from an earlier run)",
+                  markup=False, highlight=False)
+    console.print(f"heat-map: {d['run_dir']}/{d['heatmap']}\nfolder: {d['run_dir']}/{d['cases_dir']}   "
+                  f"record: {rec['evidence_id']}", markup=False, highlight=False)
+
+
+@operation(("quality", "niah"), "Needle in a haystack: a 7-digit code planted at set depths of filler of set token "
+           "lengths, greedy; accuracy per cell with Wilson 95% CIs and an HTML heat-map.",
+           description="Builds one haystack per (length, depth, trial): synthetic filler prose sized in characters "
+                       "from the engine's own chars per token (its tokenize endpoint on a calibration text; else 4.0 "
+                       "assumed, and said so), with one sentence giving a 7-digit code at the chosen depth, then asks "
+                       "for the code over the chat API, greedy. A reply counts when it gives the code as a whole "
+                       "number. Lengths that cannot fit the server's context (with the instruction, the chat template "
+                       "and --max-tokens) are refused before any case is sent. Writes one file per case as it "
+                       "finishes (an interrupted run with the same requests keeps them; a failed request is recorded "
+                       "and counts as a miss), the scored grid with the prompt_tokens the server reported per cell, "
+                       "heatmap.html (an inline-SVG heat-map and a table) and a quality_task record.",
+           example="inferencekit quality niah --lengths 512,1024,1536 --depths 0.1,0.5,0.9 --trials 3 "
+                   "--run-dir runs/n1",
+           args=[*CLIENT_ARGS,
+                 Arg("label", "string", "Name of this engine/configuration (default: the detected engine's name)."),
+                 Arg("lengths", "array", "Target haystack lengths in tokens (each at least 64), comma-separated; "
+                     "the instruction, question and chat template come on top.", items="integer",
+                     default=(512, 1024, 1536)),
+                 Arg("depths", "array", "Needle depths as fractions of the haystack (0 = start, 1 = end), "
+                     "comma-separated.", items="number", default=(0.1, 0.5, 0.9)),
+                 Arg("trials", "integer", "Haystacks per (length, depth) cell, each with its own code and filler.",
+                     default=3),
+                 Arg("max_tokens", "integer", "Generation budget per case, in tokens (the code needs about 4).",
+                     default=32),
+                 Arg("concurrency", "integer", "Requests in flight (1 = one at a time; results stay in case order).",
+                     default=1),
+                 Arg("seed", "integer", "Seed of the haystacks and codes, also sent with every request.", default=0),
+                 Arg("run_dir", "string", "Run directory (default: runs/<run-id>; an existing one is added to).")])
+def quality_niah(call: Call, base_url: str | None = None, model: str | None = None, api_key_env: str | None = None,
+                 timeout: float = 600.0, extra_body: str | None = None, chat_template_kwargs: str | None = None,
+                 label: str | None = None, lengths: list[int] | None = None, depths: list[float] | None = None,
+                 trials: int = 3, max_tokens: int = 32, concurrency: int = 1, seed: int = 0,
+                 run_dir: str | None = None) -> Outcome:
+    if base_url:
+        normalize_base_url(base_url)
+    read_api_key(api_key_env)
+    check_client_args(timeout)
+    lengths = list(lengths or (512, 1024, 1536))
+    depths = [float(d) for d in (depths or (0.1, 0.5, 0.9))]
+    if max_tokens < 1 or concurrency < 1:
+        raise OpError("--max-tokens ≥ 1 and --concurrency ≥ 1 are required")
+    try:
+        niah.plan_grid(lengths, depths, trials, seed, niah.ASSUMED_CHARS_PER_TOKEN)
+    except ValueError as e:
+        raise OpError(str(e)) from None
+    if label is not None:
+        safe_name(label, "--label")
+    extra_all = parse_json_object(extra_body, "--extra-body")
+    extra, refused = split_extra_body(extra_all, NIAH_FIXED)
+    if refused:
+        raise OpError(f"--extra-body may not set {', '.join(refused)}: quality niah sets them itself")
+    s = {"lengths": lengths, "depths": depths, "trials": trials, "max_tokens": max_tokens, "seed": seed,
+         "concurrency": concurrency, "temperature": 0.0,
+         "chat_template_kwargs": template_kwargs(extra_all, chat_template_kwargs) or None}
+    if base_url is None:  # the embedded engine's context is known before it starts
+        check_fit(lengths, max_tokens, EMBEDDED_CONTEXT, niah.ASSUMED_CHARS_PER_TOKEN,
+                  f"the embedded engine's {EMBEDDED_N_CTX_FLAG}")
+    run = open_task_run(run_dir, call)
+    try:
+        with serve_target(base_url, run.engine_dir, quiet=call.quiet) as (url, eng):
+            rec = run_niah(url, eng, run, s, extra, label=label, model=model, api_key_env=api_key_env, timeout=timeout,
+                       quiet=call.quiet)
+    except OpError:
+        run.discard_if_empty()
+        raise
+    d = rec["data"]
+    payload = {"evidence_id": rec["evidence_id"], "run_dir": str(run.path), "label": d["label"],
+               **{k: str(run.path / d[k]) for k in ("results_file", "heatmap", "cases_dir")},
+               **{k: d[k] for k in ("n", "hits", "failed", "accuracy", "ci95", "cells", "chars_per_token",
+                                    "reused_replies")},
+               "elapsed_s": d["sent"]["elapsed_s"], "summary": rec["summary"], "limitations": rec["limitations"]}
+    verdict = "UNPROVEN" if d["failed"] else None  # a failed request is missing evidence, not a miss of the model
+    return Outcome(payload, verdict, lambda console: render_niah(console, rec))

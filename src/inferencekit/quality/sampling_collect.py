@@ -1,0 +1,169 @@
+"""The sampler check's requests (collect side): per prompt, top-k first-token logprobs twice and S seeded draws.
+
+Each prompt is done whole before the next: its top-k list (``max_tokens: 1``, seed 0), its S draws (seeds
+0..S-1, ``logprobs`` with one alternative, so the drawn token is named exactly as the list names it:
+an id where the engine gives ids, else the token string), then the list again. The prompt's file
+``<folder>/<prompt id>.json`` is written when it is complete; a run interrupted later keeps it (same
+request settings). Then a few (prompt, seed) pairs are asked again for the seed check.
+
+Judging is ``quality/sampling.py``; nothing here decides a verdict.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from inferencekit.api.client import Client
+from inferencekit.api.detect import EngineInfo
+from inferencekit.data.prompts import Prompt
+from inferencekit.quality.logprobs import parse_chat_logprobs
+from inferencekit.quality.sampling import collision_probability
+from inferencekit.quality.task_run import ItemStore, post_chat
+from inferencekit.quality.trajectory import LogprobCap, ask_logprobs
+
+__all__ = ["FORMAT", "SEED_CHECK_PROMPTS", "SEED_CHECK_SEEDS", "SamplingPlan", "collect_side", "first_token"]
+
+FORMAT = "inferencekit.quality.sampling.v1"
+SEED_CHECK_PROMPTS = 8
+"""Prompts whose draws are asked again with seeds already used (those with the most varied first token)."""
+SEED_CHECK_SEEDS = 8
+"""Seeds re-asked per such prompt."""
+
+
+@dataclass(slots=True)
+class SamplingPlan:
+    """What every request of one side sends: ``send`` (the sampling fields and --extra-body), the draw count
+    ``seeds`` (seeds 0..seeds-1), ``top_logprobs`` asked for the lists, ``concurrency`` and the
+    chat_template_kwargs given by flag (a prompt record's own win per key)."""
+
+    send: dict[str, Any]
+    seeds: int
+    top_logprobs: int = 20
+    concurrency: int = 1
+    ctk: dict[str, Any] = field(default_factory=dict)
+
+
+def first_token(resp: dict[str, Any], k: int | None = None) -> tuple[Any, list[list[Any]] | None, str | None]:
+    """``(drawn token key, top list, error)`` of a ``max_tokens: 1`` reply with logprobs.
+
+    The key is the token id where the reply names ids (llama-server ``id``, vLLM ``token_id:<n>`` or
+    ``token_ids``), else the token string of the logprob entry. The top list is ``[[key, logprob], …]``,
+    most likely first, cut to the ``k`` most likely: llama-cpp-python appends the sampled token to the
+    list when it is not among the top k, and the check needs the top k alone.
+    """
+    try:
+        parsed = parse_chat_logprobs(resp)
+    except ValueError as e:
+        return None, None, str(e)
+    if parsed.method == "none" or not parsed.tokens:
+        return None, None, "the reply has no logprobs"
+    key = parsed.token_ids[0] if parsed.token_ids else parsed.tokens[0]
+    top = parsed.top[0] if parsed.top else None
+    if top is not None and k is not None:
+        top = top[:k]
+    return key, top, None
+
+
+def _messages(p: Prompt) -> list[dict[str, Any]]:
+    return [dict(m) for m in p.messages or ()]
+
+
+class _Side:
+    def __init__(self, client: Client, info: EngineInfo, plan: SamplingPlan, store: ItemStore) -> None:
+        self.client, self.info, self.plan, self.store = client, info, plan, store
+        self.cap = LogprobCap(plan.top_logprobs)
+        self.requests = 0
+        self.sem = asyncio.Semaphore(max(1, plan.concurrency))
+
+    def body(self, p: Prompt, seed: int) -> dict[str, Any]:
+        ctk = {**self.plan.ctk, **(p.chat_template_kwargs or {})}
+        out = {**self.info.dialect.neutral_sampling, **self.plan.send, "model": self.info.model,
+               "messages": _messages(p), "max_tokens": 1, "seed": seed, "stream": False, "logprobs": True,
+               **self.info.dialect.id_fields}
+        if ctk:
+            out["chat_template_kwargs"] = ctk
+        return out
+
+    async def top(self, p: Prompt) -> tuple[list[list[Any]] | None, str | None]:
+        async with self.sem:
+            self.requests += 1
+            resp, _, err = await ask_logprobs(self.client, self.body(p, 0), self.cap)
+        if resp is None:
+            return None, err
+        _, top, err = first_token(resp, self.cap.k)
+        return (top, None) if top else (None, err or "the reply lists no alternatives")
+
+    async def draw(self, p: Prompt, seed: int) -> tuple[Any, str | None]:
+        async with self.sem:
+            self.requests += 1
+            resp, err = await post_chat(self.client, {**self.body(p, seed), "top_logprobs": 1})
+        if resp is None:
+            return None, err
+        key, _, err = first_token(resp)
+        return key, err
+
+    async def prompt(self, p: Prompt) -> dict[str, Any]:
+        request = {**self.body(p, 0), "seed": f"0..{self.plan.seeds - 1}", "top_logprobs": self.cap.k}
+        old = self.store.get(p.id, request)
+        if old is not None:
+            return old
+        errors: list[str] = []
+        first, err = await self.top(p)
+        if err:
+            errors.append(f"logprobs: {err}")
+        got = await asyncio.gather(*(self.draw(p, s) for s in range(self.plan.seeds)))
+        draws = {}
+        for s, (key, e) in enumerate(got):
+            if e:
+                errors.append(f"seed {s}: {e}")
+            else:
+                draws[s] = key
+        again, err = await self.top(p)
+        if err:
+            errors.append(f"logprobs again: {err}")
+        kinds = {type(k) for k, _ in (first or [])} | {type(v) for v in draws.values()}
+        if len(kinds) > 1:
+            errors.append("the list names tokens by id and some draws by text (or the reverse): they cannot be matched")
+        row = {"format": FORMAT, "id": p.id, "bucket": p.bucket, "request": request, "top": first,
+               "top_again": again, "draws": {str(s): k for s, k in draws.items()}, "errors": errors[:20],
+               "failed_requests": len(errors)}
+        if not errors:  # a prompt with a failure is asked again by a resumed run
+            self.store.put(p.id, row)
+        return row
+
+    async def seed_repeats(self, prompts: Sequence[Prompt], rows: dict[str, dict[str, Any]]) -> dict[str, dict[int, Any]]:
+        """Seeds 0..SEED_CHECK_SEEDS-1 asked again on the SEED_CHECK_PROMPTS prompts with the most varied draws."""
+        complete = [p for p in prompts if len(rows[p.id]["draws"]) == self.plan.seeds]
+        varied = sorted(complete, key=lambda p: (collision_probability(Counter(rows[p.id]["draws"].values())), p.id))
+        pick = varied[:SEED_CHECK_PROMPTS]
+        seeds = list(range(min(SEED_CHECK_SEEDS, self.plan.seeds)))
+        got = await asyncio.gather(*(self.draw(p, s) for p in pick for s in seeds))
+        out: dict[str, dict[int, Any]] = {p.id: {} for p in pick}
+        for (p, s), (key, err) in zip(((p, s) for p in pick for s in seeds), got):
+            if err is None:
+                out[p.id][s] = key
+        return out
+
+
+async def collect_side(client: Client, info: EngineInfo, prompts: Sequence[Prompt], plan: SamplingPlan,
+                       folder: Path, *, on_done: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Every prompt's lists and draws from one server, then the seed repeats.
+
+    Returns ``{"rows": {prompt id: row}, "repeats": {prompt id: {seed: key}}, "requests", "top_logprobs"
+    (the k used, after any cap), "cap_errors", "refused", "reused"}``; a row holds ``top``/``top_again``
+    (``[[key, logprob], …]`` or None), ``draws`` (``{"<seed>": key}``) and ``errors``.
+    """
+    side = _Side(client, info, plan, ItemStore(folder))
+    rows: dict[str, dict[str, Any]] = {}
+    for p in prompts:  # one prompt at a time: its draws sit between its two lists
+        rows[p.id] = await side.prompt(p)
+        if on_done:
+            on_done(rows[p.id])
+    repeats = await side.seed_repeats(prompts, rows)
+    return {"rows": rows, "repeats": repeats, "requests": side.requests, "top_logprobs": side.cap.k,
+            "cap_errors": side.cap.errors, "refused": side.cap.refused, "reused": side.store.reused}

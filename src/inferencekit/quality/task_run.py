@@ -1,0 +1,213 @@
+"""What the quality tasks (``quality gsm8k``, ``quality niah``, ``quality sampling``) share on the collect side.
+
+- ``send_in_order``: items sent in list order with a bounded number in flight, optionally stopped by a
+  time budget (the next item is held back once it is projected to end past the deadline);
+- ``auto_concurrency``: how many requests to keep in flight when the user asks for 0 — the server's own
+  capacity when it reports one, else a timing probe;
+- ``ItemStore``: one JSON file per finished item (atomic), so an interrupted run resumes with what it
+  already has, provided the request it would send is the same;
+- ``post_chat``: one non-streamed chat request whose failure becomes a row, not an exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from inferencekit.api.client import Client
+from inferencekit.api.detect import EngineInfo
+from inferencekit.evidence import build_record, save_record
+from inferencekit.rundir import RunDir, read_json, safe_name, write_json
+
+__all__ = [
+    "AUTO_MAX_CONCURRENCY",
+    "PROBE_BURSTS",
+    "ItemStore",
+    "auto_concurrency",
+    "open_task_run",
+    "parallelism",
+    "post_chat",
+    "save_task_record",
+    "send_in_order",
+]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+AUTO_MAX_CONCURRENCY = 32
+"""``--concurrency 0`` never keeps more requests in flight than this, whatever the server reports."""
+PROBE_BURSTS = (8, 32)
+"""Burst sizes of the timing probe; a larger burst is tried only while the last one ran in parallel."""
+_PARALLEL_SHARE = 0.75  # a burst of b ran "in parallel" when its measured parallelism is at least this share of b
+
+
+async def send_in_order(items: Sequence[T], one: Callable[[T], Awaitable[R]], *, concurrency: int,
+                        deadline: float | None = None, on_done: Callable[[R], None] | None = None,
+                        clock: Callable[[], float] = time.monotonic) -> tuple[list[R], dict[str, Any]]:
+    """``one(item)`` for each item, in list order, at most ``concurrency`` at once.
+
+    With ``deadline`` (an instant of ``clock``, ``time.monotonic`` by default), a free slot takes the
+    next item only while ``now + mean latency so far`` is before it: an item sent now is projected to end one mean latency
+    later. Once one item is held back no later one is sent, so the results are always the first n
+    items; those in flight finish (the run can overrun by about one request).
+
+    Returns:
+        ``(results, info)``: the results of the items sent, in item order, and ``{"sent", "of",
+        "stopped_early", "elapsed_s", "mean_latency_s", "projected_full_s"}`` where the projection for
+        all items is Little's law, ``len(items) × mean latency / concurrency`` (seconds).
+    """
+    slots = max(1, concurrency)
+    latencies: list[float] = []
+    results: dict[int, R] = {}
+    t0 = clock()
+    nxt = 0
+    stopped = False
+
+    async def timed(i: int) -> None:
+        t = clock()
+        results[i] = await one(items[i])
+        latencies.append(clock() - t)
+        if on_done:
+            on_done(results[i])
+
+    running: set[asyncio.Task[None]] = set()
+    while True:
+        while not stopped and nxt < len(items) and len(running) < slots:
+            if deadline is not None and latencies and clock() + statistics.fmean(latencies) > deadline:
+                stopped = True
+                break
+            running.add(asyncio.ensure_future(timed(nxt)))
+            nxt += 1
+        if not running:
+            break
+        done, running = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            task.result()  # re-raise a bug in ``one``: request failures are rows, not exceptions
+    mean = statistics.fmean(latencies) if latencies else None
+    info = {"sent": nxt, "of": len(items), "stopped_early": stopped, "elapsed_s": round(clock() - t0, 2),
+            "mean_latency_s": round(mean, 4) if mean is not None else None,
+            "projected_full_s": round(len(items) * mean / slots, 1) if mean is not None else None}
+    return [results[i] for i in range(nxt)], info
+
+
+def parallelism(size: int, alone_s: float, wall_s: float) -> float:
+    """How many of ``size`` identical requests a server ran at once: ``size × t_alone / t_burst``.
+
+    ``size`` for a server that batches them all, 1 for one that serves them one after another."""
+    return size * alone_s / wall_s if wall_s > 0 else float(size)
+
+
+async def auto_concurrency(client: Client, info: EngineInfo, probe_body: dict[str, Any], *,
+                           cap: int = AUTO_MAX_CONCURRENCY) -> dict[str, Any]:
+    """Requests to keep in flight for ``--concurrency 0``: ``{"used", "source", "detail"}``.
+
+    The server's own figure when detection found one (llama.cpp ``/props`` ``total_slots``, SGLang
+    ``/get_server_info`` ``max_running_requests``, llama-cpp-python's single worker), capped at ``cap``.
+    Else a timing probe with ``probe_body`` (a short chat request): one request to warm up, the best of
+    two alone (t1), then bursts of ``PROBE_BURSTS`` identical requests; a burst whose ``parallelism`` is
+    below 75% of its size gives the answer (rounded), a burst run fully in parallel lets the next, larger
+    one run. A failed probe request gives 1 and says why in ``detail["error"]``.
+    """
+    if info.capacity:
+        used = max(1, min(int(info.capacity), cap))
+        return {"used": used, "source": info.capacity_source or "server",
+                "detail": {"server_reported": info.capacity, **({"capped_at": cap} if info.capacity > cap else {})}}
+    detail: dict[str, Any] = {"max_tokens": probe_body.get("max_tokens"), "bursts": []}
+
+    async def timed() -> float:
+        t = time.monotonic()
+        _, err = await post_chat(client, probe_body)
+        if err is not None:
+            raise RuntimeError(err)
+        return time.monotonic() - t
+
+    try:
+        await timed()  # warm-up: lazy initialisation and caches are not timed
+        alone = min(await timed(), await timed())
+    except RuntimeError as e:
+        return {"used": 1, "source": "timing_probe", "detail": {**detail, "error": f"probe request failed: {e}"[:200]}}
+    detail["alone_s"] = round(alone, 4)
+    found = 1
+    for size in PROBE_BURSTS:
+        if size > cap:
+            break
+        t = time.monotonic()
+        try:
+            await asyncio.gather(*(timed() for _ in range(size)))
+        except RuntimeError as e:
+            detail["error"] = f"burst of {size} failed: {e}"[:200]
+            break
+        wall = time.monotonic() - t
+        par = parallelism(size, alone, wall)
+        detail["bursts"].append({"size": size, "wall_s": round(wall, 4), "parallelism": round(par, 2)})
+        found = size
+        if par < _PARALLEL_SHARE * size:
+            found = max(1, round(par))
+            break
+    return {"used": max(1, min(found, cap)), "source": "timing_probe", "detail": detail}
+
+
+async def post_chat(client: Client, body: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+    """``(reply object, None)`` or ``(None, why)`` for one non-streamed chat request: a failed request (HTTP error,
+    dead server, body that is not a JSON object) is a value to record, never an exception."""
+    doc, err = await client.post_json("/v1/chat/completions", body)
+    if err is not None:
+        return None, err[:300]
+    if not isinstance(doc, dict):
+        return None, "reply is not a JSON object"
+    return doc, None
+
+
+class ItemStore:
+    """One JSON file per finished item in ``folder`` (``<id>.json``), each holding the request it answered.
+
+    ``get(id, request)`` returns a stored row only when it was made by the same request, so changing a
+    setting and re-running redoes the item instead of mixing two settings in one result."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.reused = 0
+
+    def _path(self, item_id: str) -> Path:
+        return self.folder / f"{safe_name(item_id, 'item id')}.json"
+
+    def get(self, item_id: str, request: dict[str, Any]) -> dict[str, Any] | None:
+        path = self._path(item_id)
+        if not path.is_file():
+            return None
+        doc = read_json(path)
+        if not isinstance(doc, dict) or doc.get("request") != request or "error" in doc:
+            return None  # another request, or a failure worth asking again
+        self.reused += 1
+        return doc
+
+    def put(self, item_id: str, row: dict[str, Any]) -> None:
+        write_json(self._path(item_id), row)
+
+
+def open_task_run(run_dir: str | None, call: Any) -> RunDir:
+    """An existing run dir (``--run-dir`` with a run.json: the task is added to it) or a new one."""
+    existing = bool(run_dir) and (Path(str(run_dir)) / "run.json").is_file()
+    run = RunDir.open(str(run_dir)) if existing else RunDir.create(run_dir)
+    if not existing:
+        run.update_run(command=list(call.argv), operation=call.operation)
+    return run
+
+
+def save_task_record(run: RunDir, *, task: str, label: str, summary: str, engine: dict[str, Any], model: str,
+                     workload: dict[str, Any], metrics: list[dict[str, Any]], artifacts: list[dict[str, str]],
+                     missing: list[str], limitations: list[str], data: dict[str, Any],
+                     verdict: str | None = None, claim_class: str = "observed") -> dict[str, Any]:
+    """Build and save a ``quality_task`` record (``data.task`` names the task, ``data.label`` the engine's label,
+    ``data.run_dir`` the run dir its artifacts are relative to); returns it."""
+    rec = build_record(kind="quality_task", claim_class=claim_class, summary=summary,
+                       identity={"engine": engine, "model": {"id": model}, "workload": workload},
+                       metrics=metrics, artifacts=artifacts, missing=missing, limitations=limitations,
+                       data={"task": task, "label": label, "run_dir": str(run.path.resolve()), **data},
+                       verdict=verdict)
+    save_record(rec, run)
+    return rec

@@ -1,0 +1,98 @@
+"""The quality tasks as parts of ``inferencekit verify`` (standard: sampler check and a GSM8K subset; full: NIAH too).
+
+Each function runs one task against the engine already serving at ``url``, in the verify run dir, and
+returns ``(verdict, reason, records)``: the part's verdict (None for a measurement with no pass/fail:
+GSM8K accuracy, the NIAH grid), one line saying what was measured, and the records it wrote. A task
+that cannot run returns NOT RUN with the reason; it never raises for the engine's faults.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from inferencekit.data.prompts import load_prompt_set
+from inferencekit.errors import OpError
+from inferencekit.quality.trajectory import select_prompts
+from inferencekit.rundir import RunDir
+
+__all__ = ["TaskSizes", "gsm8k_task", "niah_task", "sampler_task"]
+
+Result = tuple[str | None, str, list[dict[str, Any]]]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSizes:
+    """How large each task is in one profile: sampler prompts × draws and its margin, the GSM8K time budget
+    and token budget, and the NIAH grid (empty: not in the profile)."""
+
+    sampler_prompts: int = 16
+    sampler_seeds: int = 64
+    sampler_margin: float = 0.05
+    gsm8k_budget_s: float = 240.0
+    gsm8k_max_tokens: int = 512
+    niah_lengths: tuple[int, ...] = ()
+    niah_depths: tuple[float, ...] = (0.1, 0.5, 0.9)
+    niah_trials: int = 3
+
+
+def sampler_task(url: str, run: RunDir, sizes: TaskSizes, *, label: str, model: str | None, api_key_env: str | None,
+                 timeout: float, extra: dict[str, Any], ctk: dict[str, Any], quiet: bool) -> Result:
+    """``quality sampling`` with its default settings (temperature 1, top_k 20, top_p 1, min_p 0; --extra-body's
+    fields over them) on ``sizes.sampler_prompts`` dev prompts × ``sizes.sampler_seeds`` draws."""
+    from inferencekit.quality.sampling_collect import SamplingPlan
+    from inferencekit.quality.sampling_ops import DEFAULT_SETTINGS, run_sampling_check
+
+    pset = load_prompt_set("dev")
+    prompts = select_prompts(pset.prompts, sizes.sampler_prompts)
+    plan = SamplingPlan(send={**DEFAULT_SETTINGS, **extra}, seeds=sizes.sampler_seeds, ctk=ctk)
+    try:
+        rec = run_sampling_check(url, run, prompts, plan, label=label, model=model, api_key_env=api_key_env,
+                                 timeout=timeout, margin=sizes.sampler_margin, resamples=2000, bootstrap_seed=0,
+                                 prompts_info={**pset.describe(), "selected": [p.id for p in prompts]}, quiet=quiet)
+    except (OpError, ValueError) as e:
+        return "NOT RUN", str(e), []
+    d = rec["data"]
+    return d["verdict"], f"{d['reason']} ({len(prompts)} prompts × {sizes.sampler_seeds} draws)", [rec]
+
+
+def gsm8k_task(url: str, run: RunDir, sizes: TaskSizes, *, label: str, model: str | None, api_key_env: str | None,
+               timeout: float, extra: dict[str, Any], ctk: dict[str, Any], quiet: bool) -> Result:
+    """``quality gsm8k`` over the packaged test split in order, concurrency from the server, stopped by
+    ``sizes.gsm8k_budget_s``: the subset that fits is recorded as such."""
+    from inferencekit.quality.gsm8k import load_gsm8k, prompt_sha256
+    from inferencekit.quality.gsm8k_ops import run_builtin
+
+    data = load_gsm8k(None)
+    s = {"dataset": data.name, "dataset_sha256": data.sha256, "prompt_sha256": prompt_sha256(),
+         "max_tokens": sizes.gsm8k_max_tokens, "temperature": 0.0, "chat_template_kwargs": ctk or None,
+         "backend": "builtin", "seed": 0}
+    try:
+        rec = run_builtin(url, run, data, list(data.items), s, extra, None, label=label, model=model,
+                          api_key_env=api_key_env, timeout=timeout, concurrency=0,
+                          deadline=time.monotonic() + sizes.gsm8k_budget_s, budget=sizes.gsm8k_budget_s, quiet=quiet)
+    except OpError as e:
+        return "NOT RUN", str(e), []
+    d = rec["data"]
+    verdict = "UNPROVEN" if d["failed"] else None
+    why = f"{d['failed']} requests failed; " if d["failed"] else "informational: a measurement, no pass/fail; "
+    return verdict, why + rec["summary"], [rec]
+
+
+def niah_task(url: str, run: RunDir, sizes: TaskSizes, *, label: str, model: str | None, api_key_env: str | None,
+              timeout: float, extra: dict[str, Any], ctk: dict[str, Any], quiet: bool) -> Result:
+    """``quality niah`` on the profile's grid (``sizes.niah_lengths`` × depths × trials), greedy, one at a time."""
+    from inferencekit.quality.niah_ops import run_niah
+
+    s = {"lengths": list(sizes.niah_lengths), "depths": list(sizes.niah_depths), "trials": sizes.niah_trials,
+         "max_tokens": 32, "seed": 0, "concurrency": 1, "temperature": 0.0, "chat_template_kwargs": ctk or None}
+    try:
+        rec = run_niah(url, None, run, s, extra, label=label, model=model, api_key_env=api_key_env, timeout=timeout,
+                       quiet=quiet)
+    except OpError as e:
+        return "NOT RUN", str(e), []
+    d = rec["data"]
+    verdict = "UNPROVEN" if d["failed"] else None
+    why = f"{d['failed']} requests failed; " if d["failed"] else "informational: a measurement, no pass/fail; "
+    return verdict, why + rec["summary"], [rec]

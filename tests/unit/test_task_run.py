@@ -1,0 +1,90 @@
+"""The quality tasks' request loop: item order, the concurrency bound, the time budget, per-item resume files."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from inferencekit.quality.task_run import ItemStore, parallelism, send_in_order
+
+
+class FakeClock:
+    """Seconds that pass only when an item's work says so (no wall clock in the assertions)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_results_come_back_in_item_order_and_the_bound_holds():
+    in_flight, peak = 0, 0
+
+    async def one(i: int) -> int:
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        await asyncio.sleep(0.001 * (5 - i % 5))  # later items finish first
+        in_flight -= 1
+        return i * 10
+
+    got, info = asyncio.run(send_in_order(list(range(12)), one, concurrency=3))
+    assert got == [i * 10 for i in range(12)]
+    assert peak == 3
+    assert info["sent"] == 12 and info["of"] == 12 and info["stopped_early"] is False
+
+
+def test_the_budget_holds_back_the_next_item_once_it_is_projected_past_the_deadline():
+    clock = FakeClock()
+
+    async def one(i: int) -> int:
+        clock.now += 10.0  # every item takes 10 s, one at a time
+        return i
+
+    done: list[int] = []
+    got, info = asyncio.run(send_in_order(list(range(10)), one, concurrency=1, deadline=35.0, clock=clock,
+                                          on_done=done.append))
+    # item 0 is always sent; after three items (t=30) the fourth is projected to end at 40 > 35
+    assert got == [0, 1, 2] and done == [0, 1, 2]
+    assert info["stopped_early"] is True and info["sent"] == 3
+    assert info["mean_latency_s"] == 10.0 and info["projected_full_s"] == 100.0
+
+
+def test_no_deadline_sends_everything_and_projects_by_littles_law():
+    clock = FakeClock()
+
+    async def one(i: int) -> int:
+        clock.now += 2.0
+        return i
+
+    got, info = asyncio.run(send_in_order(list(range(4)), one, concurrency=2, clock=clock))
+    assert got == [0, 1, 2, 3]
+    assert info["projected_full_s"] == pytest.approx(4 * 2.0 / 2)
+
+
+def test_a_bug_in_the_item_function_is_raised_not_swallowed():
+    async def one(i: int) -> int:
+        raise KeyError("bug")
+
+    with pytest.raises(KeyError):
+        asyncio.run(send_in_order([1], one, concurrency=1))
+
+
+@pytest.mark.parametrize(("size", "alone", "wall", "expected"), [(8, 1.0, 1.0, 8.0), (8, 1.0, 8.0, 1.0),
+                                                                  (32, 0.5, 4.0, 4.0)])
+def test_parallelism_is_size_times_alone_over_burst_wall(size, alone, wall, expected):
+    assert parallelism(size, alone, wall) == pytest.approx(expected)
+
+
+def test_item_store_reuses_only_the_same_request_and_never_a_failure(tmp_path):
+    store = ItemStore(tmp_path / "items")
+    req = {"model": "m", "max_tokens": 8}
+    store.put("a", {"id": "a", "request": req, "text": "4"})
+    store.put("b", {"id": "b", "request": req, "error": "HTTP 500"})
+    assert store.get("a", req)["text"] == "4"
+    assert store.get("a", {**req, "max_tokens": 9}) is None
+    assert store.get("b", req) is None and store.get("c", req) is None
+    assert store.reused == 1
+    assert sorted(p.name for p in (tmp_path / "items").iterdir()) == ["a.json", "b.json"]
