@@ -171,6 +171,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         hint = " (finish the run with --resume RUN_DIR)" if any(a.name == "resume" for a in op.args) else ""
         print(f"inferencekit: interrupted; finished requests are on disk{hint}", file=sys.stderr)
+        if json_out:
+            sys.stdout.buffer.write(orjson.dumps({"error": "interrupted; finished requests are on disk",
+                                                  "exit_code": 130}) + b"\n")
+            sys.stdout.flush()
         return 130
     if json_out or outcome.render is None:
         sys.stdout.buffer.write(orjson.dumps(outcome.payload, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS,

@@ -47,7 +47,7 @@ def _lm_eval_logs(out: Path) -> str:
 def test_lm_eval_scores_five_problems_on_the_embedded_engine_offline(embedded_engine, no_network, tmp_path):
     out = tmp_path / "lmeval"
     r = run_lm_eval(base_url=embedded_engine.url, model=embedded_engine.model_name, data_file=DATA_FILE, limit=5,
-                    concurrency=1, max_tokens=256, out_dir=out, timeout_s=800, api_key_env=None, seed=0)
+                    concurrency=1, max_tokens=128, out_dir=out, timeout_s=800, api_key_env=None, seed=0)
     print("lm-eval on the embedded engine:", {k: r[k] for k in ("strict_accuracy", "flexible_accuracy", "n",
                                                                   "wall_s")})
     assert r["n"] == 5 and r["n_original"] == 1319

@@ -85,7 +85,7 @@ def test_resume_keeps_every_case_file_and_the_earlier_record(first_run, embedded
     assert again["reused_replies"] == 4 and again["evidence_id"] != out["evidence_id"]
     assert {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in cases.glob("*.json")} == before
     assert sha256_file(Path(again["results_file"])) == results_sha  # same requests and replies, same bytes
-    assert any("4 replies kept from an earlier" in line for line in again["limitations"])
+    assert any(line.startswith("4 of 4 replies read back from an earlier run") for line in again["limitations"])
     for ev in (out["evidence_id"], again["evidence_id"]):  # heatmap.html was rewritten: not an artifact
         code, chk = run_cli(["evidence", "verify", ev])
         assert code == 0 and chk["intact"], chk

@@ -80,7 +80,7 @@ def test_a_resumed_run_keeps_the_replies_it_has(first_gsm8k, embedded_engine):
     run = Path(first_gsm8k["run_dir"])
     code, out = run_cli([*GSM, "--base-url", embedded_engine.url, "--run-dir", str(run)])
     assert code == 0
-    assert any("3 replies kept from an earlier" in x for x in out["limitations"])
+    assert any(x.startswith("3 of 3 replies read back from an earlier run") for x in out["limitations"])
     assert out["correct"] == first_gsm8k["correct"]
 
 
@@ -153,3 +153,26 @@ def test_the_lm_eval_backend_runs_offline_on_the_same_problems_and_is_recorded(e
     code, err = run_cli(["quality", "gsm8k", "--backend", "lm-eval", "--limit", "2", "--time-budget-s", "5",
                          "--base-url", embedded_engine.url, "--run-dir", str(tmp_path / "m")])
     assert code == 2 and "--time-budget-s needs the builtin backend" in err["error"]
+
+
+def test_auto_concurrency_reads_llama_servers_slots(llama_server_engine, tmp_path):
+    code, out = run_cli(["quality", "gsm8k", "--limit", "2", "--max-tokens", "16", "--base-url",
+                         llama_server_engine.url, "--run-dir", str(tmp_path / "ls")])
+    assert code == 0, out
+    c = out["concurrency"]
+    assert c["requested"] == 0 and c["used"] == 4 and c["detail"]["server_reported"] == 4  # --parallel 4
+    assert "total_slots" in c["source"] or "props" in c["source"]
+
+
+def test_auto_concurrency_falls_back_to_a_timing_probe_on_vllm(vllm_engine, tmp_path):
+    # vLLM does not report how many requests it runs at once: one alone, then bursts of 8 (and 32)
+    code, out = run_cli(["quality", "gsm8k", "--limit", "2", "--max-tokens", "16", "--base-url", vllm_engine.url,
+                         "--run-dir", str(tmp_path / "v")])
+    assert code == 0, out
+    c = out["concurrency"]
+    assert c["source"] == "timing_probe" and c["detail"]["alone_s"] > 0
+    sizes = [b["size"] for b in c["detail"]["bursts"]]
+    assert sizes[0] == 8 and sizes in ([8], [8, 32])
+    last = c["detail"]["bursts"][-1]
+    assert 1 <= c["used"] <= 32
+    assert c["used"] == (last["size"] if last["parallelism"] >= 0.75 * last["size"] else max(1, round(last["parallelism"])))

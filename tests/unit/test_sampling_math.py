@@ -465,3 +465,11 @@ def test_unmodelled_settings():
     body = {"temperature": 1, "repetition_penalty": 1.0, "typical_p": 0.9, "logit_bias": {"5": 2},
             "presence_penalty": 0.5, "response_format": {"type": "text"}}
     assert unmodelled_settings(body) == ["logit_bias", "typical_p"]
+
+
+def test_too_few_draws_to_bound_the_out_of_support_share_is_unproven():
+    res = judge(prompts(1, n_draws=16), n_seeds=16)  # 12 × 16 draws: 0 outside, Wilson upper bound ≈ 1.9%
+    oos = res["checks"]["out_of_support"]
+    assert oos["draws"] == 0 and oos["of"] == 192
+    assert oos["verdict"] == "UNPROVEN" and oos["ci95"][1] > 0.005
+    assert res["verdict"] == "UNPROVEN" and "too few draws to bound that share below 0.5%" in res["reason"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
@@ -88,3 +89,33 @@ def test_item_store_reuses_only_the_same_request_and_never_a_failure(tmp_path):
     assert store.get("b", req) is None and store.get("c", req) is None
     assert store.reused == 1
     assert sorted(p.name for p in (tmp_path / "items").iterdir()) == ["a.json", "b.json"]
+
+
+def test_write_new_never_replaces_a_file_with_other_bytes(tmp_path):
+    from inferencekit.quality.task_run import write_new
+
+    p = tmp_path / "r.jsonl"
+    assert write_new(p, b"a\n") == p
+    assert write_new(p, b"a\n") == p  # the same bytes: the same file
+    second = write_new(p, b"b\n")
+    assert second.name == "r-2.jsonl" and p.read_bytes() == b"a\n" and second.read_bytes() == b"b\n"
+    assert write_new(p, b"c\n").name == "r-3.jsonl"
+
+
+def test_a_folder_claimed_by_other_settings_is_refused(tmp_path):
+    from inferencekit.errors import OpError
+
+    store = ItemStore(tmp_path / "items")
+    store.claim({"max_tokens": 64, "seed": 0}, "gsm8k")
+    store.claim({"max_tokens": 64, "seed": 0}, "gsm8k")  # the same settings resume
+    with pytest.raises(OpError, match=r"already holds a gsm8k run with other settings \(differs in max_tokens\)"):
+        ItemStore(tmp_path / "items").claim({"max_tokens": 32, "seed": 0}, "gsm8k")
+
+
+def test_the_index_lists_each_item_file_by_sha256(tmp_path):
+    from inferencekit.evidence import sha256_file
+
+    store = ItemStore(tmp_path / "items")
+    store.put("a", {"id": "a", "request": {}, "text": "1"})
+    index = json.loads(store.write_index(["a", "missing"]).read_text())
+    assert index == {"items": {"a": {"file": "a.json", "sha256": sha256_file(tmp_path / "items" / "a.json")}}}

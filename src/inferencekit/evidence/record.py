@@ -63,7 +63,7 @@ def metric(name: str, value: float | int | None, unit: str, stat: str, n: int, *
            ci95: Sequence[float] | None = None, subject: str | None = None) -> dict[str, Any]:
     """One metric row: ``value`` in ``unit``, computed as ``stat`` over ``n`` samples."""
     out: dict[str, Any] = {"name": name, "value": value, "unit": unit, "stat": stat, "n": n}
-    if ci95 is not None:
+    if ci95 is not None and ci95[0] is not None and ci95[1] is not None:  # an interval not computed is left out
         out["ci95"] = [float(ci95[0]), float(ci95[1])]
     if subject is not None:
         out["subject"] = subject

@@ -209,7 +209,8 @@ def run_lm_eval(*, base_url: str, model: str, data_file: Path, limit: int | None
     if importlib.util.find_spec("lm_eval") is None:
         raise OpError(f"the lm-eval backend needs lm-evaluation-harness, which is not installed; run: {_INSTALL_HINT}")
     key = read_api_key(api_key_env)
-    out_dir = Path(out_dir)
+    out_dir = Path(out_dir).resolve()  # the subprocess runs in out_dir: every path it is given must be absolute
+    data_file = Path(data_file).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     task_dir = out_dir / "task"
     write_task(task_dir, data_file)

@@ -21,7 +21,7 @@ from inferencekit.errors import OpError
 from inferencekit.evidence import artifact, metric
 from inferencekit.quality.gsm8k import GsmData, GsmItem, prompt_messages
 from inferencekit.quality.gsm8k_lmeval import parse_samples, refused_settings, run_lm_eval
-from inferencekit.quality.task_run import auto_concurrency, save_task_record
+from inferencekit.quality.task_run import auto_concurrency, save_task_record, write_new
 from inferencekit.rundir import RunDir, write_bytes
 from inferencekit.stats import wilson_interval
 
@@ -80,14 +80,14 @@ def run_lm_eval_backend(url: str, run: RunDir, dataset: GsmData, items: list[Gsm
     got = run_lm_eval(base_url=url, model=str(info.model), data_file=data_file, limit=None,
                       concurrency=conc["used"], max_tokens=s["max_tokens"], out_dir=work,
                       timeout_s=max(timeout, 60.0) * max(1, len(items)), api_key_env=api_key_env, seed=s["seed"],
-                      chat_template_kwargs=s["chat_template_kwargs"], extra_body=extra)
+                      chat_template_kwargs=s["chat_template_kwargs"],
+                      extra_body={**info.dialect.neutral_sampling, **extra})  # as the builtin backend sends them
     samples = parse_samples(Path(got["samples_path"]).read_text(encoding="utf-8").splitlines())
     rows = [{"id": items[r["doc_id"]].id, "target": items[r["doc_id"]].target,
              "extracted": r["flexible"]["answer"], "method": "lm-eval flexible-extract",
              "correct": r["flexible"]["correct"], "strict_correct": r["strict"]["correct"], "failed": False,
              "reply": r["reply"]} for r in samples]
-    results = out_root / f"{name}.jsonl"
-    write_bytes(results, b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    results = write_new(out_root / f"{name}.jsonl", b"".join(orjson.dumps(r) + b"\n" for r in rows))
     n = len(rows)
     correct = sum(r["correct"] for r in rows)
     strict = sum(r["strict_correct"] for r in rows)

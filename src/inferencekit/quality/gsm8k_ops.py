@@ -24,11 +24,12 @@ from inferencekit.evidence import Store, artifact, compute_id, metric, record_ba
 from inferencekit.options import CLIENT_ARGS, check_client_args, parse_json_object, split_extra_body, template_kwargs
 from inferencekit.quality.gsm8k import (PACKAGED_COUNT, PAIR_FIELDS, GsmData, GsmItem, load_gsm8k, mcnemar,
                                         pair_problem, prompt_messages, prompt_sha256, score_items)
-from inferencekit.quality.task_run import (ItemStore, auto_concurrency, open_task_run, post_chat, save_task_record,
-                                           send_in_order)
+from inferencekit.quality.task_run import (ItemStore, auto_concurrency, open_task_run, reply_fields, save_task_record,
+                                           send_in_order, write_new)
+from inferencekit.quality.trajectory_ops import print_tail
 from inferencekit.registry import Arg, Call, Outcome, operation
 from inferencekit.report.progress import ProgressBar
-from inferencekit.rundir import RunDir, read_json, safe_name, write_bytes
+from inferencekit.rundir import RunDir, read_json, safe_name
 
 __all__ = ["EXTRACTION", "load_paired_run", "quality_gsm8k", "run_builtin"]
 
@@ -104,15 +105,7 @@ def _body(info: EngineInfo, item: GsmItem, s: dict[str, Any], extra: dict[str, A
 
 
 def _reply_row(item: GsmItem, body: dict[str, Any], resp: dict[str, Any] | None, err: str | None) -> dict[str, Any]:
-    row: dict[str, Any] = {"id": item.id, "request": body}
-    if resp is None:
-        return {**row, "error": err}
-    choice = (resp.get("choices") or [None])[0]
-    msg = choice.get("message") if isinstance(choice, dict) else None
-    if not isinstance(msg, dict):
-        return {**row, "error": "reply has no choices[0].message"}
-    return {**row, "text": str(msg.get("content") or ""), "finish_reason": choice.get("finish_reason"),
-            "usage": resp.get("usage")}
+    return {"id": item.id, "request": body, **reply_fields(resp, err)}
 
 
 async def _collect(url: str, items: list[GsmItem], s: dict[str, Any], extra: dict[str, Any], *, out_root: Path,
@@ -123,6 +116,7 @@ async def _collect(url: str, items: list[GsmItem], s: dict[str, Any], extra: dic
         info = await detect_engine(client, model)
         name = label or info.engine
         store = ItemStore(out_root / name)
+        store.claim({**s, "extra_body": extra or None, "problems": len(items), "first": items[0].id}, "gsm8k")
         if concurrency == 0:
             probe = {**_body(info, items[0], s, extra), "max_tokens": PROBE_MAX_TOKENS}
             conc = {"requested": 0, **await auto_concurrency(client, info, probe)}
@@ -131,18 +125,13 @@ async def _collect(url: str, items: list[GsmItem], s: dict[str, Any], extra: dic
 
         async def one(item: GsmItem) -> dict[str, Any]:
             body = _body(info, item, s, extra)
-            old = store.get(item.id, body)
-            if old is not None:
-                return old
-            resp, err = await post_chat(client, body)
-            row = _reply_row(item, body, resp, err)
-            store.put(item.id, row)
-            return row
+            return await store.answer(client, item.id, body, lambda resp, err: _reply_row(item, body, resp, err))
 
         with ProgressBar(quiet) as bar:
             bar.on_level(f"GSM8K ({len(items)} problems, concurrency {conc['used']})", len(items))
             rows, sent = await send_in_order(items, one, concurrency=conc["used"], deadline=deadline,
-                                             on_done=lambda r: bar.on_done("g", "error" not in r))
+                                             on_done=lambda r: bar.on_done("g", "error" not in r),
+                                             counts=lambda r: r["id"] not in store.reused_ids)
     return {"rows": rows, "sent": sent, "conc": conc, "info": info, "store": store, "label": name}
 
 
@@ -167,7 +156,8 @@ def _limitations(graded: dict[str, Any], rows: list[dict[str, Any]], *, asked: i
     if conc["source"] == "timing_probe" and conc["detail"].get("error"):
         out.append(f"auto concurrency: {conc['detail']['error']}; ran with {conc['used']}")
     if reused:
-        out.append(f"{reused} replies kept from an earlier, interrupted run of the same requests")
+        out.append(f"{reused} of {n} replies read back from an earlier run of the same requests in this run dir "
+                   "(resumed); timings and the budget's projection count only the requests sent by this run")
     return out
 
 
@@ -203,6 +193,8 @@ def _summary(label: str, graded: dict[str, Any], paired: dict[str, Any] | None, 
         text += (f"; paired with {paired['other_evidence_id']} on {paired['n_common']} problems: "
                  f"{paired['accuracy_delta']:+.1%}, McNemar exact p = {paired['p_value']:.3g} "
                  f"({paired['b']} right only here, {paired['c']} only there)")
+    if graded["failed"]:
+        text += f" — UNPROVEN: {graded['failed']} of {graded['n']} requests failed (counted as wrong)"
     if sent["stopped_early"]:
         text += f"; time budget: first {sent['sent']} of {sent['of']}"
     if conc["source"] != "flag":
@@ -220,10 +212,7 @@ def render_gsm8k(console: Any, rec: dict[str, Any]) -> None:
         t.add_row(k, str(v))
     t.add_row("request failed", str(d["failed"]))
     console.print(t)
-    for line in rec["limitations"]:
-        console.print(f"limitation: {line}", markup=False, highlight=False)
-    console.print(f"results: {d['run_dir']}/{d['results_file']}   record: {rec['evidence_id']}", markup=False,
-                  highlight=False)
+    print_tail(console, rec, f"results: {d['run_dir']}/{d['results_file']}   record: {rec['evidence_id']}")
 
 
 @operation(("quality", "gsm8k"), "GSM8K zero-shot chain of thought at temperature 0: accuracy with a Wilson 95% CI; "
@@ -276,7 +265,8 @@ def quality_gsm8k(call: Call, base_url: str | None = None, model: str | None = N
     extra_all = parse_json_object(extra_body, "--extra-body")
     extra, refused = split_extra_body(extra_all, GSM_FIXED)
     if refused:
-        raise OpError(f"--extra-body may not set {', '.join(refused)}: quality gsm8k sets them itself")
+        raise OpError(f"--extra-body may not set {', '.join(refused)}: quality gsm8k sets "
+                      f"{'it' if len(refused) == 1 else 'them'} itself")
     ctk = template_kwargs(extra_all, chat_template_kwargs) or None
     dataset = load_gsm8k(data)
     items = list(dataset.items[:limit] if limit else dataset.items)
@@ -319,9 +309,7 @@ def quality_gsm8k(call: Call, base_url: str | None = None, model: str | None = N
 
 def _render_plain(console: Any, rec: dict[str, Any]) -> None:
     console.print(rec["summary"], markup=False, highlight=False)
-    for line in rec["limitations"]:
-        console.print(f"limitation: {line}", markup=False, highlight=False)
-    console.print(f"record: {rec['evidence_id']}", markup=False, highlight=False)
+    print_tail(console, rec, f"record: {rec['evidence_id']}")
 
 
 def run_builtin(url: str, run: RunDir, dataset: GsmData, items: list[GsmItem], s: dict[str, Any],
@@ -342,8 +330,8 @@ def run_builtin(url: str, run: RunDir, dataset: GsmData, items: list[GsmItem], s
         lines.append({**g, "finish_reason": r.get("finish_reason"),
                       "completion_tokens": (r.get("usage") or {}).get("completion_tokens"),
                       **({"error": r["error"]} if "error" in r else {}), "reply": r.get("text")})
-    results = out_root / f"{name}.jsonl"
-    write_bytes(results, b"".join(orjson.dumps(x) + b"\n" for x in lines))
+    results = write_new(out_root / f"{name}.jsonl", b"".join(orjson.dumps(x) + b"\n" for x in lines))
+    index = store.write_index([it.id for it in asked])
     paired = _paired(graded, other)
     lim = _limitations(graded, rows, asked=len(items), data=dataset, sent=sent, conc=conc, s=s, budget=budget,
                        reused=store.reused)
@@ -357,8 +345,9 @@ def run_builtin(url: str, run: RunDir, dataset: GsmData, items: list[GsmItem], s
         workload={"dataset": dataset.describe(), "problems": len(rows), "max_tokens": s["max_tokens"],
                   "temperature": 0.0, "seed": s["seed"], "concurrency": conc["used"]},
         metrics=_metrics(graded, rows, paired, name),
-        artifacts=[artifact(results, run.path, "gsm8k_results")],
+        artifacts=[artifact(results, run.path, "gsm8k_results"), artifact(index, run.path, "gsm8k_items")],
         missing=["responses"] if graded["failed"] else [], limitations=lim,
+        verdict="UNPROVEN" if graded["failed"] else None,
         data={"settings": s, "dataset": dataset.describe(), "results_file": results.relative_to(run.path).as_posix(),
               "items_dir": (out_root / name).relative_to(run.path).as_posix(), "n": graded["n"],
               "correct": graded["correct"], "failed": graded["failed"], "accuracy": graded["accuracy"],

@@ -526,7 +526,7 @@ def _heatmap_svg(result: Mapping[str, Any], label: str) -> str:
         ax.set_xlabel("target haystack length (tokens)")
         ax.set_ylabel("needle depth (0 = start, 1 = end)")
         ax.set_title(_mpl_text(f"Needle in a haystack: {label}"))
-        bar = fig.colorbar(mesh, ax=ax, label="accuracy (share of trials that found the code)")
+        bar = fig.colorbar(mesh, ax=ax, label="accuracy (share of trials)")
         if bar.solids is not None:
             bar.solids.set_rasterized(False)  # vector, not an embedded PNG
             bar.solids.set_edgecolor("face")  # no hairlines between the strips

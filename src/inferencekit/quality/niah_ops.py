@@ -15,6 +15,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from inferencekit.api.client import Client
 from inferencekit.api.detect import EngineInfo, detect_engine
 from inferencekit.api.endpoint import Endpoint, normalize_base_url, read_api_key
@@ -26,10 +28,11 @@ from inferencekit.errors import OpError
 from inferencekit.evidence import artifact, metric
 from inferencekit.options import CLIENT_ARGS, check_client_args, parse_json_object, split_extra_body, template_kwargs
 from inferencekit.quality import niah
-from inferencekit.quality.task_run import ItemStore, open_task_run, post_chat, save_task_record, send_in_order
+from inferencekit.quality.task_run import (ItemStore, open_task_run, reply_fields, save_task_record, send_in_order,
+                                           write_new)
 from inferencekit.registry import Arg, Call, Outcome, operation
 from inferencekit.report.progress import ProgressBar
-from inferencekit.rundir import RunDir, safe_name, write_json
+from inferencekit.rundir import RunDir, safe_name
 
 __all__ = ["NIAH_FIXED", "TEMPLATE_ALLOWANCE", "check_fit", "quality_niah", "run_niah"]
 
@@ -109,17 +112,12 @@ def _body(info: EngineInfo, case: niah.NiahCase, s: dict[str, Any], extra: dict[
 def _reply_row(case: niah.NiahCase, body: dict[str, Any], resp: dict[str, Any] | None,
                err: str | None) -> dict[str, Any]:
     meta = {k: v for k, v in case.to_dict().items() if k != "messages"}
-    row: dict[str, Any] = {"id": case.id, "case": meta, "request": body}
-    if resp is None:
-        return {**row, "error": err}
-    choice = (resp.get("choices") or [None])[0]
-    msg = choice.get("message") if isinstance(choice, dict) else None
-    if not isinstance(msg, dict):
-        return {**row, "error": "reply has no choices[0].message"}
-    usage = resp.get("usage") if isinstance(resp.get("usage"), dict) else {}
+    row: dict[str, Any] = {"id": case.id, "case": meta, "request": body, **reply_fields(resp, err)}
+    if "error" in row:
+        return row
+    usage = row.pop("usage")
     tokens = usage.get("prompt_tokens")
-    return {**row, "text": str(msg.get("content") or ""), "finish_reason": choice.get("finish_reason"),
-            "prompt_tokens": tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None,
+    return {**row, "prompt_tokens": tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None,
             "completion_tokens": usage.get("completion_tokens")}
 
 
@@ -135,22 +133,19 @@ async def _collect(url: str, eng: RunningEngine | None, s: dict[str, Any], extra
         check_fit(s["lengths"], s["max_tokens"], context, cpt["value"], context_source or "")
         cases = niah.plan_grid(s["lengths"], s["depths"], s["trials"], s["seed"], cpt["value"])
         store = ItemStore(out_root / name)
+        store.claim({**s, "extra_body": extra or None, "chars_per_token": cpt["value"]}, "niah")
 
         async def one(case: niah.NiahCase) -> dict[str, Any]:
             body = _body(info, case, s, extra)
-            old = store.get(case.id, body)
-            if old is not None:
-                return old
-            resp, err = await post_chat(client, body)
-            row = _reply_row(case, body, resp, err)
-            store.put(case.id, row)
-            return row
+            return await store.answer(client, case.id, body, lambda resp, err: _reply_row(case, body, resp, err))
 
         with ProgressBar(quiet) as bar:
             bar.on_level(f"needle in a haystack ({name}, {len(cases)} cases)", len(cases))
             rows, sent = await send_in_order(cases, one, concurrency=s["concurrency"],
-                                             on_done=lambda r: bar.on_done("n", "error" not in r))
-    return {"rows": rows, "cases": cases, "sent": sent, "info": info, "label": name, "reused": store.reused,
+                                             on_done=lambda r: bar.on_done("n", "error" not in r),
+                                             counts=lambda r: r["id"] not in store.reused_ids)
+    return {"rows": rows, "cases": cases, "sent": sent, "info": info, "label": name, "store": store,
+            "reused": store.reused,
             "cpt": cpt, "context": context, "context_source": context_source}
 
 
@@ -179,7 +174,8 @@ def _limitations(got: dict[str, Any], result: dict[str, Any], s: dict[str, Any])
     if context is None:
         out.append("the server reports no context length: lengths were not checked against it")
     if got["reused"]:
-        out.append(f"{got['reused']} replies kept from an earlier, interrupted run of the same requests")
+        out.append(f"{got['reused']} of {n} replies read back from an earlier run of the same requests in this run dir "
+                   "(resumed)")
     return out
 
 
@@ -209,24 +205,27 @@ def run_niah(url: str, eng: RunningEngine | None, run: RunDir, s: dict[str, Any]
             row["error"] = r["error"]
     # Only what decides the outcome goes in the results file (no timings, no resume counts): the same requests
     # and replies write the same bytes, so a resumed run leaves an earlier record's artifact intact.
-    results = out_root / f"{name}.json"
-    write_json(results, {"format": RESULTS_FORMAT, "label": name, "engine": info.identity(), "model": info.model,
+    results = write_new(out_root / f"{name}.json", orjson.dumps({"format": RESULTS_FORMAT, "label": name, "engine": info.identity(), "model": info.model,
                          "settings": {k: s[k] for k in ("lengths", "depths", "trials", "max_tokens", "seed",
                                                         "chat_template_kwargs")},
                          "extra_body": extra or None, "chars_per_token": cpt, "context_tokens": got["context"],
-                         "context_source": got["context_source"], **result}, indent=True)
+                         "context_source": got["context_source"], **result}, option=orjson.OPT_INDENT_2) + b"\n")
+    index = got["store"].write_index([c.id for c in got["cases"]])
     heatmap = niah.write_heatmap(result, out_root / "heatmap.html", label=name, measurement=cpt["text"])
     acc, ci = result["accuracy"], result["ci95"]
     summary = (f"{name}: needle in a haystack {result['hits']}/{result['n']} found = {acc:.1%} (95% Wilson CI "
                f"{ci[0]:.1%} to {ci[1]:.1%}) over {len(result['lengths'])} lengths × {len(result['depths'])} depths × "
-               f"{s['trials']} trials" + (f"; {result['failed']} requests failed" if result["failed"] else ""))
+               f"{s['trials']} trials" + (f" — UNPROVEN: {result['failed']} requests failed (counted as misses)"
+                                         if result["failed"] else ""))
     return save_task_record(
         run, task="niah", label=name, summary=summary, engine=info.identity(), model=str(info.model),
         workload={"lengths": s["lengths"], "depths": s["depths"], "trials": s["trials"], "max_tokens": s["max_tokens"],
                   "temperature": 0.0, "seed": s["seed"], "concurrency": s["concurrency"],
                   "chars_per_token": cpt["value"], "chars_per_token_method": cpt["method"]},
-        metrics=_metrics(result, name), artifacts=[artifact(results, run.path, "niah_results")],
+        metrics=_metrics(result, name),
+        artifacts=[artifact(results, run.path, "niah_results"), artifact(index, run.path, "niah_items")],
         missing=["responses"] if result["failed"] else [], limitations=_limitations(got, result, s),
+        verdict="UNPROVEN" if result["failed"] else None,
         data={"settings": s, "extra_body": extra or None, "chars_per_token": cpt, "context_tokens": got["context"],
               "context_source": got["context_source"], "results_file": results.relative_to(run.path).as_posix(),
               "cases_dir": (out_root / name).relative_to(run.path).as_posix(),
@@ -309,6 +308,8 @@ def quality_niah(call: Call, base_url: str | None = None, model: str | None = No
         normalize_base_url(base_url)
     read_api_key(api_key_env)
     check_client_args(timeout)
+    if lengths == [] or depths == []:
+        raise OpError("--lengths and --depths need at least one value each (comma-separated)")
     lengths = list(lengths or (512, 1024, 1536))
     depths = [float(d) for d in (depths or (0.1, 0.5, 0.9))]
     if max_tokens < 1 or concurrency < 1:
@@ -322,7 +323,8 @@ def quality_niah(call: Call, base_url: str | None = None, model: str | None = No
     extra_all = parse_json_object(extra_body, "--extra-body")
     extra, refused = split_extra_body(extra_all, NIAH_FIXED)
     if refused:
-        raise OpError(f"--extra-body may not set {', '.join(refused)}: quality niah sets them itself")
+        raise OpError(f"--extra-body may not set {', '.join(refused)}: quality niah sets "
+                      f"{'it' if len(refused) == 1 else 'them'} itself")
     s = {"lengths": lengths, "depths": depths, "trials": trials, "max_tokens": max_tokens, "seed": seed,
          "concurrency": concurrency, "temperature": 0.0,
          "chat_template_kwargs": template_kwargs(extra_all, chat_template_kwargs) or None}

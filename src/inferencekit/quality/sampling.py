@@ -714,7 +714,8 @@ def judge_sampling(per_prompt: Sequence[Mapping[str, Any]], *, sampling: Mapping
       UNPROVEN. An engine that ignores temperature (draws the greedy token) shows up here as a large
       excess, about 1 − p_max per prompt.
     - **out_of_support**: draws outside the kept set over all draws of informative and near-deterministic
-      prompts; FAIL when the Wilson 95% lower bound exceeds ``oos_max``. It can only FAIL.
+      prompts; FAIL when the Wilson 95% lower bound exceeds ``oos_max``, PASS when the upper bound is
+      within it, else UNPROVEN (too few draws to bound the share), which makes the verdict UNPROVEN.
     - **greedy_only**: at a sampling temperature, every draw of every informative prompt was its top
       token; FAIL when that event's probability under the implied distributions, Π p_max^n, is below
       ``greedy_alpha`` (an exact test; it does not depend on ``min_prompts``). It can only FAIL.
@@ -824,7 +825,9 @@ def judge_sampling(per_prompt: Sequence[Mapping[str, Any]], *, sampling: Mapping
     of = sum(r["n_draws"] for r in sup)
     wl, wh = stats.wilson_interval(oos, of) if of else (None, None)
     oos_fail = wl is not None and wl > oos_max
-    oos_check = {"verdict": "FAIL" if oos_fail else ("PASS" if of else "NOT RUN"), "draws": oos, "of": of,
+    oos_short = of > 0 and not oos_fail and wh is not None and wh > oos_max  # too few draws to bound the rate
+    oos_check = {"verdict": "FAIL" if oos_fail else ("UNPROVEN" if oos_short else "PASS" if of else "NOT RUN"),
+                 "draws": oos, "of": of,
                  "rate": oos / of if of else None, "ci95": [wl, wh], "max_rate": oos_max,
                  "outside_listed": outside, "prompts": len(sup)}
 
@@ -865,6 +868,9 @@ def judge_sampling(per_prompt: Sequence[Mapping[str, Any]], *, sampling: Mapping
         fails.append(f"unsent {', '.join(unsent)} were taken as off; an engine that fills in its own defaults for "
                      "them would produce this too")
     problems = []
+    if oos_short:
+        problems.append(f"{oos} of {of} draws outside the kept tokens: too few draws to bound that share below "
+                        f"{oos_max:.1%} (95% Wilson upper bound {wh:.2%})")
     incomplete = dropped.get("incomplete", 0)
     if incomplete:
         problems.append(f"{incomplete} prompt(s) incomplete: failed requests or missing logprobs or draws"

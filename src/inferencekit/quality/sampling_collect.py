@@ -1,10 +1,13 @@
 """The sampler check's requests (collect side): per prompt, top-k first-token logprobs twice and S seeded draws.
 
-Each prompt is done whole before the next: its top-k list (``max_tokens: 1``, seed 0), its S draws (seeds
-0..S-1, ``logprobs`` with one alternative, so the drawn token is named exactly as the list names it:
-an id where the engine gives ids, else the token string), then the list again. The prompt's file
-``<folder>/<prompt id>.json`` is written when it is complete; a run interrupted later keeps it (same
-request settings). Then a few (prompt, seed) pairs are asked again for the seed check.
+Each prompt is done whole before the next: its top-k list (``max_tokens: 1``, seed 0), its S draws,
+then the list again. The i-th prompt draws with seeds i·S .. i·S+S−1 (``seed_block``): no seed is
+shared between prompts, because an engine's seeded generator gives the same random number for one
+seed whatever the prompt, which would tie the prompts' draws together and make the bootstrap over
+prompts too narrow. Draws ask for ``logprobs`` with one alternative, so the drawn token is named
+exactly as the list names it (an id where the engine gives ids, else the token string). The prompt's
+file ``<folder>/<prompt id>.json`` is written when it is complete; a run interrupted later keeps it
+(same request settings). Then a few (prompt, seed) pairs are asked again for the seed check.
 
 Judging is ``quality/sampling.py``; nothing here decides a verdict.
 """
@@ -26,7 +29,8 @@ from inferencekit.quality.sampling import collision_probability
 from inferencekit.quality.task_run import ItemStore, post_chat
 from inferencekit.quality.trajectory import LogprobCap, ask_logprobs
 
-__all__ = ["FORMAT", "SEED_CHECK_PROMPTS", "SEED_CHECK_SEEDS", "SamplingPlan", "collect_side", "first_token"]
+__all__ = ["FORMAT", "SEED_CHECK_PROMPTS", "SEED_CHECK_SEEDS", "SamplingPlan", "collect_side", "first_token",
+           "seed_block"]
 
 FORMAT = "inferencekit.quality.sampling.v1"
 SEED_CHECK_PROMPTS = 8
@@ -38,7 +42,7 @@ SEED_CHECK_SEEDS = 8
 @dataclass(slots=True)
 class SamplingPlan:
     """What every request of one side sends: ``send`` (the sampling fields and --extra-body), the draw count
-    ``seeds`` (seeds 0..seeds-1), ``top_logprobs`` asked for the lists, ``concurrency`` and the
+    ``seeds`` per prompt (a block of its own, ``seed_block``), ``top_logprobs`` asked for the lists, ``concurrency`` and the
     chat_template_kwargs given by flag (a prompt record's own win per key)."""
 
     send: dict[str, Any]
@@ -46,6 +50,11 @@ class SamplingPlan:
     top_logprobs: int = 20
     concurrency: int = 1
     ctk: dict[str, Any] = field(default_factory=dict)
+
+
+def seed_block(index: int, seeds: int) -> range:
+    """The draw seeds of the ``index``-th prompt (0-based): ``seeds`` of them, shared with no other prompt."""
+    return range(index * seeds, (index + 1) * seeds)
 
 
 def first_token(resp: dict[str, Any], k: int | None = None) -> tuple[Any, list[list[Any]] | None, str | None]:
@@ -107,8 +116,9 @@ class _Side:
         key, _, err = first_token(resp)
         return key, err
 
-    async def prompt(self, p: Prompt) -> dict[str, Any]:
-        request = {**self.body(p, 0), "seed": f"0..{self.plan.seeds - 1}", "top_logprobs": self.cap.k}
+    async def prompt(self, p: Prompt, index: int) -> dict[str, Any]:
+        block = seed_block(index, self.plan.seeds)
+        request = {**self.body(p, 0), "seed": f"{block.start}..{block.stop - 1}", "top_logprobs": self.cap.k}
         old = self.store.get(p.id, request)
         if old is not None:
             return old
@@ -116,9 +126,9 @@ class _Side:
         first, err = await self.top(p)
         if err:
             errors.append(f"logprobs: {err}")
-        got = await asyncio.gather(*(self.draw(p, s) for s in range(self.plan.seeds)))
+        got = await asyncio.gather(*(self.draw(p, s) for s in block))
         draws = {}
-        for s, (key, e) in enumerate(got):
+        for s, (key, e) in zip(block, got):
             if e:
                 errors.append(f"seed {s}: {e}")
             else:
@@ -136,15 +146,18 @@ class _Side:
             self.store.put(p.id, row)
         return row
 
-    async def seed_repeats(self, prompts: Sequence[Prompt], rows: dict[str, dict[str, Any]]) -> dict[str, dict[int, Any]]:
-        """Seeds 0..SEED_CHECK_SEEDS-1 asked again on the SEED_CHECK_PROMPTS prompts with the most varied draws."""
+    async def seed_repeats(self, prompts: Sequence[Prompt],
+                           rows: dict[str, dict[str, Any]]) -> dict[str, dict[int, Any]]:
+        """The first SEED_CHECK_SEEDS seeds of each prompt's block asked again, on the SEED_CHECK_PROMPTS prompts
+        with the most varied draws."""
         complete = [p for p in prompts if len(rows[p.id]["draws"]) == self.plan.seeds]
         varied = sorted(complete, key=lambda p: (collision_probability(Counter(rows[p.id]["draws"].values())), p.id))
         pick = varied[:SEED_CHECK_PROMPTS]
-        seeds = list(range(min(SEED_CHECK_SEEDS, self.plan.seeds)))
-        got = await asyncio.gather(*(self.draw(p, s) for p in pick for s in seeds))
+        index = {p.id: i for i, p in enumerate(prompts)}
+        jobs = [(p, s) for p in pick for s in list(seed_block(index[p.id], self.plan.seeds))[:SEED_CHECK_SEEDS]]
+        got = await asyncio.gather(*(self.draw(p, s) for p, s in jobs))
         out: dict[str, dict[int, Any]] = {p.id: {} for p in pick}
-        for (p, s), (key, err) in zip(((p, s) for p in pick for s in seeds), got):
+        for (p, s), (key, err) in zip(jobs, got):
             if err is None:
                 out[p.id][s] = key
         return out
@@ -158,10 +171,13 @@ async def collect_side(client: Client, info: EngineInfo, prompts: Sequence[Promp
     (the k used, after any cap), "cap_errors", "refused", "reused"}``; a row holds ``top``/``top_again``
     (``[[key, logprob], …]`` or None), ``draws`` (``{"<seed>": key}``) and ``errors``.
     """
-    side = _Side(client, info, plan, ItemStore(folder))
+    store = ItemStore(folder)
+    store.claim({"send": plan.send, "seeds": plan.seeds, "top_logprobs": plan.top_logprobs,
+                 "concurrency": plan.concurrency, "ctk": plan.ctk, "prompts": [p.id for p in prompts]}, "sampling")
+    side = _Side(client, info, plan, store)
     rows: dict[str, dict[str, Any]] = {}
-    for p in prompts:  # one prompt at a time: its draws sit between its two lists
-        rows[p.id] = await side.prompt(p)
+    for i, p in enumerate(prompts):  # one prompt at a time: its draws sit between its two lists
+        rows[p.id] = await side.prompt(p, i)
         if on_done:
             on_done(rows[p.id])
     repeats = await side.seed_repeats(prompts, rows)

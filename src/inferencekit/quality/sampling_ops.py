@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import orjson
+
 from inferencekit.api.client import Client
 from inferencekit.api.detect import EngineInfo, detect_engine
 from inferencekit.api.endpoint import Endpoint, normalize_base_url, read_api_key
@@ -21,11 +23,12 @@ from inferencekit.options import CLIENT_ARGS, check_client_args, parse_json_obje
 from inferencekit.quality.sampling import (DEFAULT_ORDERS, MIN_PROMPTS, judge_sampling, sampling_settings,
                                            tv_between)
 from inferencekit.quality.sampling_collect import FORMAT, SamplingPlan, collect_side
-from inferencekit.quality.task_run import open_task_run, save_task_record
+from inferencekit.quality.task_run import open_task_run, save_task_record, write_new
 from inferencekit.quality.trajectory import select_prompts
+from inferencekit.quality.trajectory_ops import print_tail
 from inferencekit.registry import Arg, Call, Outcome, operation
 from inferencekit.report.progress import ProgressBar
-from inferencekit.rundir import RunDir, safe_name, write_json
+from inferencekit.rundir import RunDir, safe_name
 
 __all__ = ["DEFAULT_SETTINGS", "quality_sampling", "run_sampling_check"]
 
@@ -155,12 +158,12 @@ def run_sampling_check(url: str, run: RunDir, prompts: list[Prompt], plan: Sampl
         base = judge_sampling(_per_prompt(bgot, prompts), **kw)
         cross = _cross(res, base)
     _, unsent = sampling_settings(plan.send)
-    out = run.path / "quality" / "sampling" / f"{name}.json"
-    write_json(out, {"format": FORMAT, "label": name, "engine": info.identity(), "verdict": res["verdict"],
+    out = write_new(run.path / "quality" / "sampling" / f"{name}.json", orjson.dumps({"format": FORMAT, "label": name, "engine": info.identity(), "verdict": res["verdict"],
                      "reason": res["reason"], "settings": {"send": plan.send, "not_sent": unsent, "seeds": plan.seeds,
                                                           "top_logprobs": got["top_logprobs"], "margin": margin,
                                                           "concurrency": plan.concurrency},
-                     "prompts": prompts_info, "result": res, "baseline": base, "cross_server": cross}, indent=True)
+                     "prompts": prompts_info, "result": res, "baseline": base, "cross_server": cross},
+                    option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n")
     lim = _limitations(res, got, plan, unsent=unsent, n_asked=len(prompts), base=base)
     failed = sum(1 for r in got["rows"].values() if r["errors"])
     return save_task_record(
@@ -187,6 +190,9 @@ def _settings(extra: dict[str, Any], temperature: float | None, top_k: int | Non
         raise OpError(f"--omit names {', '.join(unknown)}; it takes {', '.join(SAMPLING_FIELDS)}")
     if "temperature" in omit:
         raise OpError("--omit temperature: the check needs the temperature it is asked with")
+    both = sorted(k for k in omit if flags.get(k) is not None)
+    if both:
+        raise OpError(f"--{both[0].replace('_', '-')} is given and also named in --omit: send it or omit it, not both")
     send = {**DEFAULT_SETTINGS, **{k: v for k, v in extra.items()},
             **{k: v for k, v in flags.items() if v is not None}}
     for k in omit:
@@ -217,10 +223,7 @@ def render_sampling(console: Any, rec: dict[str, Any]) -> None:
         console.print("not judged for TV: " + "; ".join(f"{n} {k} ({d['dropped_why'][k]})" for k, n in d["dropped"].items()),
                       markup=False, highlight=False)
     console.print(f"verdict: {d['verdict']} — {d['reason']}", markup=False, highlight=False)
-    for line in rec["limitations"]:
-        console.print(f"limitation: {line}", markup=False, highlight=False)
-    console.print(f"results: {d['run_dir']}/{d['results_file']}   record: {rec['evidence_id']}", markup=False,
-                  highlight=False)
+    print_tail(console, rec, f"results: {d['run_dir']}/{d['results_file']}   record: {rec['evidence_id']}")
 
 
 @operation(("quality", "sampling"), "Sampler check: do the engine's seeded draws follow its own first-token logprobs "
@@ -273,14 +276,20 @@ def quality_sampling(call: Call, base_url: str | None = None, model: str | None 
     read_api_key(api_key_env)
     read_api_key(baseline_api_key_env)
     check_client_args(timeout)
-    if n_prompts < 2 or seeds < 2 or concurrency < 1 or resamples < 1 or not margin > 0:
-        raise OpError("--n-prompts ≥ 2, --seeds ≥ 2, --concurrency ≥ 1, --resamples ≥ 1 and --margin > 0 are required")
+    for flag, value, low in (("--n-prompts", n_prompts, 2), ("--seeds", seeds, 2), ("--concurrency", concurrency, 1),
+                             ("--resamples", resamples, 1)):
+        if value < low:
+            raise OpError(f"{flag} must be at least {low}, got {value}")
+    if not 0 < margin <= 0.5:
+        raise OpError(f"--margin must lie in (0, 0.5] (probability mass; TV is at most 1, so a wider margin "
+                      f"passes anything), got {margin:g}")
     if label is not None:
         safe_name(label, "--label")
     extra_all = parse_json_object(extra_body, "--extra-body")
     extra, refused = split_extra_body(extra_all, OWN_FIELDS)
     if refused:
-        raise OpError(f"--extra-body may not set {', '.join(refused)}: quality sampling sets them itself")
+        raise OpError(f"--extra-body may not set {', '.join(refused)}: quality sampling sets "
+                      f"{'it' if len(refused) == 1 else 'them'} itself")
     send = _settings(extra, temperature, top_k, top_p, min_p, list(omit or []))
     pset = load_prompt_set(prompts)
     chosen = select_prompts(pset.prompts, n_prompts)

@@ -20,8 +20,9 @@ from typing import Any, TypeVar
 
 from inferencekit.api.client import Client
 from inferencekit.api.detect import EngineInfo
-from inferencekit.evidence import build_record, save_record
-from inferencekit.rundir import RunDir, read_json, safe_name, write_json
+from inferencekit.errors import OpError
+from inferencekit.evidence import build_record, save_record, sha256_file
+from inferencekit.rundir import RunDir, read_json, safe_name, write_bytes, write_json
 
 __all__ = [
     "AUTO_MAX_CONCURRENCY",
@@ -31,8 +32,10 @@ __all__ = [
     "open_task_run",
     "parallelism",
     "post_chat",
+    "reply_fields",
     "save_task_record",
     "send_in_order",
+    "write_new",
 ]
 
 T = TypeVar("T")
@@ -47,13 +50,17 @@ _PARALLEL_SHARE = 0.75  # a burst of b ran "in parallel" when its measured paral
 
 async def send_in_order(items: Sequence[T], one: Callable[[T], Awaitable[R]], *, concurrency: int,
                         deadline: float | None = None, on_done: Callable[[R], None] | None = None,
-                        clock: Callable[[], float] = time.monotonic) -> tuple[list[R], dict[str, Any]]:
+                        clock: Callable[[], float] = time.monotonic,
+                        counts: Callable[[R], bool] | None = None) -> tuple[list[R], dict[str, Any]]:
     """``one(item)`` for each item, in list order, at most ``concurrency`` at once.
 
     With ``deadline`` (an instant of ``clock``, ``time.monotonic`` by default), a free slot takes the
-    next item only while ``now + mean latency so far`` is before it: an item sent now is projected to end one mean latency
-    later. Once one item is held back no later one is sent, so the results are always the first n
+    next item only while ``now + mean latency so far`` is before it: an item sent now is projected to
+    end one mean latency later. Once one item is held back no later one is sent, so the results are always the first n
     items; those in flight finish (the run can overrun by about one request).
+
+    ``counts(result)`` False keeps a result's time out of the mean latency (a reply read back from disk
+    on resume is no measure of the server).
 
     Returns:
         ``(results, info)``: the results of the items sent, in item order, and ``{"sent", "of",
@@ -70,23 +77,30 @@ async def send_in_order(items: Sequence[T], one: Callable[[T], Awaitable[R]], *,
     async def timed(i: int) -> None:
         t = clock()
         results[i] = await one(items[i])
-        latencies.append(clock() - t)
+        if counts is None or counts(results[i]):
+            latencies.append(clock() - t)
         if on_done:
             on_done(results[i])
 
     running: set[asyncio.Task[None]] = set()
-    while True:
-        while not stopped and nxt < len(items) and len(running) < slots:
-            if deadline is not None and latencies and clock() + statistics.fmean(latencies) > deadline:
-                stopped = True
+    try:
+        while True:
+            while not stopped and nxt < len(items) and len(running) < slots:
+                if deadline is not None and latencies and clock() + statistics.fmean(latencies) > deadline:
+                    stopped = True
+                    break
+                running.add(asyncio.ensure_future(timed(nxt)))
+                nxt += 1
+            if not running:
                 break
-            running.add(asyncio.ensure_future(timed(nxt)))
-            nxt += 1
-        if not running:
-            break
-        done, running = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
-        for task in done:
-            task.result()  # re-raise a bug in ``one``: request failures are rows, not exceptions
+            done, running = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                task.result()  # re-raise a bug in ``one``: request failures are rows, not exceptions
+    finally:  # interrupted (Ctrl-C cancels this coroutine) or a bug: no request may outlive the client session
+        for task in running:
+            task.cancel()
+        if running:
+            await asyncio.gather(*running, return_exceptions=True)
     mean = statistics.fmean(latencies) if latencies else None
     info = {"sent": nxt, "of": len(items), "stopped_early": stopped, "elapsed_s": round(clock() - t0, 2),
             "mean_latency_s": round(mean, 4) if mean is not None else None,
@@ -162,15 +176,48 @@ async def post_chat(client: Client, body: dict[str, Any]) -> tuple[dict[str, Any
     return doc, None
 
 
+def reply_fields(resp: dict[str, Any] | None, err: str | None) -> dict[str, Any]:
+    """What a task keeps of one chat reply: ``{"error"}`` for a failed request or a reply without
+    ``choices[0].message``, else ``{"text", "finish_reason", "usage"}`` (usage ``{}`` when absent)."""
+    if resp is None:
+        return {"error": err}
+    choice = (resp.get("choices") or [None])[0]
+    msg = choice.get("message") if isinstance(choice, dict) else None
+    if not isinstance(msg, dict):
+        return {"error": "reply has no choices[0].message"}
+    usage = resp.get("usage") if isinstance(resp.get("usage"), dict) else {}
+    return {"text": str(msg.get("content") or ""), "finish_reason": choice.get("finish_reason"), "usage": usage}
+
+
 class ItemStore:
     """One JSON file per finished item in ``folder`` (``<id>.json``), each holding the request it answered.
 
-    ``get(id, request)`` returns a stored row only when it was made by the same request, so changing a
-    setting and re-running redoes the item instead of mixing two settings in one result."""
+    ``claim(settings)`` first: a folder holding another run's items (other settings) is refused, so a
+    second run never overwrites the files an earlier record rests on. ``get(id, request)`` returns a
+    stored row only when it was made by the same request and did not fail; ``write_index`` lists every
+    item file by SHA-256 for the record."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self.reused = 0
+        self.reused_ids: set[str] = set()
+
+    @property
+    def reused(self) -> int:
+        return len(self.reused_ids)
+
+    def claim(self, settings: dict[str, Any], what: str) -> None:
+        """Tie the folder to these settings (``settings.json``); the same settings resume.
+
+        Raises:
+            OpError: the folder holds a run with other settings (each differing key is named).
+        """
+        path = self.folder / "settings.json"
+        old = read_json(path) if path.is_file() else None
+        if isinstance(old, dict) and old != settings:
+            keys = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
+            raise OpError(f"{self.folder} already holds a {what} run with other settings (differs in "
+                          f"{', '.join(keys)}): give another --label or --run-dir (the same settings resume it)")
+        write_json(path, settings)
 
     def _path(self, item_id: str) -> Path:
         return self.folder / f"{safe_name(item_id, 'item id')}.json"
@@ -182,11 +229,43 @@ class ItemStore:
         doc = read_json(path)
         if not isinstance(doc, dict) or doc.get("request") != request or "error" in doc:
             return None  # another request, or a failure worth asking again
-        self.reused += 1
+        self.reused_ids.add(item_id)
         return doc
 
     def put(self, item_id: str, row: dict[str, Any]) -> None:
         write_json(self._path(item_id), row)
+
+    def write_index(self, ids: Sequence[str]) -> Path:
+        """``index.json``: each listed item's file name and SHA-256 (the items a result was graded from)."""
+        index = {i: {"file": self._path(i).name, "sha256": sha256_file(self._path(i))}
+                 for i in ids if self._path(i).is_file()}
+        path = self.folder / "index.json"
+        write_json(path, {"items": index})
+        return path
+
+    async def answer(self, client: Client, item_id: str, body: dict[str, Any],
+                     to_row: Callable[[dict[str, Any] | None, str | None], dict[str, Any]]) -> dict[str, Any]:
+        """The stored row for this request, else one chat request (``post_chat``) turned into a row by
+        ``to_row(reply, error)`` and stored before it is returned."""
+        old = self.get(item_id, body)
+        if old is not None:
+            return old
+        resp, err = await post_chat(client, body)
+        row = to_row(resp, err)
+        self.put(item_id, row)
+        return row
+
+
+def write_new(path: Path, data: bytes) -> Path:
+    """Write ``data`` at ``path`` unless a file with other bytes is there (an earlier record may rest on it):
+    then at ``<stem>-2<suffix>``, ``-3``, … (the first free or identical one). Returns the path written."""
+    candidate, k = path, 1
+    while candidate.is_file() and candidate.read_bytes() != data:
+        k += 1
+        candidate = path.with_name(f"{path.stem}-{k}{path.suffix}")
+    if not candidate.is_file():
+        write_bytes(candidate, data)
+    return candidate
 
 
 def open_task_run(run_dir: str | None, call: Any) -> RunDir:

@@ -37,6 +37,14 @@ class TaskSizes:
     niah_trials: int = 3
 
 
+def _measured(rec: dict[str, Any]) -> Result:
+    """A measurement's part: no verdict of its own, UNPROVEN when requests failed (missing evidence)."""
+    failed = rec["data"]["failed"]
+    if failed:
+        return "UNPROVEN", f"{failed} requests failed; {rec['summary']}", [rec]
+    return None, f"informational: a measurement, no pass/fail; {rec['summary']}", [rec]
+
+
 def sampler_task(url: str, run: RunDir, sizes: TaskSizes, *, label: str, model: str | None, api_key_env: str | None,
                  timeout: float, extra: dict[str, Any], ctk: dict[str, Any], quiet: bool) -> Result:
     """``quality sampling`` with its default settings (temperature 1, top_k 20, top_p 1, min_p 0; --extra-body's
@@ -74,10 +82,7 @@ def gsm8k_task(url: str, run: RunDir, sizes: TaskSizes, *, label: str, model: st
                           deadline=time.monotonic() + sizes.gsm8k_budget_s, budget=sizes.gsm8k_budget_s, quiet=quiet)
     except OpError as e:
         return "NOT RUN", str(e), []
-    d = rec["data"]
-    verdict = "UNPROVEN" if d["failed"] else None
-    why = f"{d['failed']} requests failed; " if d["failed"] else "informational: a measurement, no pass/fail; "
-    return verdict, why + rec["summary"], [rec]
+    return _measured(rec)
 
 
 def niah_task(url: str, run: RunDir, sizes: TaskSizes, *, label: str, model: str | None, api_key_env: str | None,
@@ -92,7 +97,4 @@ def niah_task(url: str, run: RunDir, sizes: TaskSizes, *, label: str, model: str
                        quiet=quiet)
     except OpError as e:
         return "NOT RUN", str(e), []
-    d = rec["data"]
-    verdict = "UNPROVEN" if d["failed"] else None
-    why = f"{d['failed']} requests failed; " if d["failed"] else "informational: a measurement, no pass/fail; "
-    return verdict, why + rec["summary"], [rec]
+    return _measured(rec)
