@@ -55,7 +55,7 @@ def test_small_grid_on_the_embedded_engine(first_run) -> None:
     assert not any("assumed" in line for line in out["limitations"])
 
     cases = Path(out["cases_dir"])
-    assert sorted(p.stem for p in cases.glob("*.json")) == CASE_IDS
+    assert sorted(p.stem for p in cases.glob("L*.json")) == CASE_IDS
     doc = json.loads((cases / "L512-D0.90-T0.json").read_text())
     assert doc["request"]["temperature"] == 0.0 and doc["request"]["repeat_penalty"] == 1.0
     assert doc["request"]["seed"] == 0 and doc["request"]["stream"] is False
@@ -67,7 +67,7 @@ def test_small_grid_on_the_embedded_engine(first_run) -> None:
     assert "<svg" in page.read_text() and "Needle in a haystack: llama-cpp-python" in page.read_text()
 
     code, chk = run_cli(["evidence", "verify", out["evidence_id"]])
-    assert code == 0 and chk["intact"] and chk["artifacts_checked"] == 1
+    assert code == 0 and chk["intact"] and chk["artifacts_checked"] == 2  # the results and the case index
     rec = json.loads((run / "evidence" / f"{out['evidence_id']}.json").read_text())
     assert rec["kind"] == "quality_task" and rec["data"]["task"] == "niah"
     acc = [m for m in rec["metrics"] if m["name"] == "niah_accuracy"]

@@ -100,7 +100,7 @@ def test_http_errors_are_recorded_per_problem_and_the_run_finishes(tmp_path):
                              "--extra-body", '{"fault": "http500"}', "--run-dir", str(tmp_path / "f")])
     assert code == 3  # UNPROVEN: a failed request is missing evidence
     assert out["failed"] == 3 and out["correct"] == 0 and len(seen) == 3
-    items = sorted((tmp_path / "f" / "quality" / "gsm8k" / "openai").glob("*.json"))
+    items = sorted((tmp_path / "f" / "quality" / "gsm8k" / "openai").glob("gsm8k-test-*.json"))
     assert len(items) == 3 and all("HTTP 500" in json.loads(p.read_text())["error"] for p in items)
 
 
@@ -113,7 +113,9 @@ def test_sampling_on_the_honest_engine_draws_from_its_own_distribution(embedded_
     assert out["sent"] == {"temperature": 1.0, "top_k": 20, "top_p": 1.0, "min_p": 0.0}
     assert c["settings"]["sampling"] == {"temperature": 1.0, "top_k": 20, "top_p": None, "min_p": None}  # 1 and 0: off
     assert c["settings"]["unsent"] == [] and out["not_sent"] == []
-    assert c["out_of_support"]["verdict"] == "PASS" and c["out_of_support"]["of"] >= 16
+    # 0 draws outside the kept tokens, but 64 draws cannot bound that share below 0.5%: UNPROVEN, not PASS
+    assert c["out_of_support"]["draws"] == 0 and c["out_of_support"]["of"] == 64
+    assert c["out_of_support"]["verdict"] == "UNPROVEN"
     assert c["greedy_only"]["verdict"] == "PASS" and c["greedy_only"]["greedy_draws"] < c["greedy_only"]["draws"]
     # 4 prompts are below the 8 a TV verdict needs: UNPROVEN, said so, never PASS
     assert out["verdict"] == "UNPROVEN" and code == 3 and "need 8" in out["reason"]

@@ -18,6 +18,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+import orjson
+
 from inferencekit.api.client import Client
 from inferencekit.api.detect import EngineInfo
 from inferencekit.errors import OpError
@@ -190,7 +192,8 @@ def reply_fields(resp: dict[str, Any] | None, err: str | None) -> dict[str, Any]
 
 
 class ItemStore:
-    """One JSON file per finished item in ``folder`` (``<id>.json``), each holding the request it answered.
+    """One JSON file per finished item in ``folder`` (``<id>.json``), each holding the request it answered,
+    beside ``settings.json`` (the claim) and ``index.json``.
 
     ``claim(settings)`` first: a folder holding another run's items (other settings) is refused, so a
     second run never overwrites the files an earlier record rests on. ``get(id, request)`` returns a
@@ -217,7 +220,8 @@ class ItemStore:
             keys = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
             raise OpError(f"{self.folder} already holds a {what} run with other settings (differs in "
                           f"{', '.join(keys)}): give another --label or --run-dir (the same settings resume it)")
-        write_json(path, settings)
+        if old is None:
+            write_json(path, settings)
 
     def _path(self, item_id: str) -> Path:
         return self.folder / f"{safe_name(item_id, 'item id')}.json"
@@ -240,7 +244,9 @@ class ItemStore:
         index = {i: {"file": self._path(i).name, "sha256": sha256_file(self._path(i))}
                  for i in ids if self._path(i).is_file()}
         path = self.folder / "index.json"
-        write_json(path, {"items": index})
+        data = orjson.dumps({"items": index})
+        if not (path.is_file() and path.read_bytes() == data):  # unchanged on a resume that sent nothing
+            write_bytes(path, data)
         return path
 
     async def answer(self, client: Client, item_id: str, body: dict[str, Any],
