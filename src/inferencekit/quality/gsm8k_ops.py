@@ -20,7 +20,8 @@ from inferencekit.api.detect import EngineInfo, detect_engine
 from inferencekit.api.endpoint import Endpoint, normalize_base_url, read_api_key
 from inferencekit.engines.target import serve_target
 from inferencekit.errors import OpError
-from inferencekit.evidence import Store, artifact, compute_id, metric, record_base, resolve_record, sha256_file
+from inferencekit.evidence import (Store, artifact, compute_id, integrity_problems, metric, record_base, resolve_record,
+                                   sha256_file)
 from inferencekit.options import CLIENT_ARGS, check_client_args, parse_json_object, split_extra_body, template_kwargs
 from inferencekit.quality.gsm8k import (PACKAGED_COUNT, PAIR_FIELDS, GsmData, GsmItem, load_gsm8k, mcnemar,
                                         pair_problem, prompt_messages, prompt_sha256, score_items)
@@ -85,12 +86,13 @@ def load_paired_run(ref: str) -> dict[str, Any]:
         arts = [a for a in rec.get("artifacts") or [] if a.get("role") == "gsm8k_results"]
         base = record_base(rec_path, rec)
         if not arts:
-            raise OpError(f"--paired-with {ref}: the record lists no per-item results (an lm-eval run cannot be paired)")
-        path = (base or Path(".")) / arts[0]["path"]
-        if base is None or not path.is_file():
-            raise OpError(f"--paired-with {ref}: its results file {path} is gone")
-        if sha256_file(path) != arts[0]["sha256"]:
-            raise OpError(f"--paired-with {ref}: {path} changed after the record was written")
+            raise OpError(f"--paired-with {ref}: the record lists no per-problem results file")
+        if base is None:
+            raise OpError(f"--paired-with {ref}: its run directory is gone, so its results cannot be read")
+        problems = integrity_problems(rec, base)  # the results file and the item index, by SHA-256
+        if problems:
+            raise OpError(f"--paired-with {ref}: its files changed after the record was written ({problems[0]})")
+        path = base / arts[0]["path"]
     rows = [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
     return {"rows": rows, "settings": (rec.get("data") or {}).get("settings") or {}, "evidence_id": rec["evidence_id"],
             "file": str(path)}
