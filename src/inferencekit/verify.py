@@ -67,9 +67,10 @@ class Profile:
 
 _QUICK_GATES = (("gates: caching", "gates"), ("gates: token_count", "gates"), ("gates: output_length", "gates"),
                 ("gates: unique_prompts", "gates"), ("gates: hidden_probes", "gates"), ("gates: rare_tokens", "gates"))
-_STANDARD = (("quality: trajectory + score", "quality parity"), ("quality: sampler check", "quality tasks"),
-             ("quality: gsm8k subset", "quality tasks"), ("gates: order", "order gate"))
-_FULL = (("quality: niah grid", "quality tasks"),)
+SAMPLER_PART, GSM8K_PART, NIAH_PART = "quality: sampler check", "quality: gsm8k subset", "quality: niah grid"
+_STANDARD = (("quality: trajectory + score", "quality parity"), (SAMPLER_PART, "quality tasks"),
+             (GSM8K_PART, "quality tasks"), ("gates: order", "order gate"))
+_FULL = ((NIAH_PART, "quality tasks"),)
 
 PROFILES: dict[str, Profile] = {
     "quick": Profile("quick", (1, 2, 4), 8, 64, 1, _QUICK_GATES),
@@ -230,9 +231,6 @@ def _quality_reason(report: dict[str, Any], label: str) -> str:
     eng = report["engines"][label]
     floor = f" (A/A floor: {fig(report['floor'])})" if report.get("floor") else ""
     return f"{fig(eng)}{floor}; {eng['verdict']['reason']}"
-
-
-SAMPLER_PART, GSM8K_PART, NIAH_PART = "quality: sampler check", "quality: gsm8k subset", "quality: niah grid"
 
 
 def _task_parts(built: dict[str, dict[str, Any]], url: str, run: RunDir, prof: Profile, **kw: Any) -> list[dict[str, Any]]:

@@ -32,13 +32,22 @@ from inferencekit.registry import Arg, Call, Outcome, operation
 from inferencekit.report.progress import ProgressBar
 from inferencekit.rundir import RunDir, read_json, safe_name
 
-__all__ = ["EXTRACTION", "load_paired_run", "quality_gsm8k", "run_builtin"]
+__all__ = ["EXTRACTION", "gsm8k_settings", "load_paired_run", "quality_gsm8k", "run_builtin"]
 
 EXTRACTION = "last '#### n', else the last \\boxed{}, else the last number; numeric equality"
 # Fields a GSM8K request sets itself: --extra-body may not override them.
 GSM_FIXED = {"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "seed", "stream", "n",
              "logprobs", "top_logprobs", "stream_options"}
 PROBE_MAX_TOKENS = 32  # the auto-concurrency timing probe's requests
+
+
+def gsm8k_settings(dataset: GsmData, *, max_tokens: int, ctk: dict[str, Any] | None, backend: str,
+                   seed: int) -> dict[str, Any]:
+    """What a GSM8K run records as its settings: every ``PAIR_FIELDS`` key (what a pair must share), plus the
+    dataset's name and the seed. Greedy: temperature 0."""
+    return {"dataset": dataset.name, "dataset_sha256": dataset.sha256, "prompt_sha256": prompt_sha256(),
+            "max_tokens": max_tokens, "temperature": 0.0, "chat_template_kwargs": ctk or None, "backend": backend,
+            "seed": seed}
 
 
 def _record_lists(rec: Any, sha: str) -> bool:
@@ -272,8 +281,7 @@ def quality_gsm8k(call: Call, base_url: str | None = None, model: str | None = N
     ctk = template_kwargs(extra_all, chat_template_kwargs) or None
     dataset = load_gsm8k(data)
     items = list(dataset.items[:limit] if limit else dataset.items)
-    s = {"dataset": dataset.name, "dataset_sha256": dataset.sha256, "prompt_sha256": prompt_sha256(),
-         "max_tokens": max_tokens, "temperature": 0.0, "chat_template_kwargs": ctk, "backend": backend, "seed": seed}
+    s = gsm8k_settings(dataset, max_tokens=max_tokens, ctk=ctk, backend=backend, seed=seed)
     if backend == "lm-eval":
         from inferencekit.quality.gsm8k_lmeval_ops import check_lm_eval_request
         check_lm_eval_request(extra=extra, ctk=ctk, paired_with=paired_with, time_budget_s=time_budget_s)

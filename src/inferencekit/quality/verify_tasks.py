@@ -69,13 +69,11 @@ def gsm8k_task(url: str, run: RunDir, sizes: TaskSizes, *, label: str, model: st
                timeout: float, extra: dict[str, Any], ctk: dict[str, Any], quiet: bool) -> Result:
     """``quality gsm8k`` over the packaged test split in order, concurrency from the server, stopped by
     ``sizes.gsm8k_budget_s``: the subset that fits is recorded as such."""
-    from inferencekit.quality.gsm8k import load_gsm8k, prompt_sha256
-    from inferencekit.quality.gsm8k_ops import run_builtin
+    from inferencekit.quality.gsm8k import load_gsm8k
+    from inferencekit.quality.gsm8k_ops import gsm8k_settings, run_builtin
 
     data = load_gsm8k(None)
-    s = {"dataset": data.name, "dataset_sha256": data.sha256, "prompt_sha256": prompt_sha256(),
-         "max_tokens": sizes.gsm8k_max_tokens, "temperature": 0.0, "chat_template_kwargs": ctk or None,
-         "backend": "builtin", "seed": 0}
+    s = gsm8k_settings(data, max_tokens=sizes.gsm8k_max_tokens, ctk=ctk, backend="builtin", seed=0)
     try:
         rec = run_builtin(url, run, data, list(data.items), s, extra, None, label=label, model=model,
                           api_key_env=api_key_env, timeout=timeout, concurrency=0,
