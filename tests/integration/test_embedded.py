@@ -140,6 +140,13 @@ def test_verify_without_url_runs_the_embedded_engine_and_is_unproven(tmp_path, c
     assert "ignore_eos" in parts["gates: output_length"]["reason"]
     assert len(list((run / "outputs" / "llama-cpp-python" / "probes").glob("*.json"))) == 19  # 4 groups of 4 + 3
     assert len(list((run / "probes").glob("2*Z-*.jsonl"))) == 1  # verify's gate run (beside capabilities.jsonl)
+    # correctness under load: 4 known answers alone, then inside the heaviest level (c4), judged as the order gate
+    kat = run / "outputs" / "llama-cpp-python" / "kat"
+    assert len(list((kat / "alone").glob("*.json"))) == 4 and len(list((kat / "load").glob("*.json"))) == 4
+    assert {json.loads(p.read_text())["level"] for p in (kat / "load").glob("*.json")} == {"c4"}
+    order = parts["gates: order"]
+    assert order["verdict"] in ("PASS", "FAIL") and "4 known-answer requests alone vs inside load level c4" in \
+        order["reason"], order
     assert set(out["levels"]) == {"c1", "c2", "c4"}
     assert all(v["requests"]["completed"] == 8 for v in out["levels"].values())
     assert list((run / "engine").glob("llama-cpp-python-*.log"))

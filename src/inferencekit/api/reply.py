@@ -91,7 +91,9 @@ def _merge_tool_calls(acc: dict[int, dict[str, Any]], deltas: list[Any]) -> None
         if d.get("id"):
             slot["id"] = d["id"]
         fn = d.get("function") or {}
-        slot["name"] += fn.get("name") or ""
+        name = fn.get("name") or ""
+        if name != slot["name"]:  # llama-cpp-python repeats the whole name in every delta of a call
+            slot["name"] += name
         slot["arguments"] += fn.get("arguments") or ""
 
 

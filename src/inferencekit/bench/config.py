@@ -42,6 +42,8 @@ class ServeConfig:
     timeout_s: float = 600.0
     engine_label: str | None = None
     probes: bool = False
+    kat: int = 0  # known-answer requests alone, then inside the heaviest level (bench/kat.py)
+    kat_max_tokens: int = 64
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)

@@ -56,6 +56,10 @@ BENCH_ARGS: tuple[Arg, ...] = (
     Arg("probes", "boolean", "Mix the hidden probes (greedy vs T=1 samples, top-5 logprobs; the hidden_probes gate's "
         "groups) into the load: each takes a slot in a level's schedule, its reply goes to outputs/<engine>/probes/ "
         "and `gates check` judges it (an engine that behaves only when idle is caught). Not in the metrics."),
+    Arg("kat", "integer", "Correctness under load: N greedy known-answer requests (dev prompts) sent alone before "
+        "the load and again inside the heaviest level; each reply under load must be byte-identical to its reply "
+        "alone (the order gate's comparison; a difference makes the run FAIL). Not in the metrics.", default=0),
+    Arg("kat_max_tokens", "integer", "--kat: output tokens per known-answer request.", default=64),
     Arg("run_dir", "string", "Run directory (default: runs/<run-id>)."),
 )
 
@@ -80,6 +84,8 @@ def config_from_args(a: dict[str, Any]) -> ServeConfig:
         raise OpError("--max-tokens must be ≥ 1")
     if a["warmup"] < 0:
         raise OpError("--warmup must be ≥ 0")
+    if a.get("kat", 0) < 0 or a.get("kat_max_tokens", 64) < 1:
+        raise OpError("--kat must be ≥ 0 and --kat-max-tokens ≥ 1")
     check_client_args(a["timeout"])
     if a["temperature"] < 0:
         raise OpError(f"--temperature must be ≥ 0, got {a['temperature']}")
@@ -99,7 +105,8 @@ def config_from_args(a: dict[str, Any]) -> ServeConfig:
         seed=a["seed"] if a.get("seed") is not None else secrets.randbits(31), slo=parse_slo(a.get("slo")),
         count_tokens=bool(a["count_tokens"]), retokenize=bool(a["retokenize"]), tokenizer=a.get("tokenizer"),
         extra_body=kept, chat_template_kwargs=template_kwargs(extra, a.get("chat_template_kwargs")),
-        timeout_s=a["timeout"], engine_label=a.get("engine_label"), probes=bool(a.get("probes")))
+        timeout_s=a["timeout"], engine_label=a.get("engine_label"), probes=bool(a.get("probes")),
+        kat=a.get("kat") or 0, kat_max_tokens=a.get("kat_max_tokens") or 64)
 
 
 async def prepare_run(call: Call, cfg: ServeConfig, client: Client, run: RunDir, model: str | None,

@@ -96,21 +96,29 @@ class LoadRunner:
             self.on_done(level, ex.ok)
         return ex
 
-    async def send_probe(self, probe: dict[str, Any], level: str) -> None:
-        """Send one hidden probe inside a level; its body goes to ``inputs/<engine>/probes/<id>.json`` and its
-        reply (with the level it ran in) to ``outputs/<engine>/probes/<id>.json`` at once."""
-        out = self.run.special_path(self.engine, "probes", probe["id"])
+    async def send_probe(self, probe: dict[str, Any], level: str | None) -> None:
+        """Send one hidden probe (inside a level, or alone when ``level`` is None); its body goes to
+        ``inputs/<engine>/<folder>/<id>.json`` and its reply (with the level it ran in) to
+        ``outputs/<engine>/<folder>/<id>.json`` at once. ``folder`` is the probe's own (``bench serve --kat``:
+        ``kat/alone``, ``kat/load``), else ``probes``."""
+        out = self.run.special_path(self.engine, probe.get("folder", "probes"), probe["id"])
         write_json(self.run.path / "inputs" / out.relative_to(self.run.path / "outputs"), probe["body"])
         ex = await self.client.post(probe["endpoint"], probe["body"], optional=self.optional_probe)
-        write_json(out, ex.to_reply(id=probe["id"], engine=self.engine, level=level, probe_kind=probe["kind"]))
+        meta = {"id": probe["id"], "engine": self.engine, **({"level": level} if level else {})}
+        write_json(out, ex.to_reply(**meta, probe_kind=probe["kind"]))
+        if self.on_done and level is None:  # a level's progress counts its load requests only
+            self.on_done(probe.get("folder", "probes"), ex.ok)
 
     optional_probe = OPTIONAL_FIELDS  # what the live gates may drop on a 400 (one list, gates/probe_plan.py)
 
     def _probe_turns(self, label: str, n: int | None) -> tuple[list[dict[str, Any]], int]:
         """This level's unsent probes and how many load requests go between two of them."""
-        todo = [p for p in self.probes.get(label, ()) if not self.run.special_path(self.engine, "probes",
-                                                                                   p["id"]).is_file()]
+        todo = [p for p in self.probes.get(label, ()) if self.unsent(p)]
         return todo, max(1, (n or 64) // (len(todo) + 1)) if todo else 0
+
+    def unsent(self, probe: dict[str, Any]) -> bool:
+        """False once the probe's reply file exists (a resumed run does not send it again)."""
+        return not self.run.special_path(self.engine, probe.get("folder", "probes"), probe["id"]).is_file()
 
     async def warmup(self, planner: Planner, n: int) -> list[dict[str, Any]]:
         """``n`` requests one at a time into ``outputs/<engine>/warmup/`` (not counted in any level)."""

@@ -24,12 +24,15 @@ from inferencekit.api.reply import is_ok
 from inferencekit.api.tokenize import TokenizeError, Tokenizer, choose_tokenizer
 from inferencekit.bench.config import ServeConfig
 from inferencekit.bench.journal import JOURNAL_NAME, materialise
+from inferencekit.bench.kat import KAT_ALONE, KAT_LOAD, heaviest_level, judge_kat, kat_probes, read_kat
 from inferencekit.bench.manifest import METRICS_MANIFEST
 from inferencekit.bench.metrics import level_metrics
 from inferencekit.bench.plan import PlannedRequest, Planner, request_body
 from inferencekit.bench.runner import LoadRunner
 from inferencekit.data.prompts import Prompt
 from inferencekit.evidence import artifact, build_record, metric, save_record
+from inferencekit.gates.result import Gate
+from inferencekit.stats import combine_claims
 from inferencekit.rundir import RunDir, read_json, write_json
 
 __all__ = ["run_bench", "load_level_replies", "bench_record"]
@@ -149,6 +152,8 @@ async def run_bench(cfg: ServeConfig, client: Client, info: EngineInfo, run: Run
         await runner.warmup(planner, cfg.warmup)
     state["warmup_done"] = True
     run.update_run(bench_state=state)
+    if cfg.kat:
+        await _known_answers_alone(cfg, info, runner, on_level)
     ran: list[str] = []
     for spec in cfg.levels:
         st = state["levels"].get(spec.label, {})
@@ -180,6 +185,20 @@ async def run_bench(cfg: ServeConfig, client: Client, info: EngineInfo, run: Run
             write_json(run.level_dir("outputs", engine, label) / "retokenized.json",
                        {"tokenizer": tok.source, "counts": dict(sorted(counts.items()))})
     return bench_record(run, cfg, info, engine, retok_source=tok.source if tok else None, fixed=fixed)
+
+
+async def _known_answers_alone(cfg: ServeConfig, info: EngineInfo, runner: LoadRunner,
+                               on_level: Callable[[str, int], None] | None) -> None:
+    """``--kat``: send the known-answer requests one at a time (those not on disk yet), then queue their copies
+    for the heaviest level."""
+    kat = kat_probes(cfg.kat, model=str(info.model), max_tokens=cfg.kat_max_tokens, extra=cfg.extra_body,
+                     ctk=cfg.chat_template_kwargs)
+    todo = [p for p in ({**p, "folder": KAT_ALONE} for p in kat) if runner.unsent(p)]
+    if todo and on_level:
+        on_level("known answers, alone", len(todo))
+    for p in todo:
+        await runner.send_probe(p, None)
+    runner.probes.setdefault(heaviest_level(cfg.levels), []).extend({**p, "folder": KAT_LOAD} for p in kat)
 
 
 def bench_record(run: RunDir, cfg: ServeConfig, info: EngineInfo, engine: str, *, retok_source: str | None,
@@ -245,6 +264,12 @@ def bench_record(run: RunDir, cfg: ServeConfig, info: EngineInfo, engine: str, *
                            "many tokens it carried; the server computed that extra output for every token")
     if dropped:
         limitations.append(f"the server rejected optional fields {sorted(dropped)} (HTTP 400); they were dropped")
+    kat = None
+    if cfg.kat:
+        rows, kat_files, kat_level = read_kat(run.path, engine)
+        kat = judge_kat(rows, kat_level)
+        artifacts += [artifact(run.path / f, run.path, "known-answer reply") for f in kat_files]
+        limitations += [f"known answers: {x}" for x in kat.limitations]
     failed = total - ok
     if failed:
         limitations.append(f"{failed} of {total} requests failed (see each level's errors); `inferencekit bench serve "
@@ -255,21 +280,32 @@ def bench_record(run: RunDir, cfg: ServeConfig, info: EngineInfo, engine: str, *
     summary = (f"bench serve on {info.engine} {info.version or ''} ({info.model}): {ok}/{total} requests ok over "
                f"{len(cfg.levels)} level(s) " + ", ".join(
                    f"{lbl}: TTFT p50 {_fmt(v['ttft_ms']['p50'])} ms, {_fmt(v['throughput']['output_throughput_tok_s'])} tok/s"
-                   for lbl, v in levels.items()))
+                   for lbl, v in levels.items())
+               + (f"; known answers alone vs under load: {kat.verdict}" if kat else ""))
     run_json = run.read_run()
     rec = build_record(
         kind="bench", claim_class="observed", summary=summary,
         identity={"engine": {k: v for k, v in info.to_dict().items() if k != "models"}, "model": {"id": info.model},
                   "workload": workload},
         metrics=metrics, artifacts=artifacts, missing=missing, limitations=limitations,
-        verdict="UNPROVEN" if failed else None,
+        verdict=_bench_verdict(failed, kat),
         data={"run_dir": str(run.path.resolve()), "engine_label": engine, "levels": levels, "config": cfg.to_json(),
               "request_fields_fixed": fixed, "retokenizer": retok_source, "dropped_fields": sorted(dropped),
               "pins": run_json.get("pins"), "history": run_json.get("bench_state"),
-              "resumes": run_json.get("resumes", []), "metrics_manifest": METRICS_MANIFEST})
+              "resumes": run_json.get("resumes", []), "metrics_manifest": METRICS_MANIFEST,
+              **({"kat": kat.to_json()} if kat else {})})
     save_record(rec, run)
     run.update_run(bench_record=rec["evidence_id"])
     return rec
+
+
+def _bench_verdict(failed: int, kat: Gate | None) -> str | None:
+    """None (a measurement) unless something is wrong: failed requests make it UNPROVEN; with ``--kat`` the
+    known-answer comparison's verdict counts too (a KAT that could not run counts as UNPROVEN)."""
+    parts = ["UNPROVEN"] if failed else []
+    if kat is not None:
+        parts.append("UNPROVEN" if kat.verdict == "NOT RUN" else kat.verdict)
+    return combine_claims(parts) if parts else None
 
 
 def _fmt(x: float | None) -> str:

@@ -7,7 +7,9 @@ Three sources, each judged and then merged per gate (``merge_gates``):
 - every gate run's probe log ``probes/<gate-run>.jsonl`` (``gates run``): the live gates re-judged
   from the recorded replies with the settings in the log's header;
 - the hidden probes a load mixed in (``bench serve --probes``, ``outputs/<engine>/probes/``):
-  hidden_probes judged as probes sent under load.
+  hidden_probes judged as probes sent under load;
+- the known-answer requests of ``bench serve --kat`` (``outputs/<engine>/kat/``): the order gate,
+  alone vs under load.
 
 A live gate with no probe replies in the run dir is NOT RUN, not applicable, with the reason.
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from inferencekit.bench.kat import judge_kat, read_kat
 from inferencekit.gates.judge_probes import judge_gate_run
 from inferencekit.gates.live_hidden import gate_hidden_probes
 from inferencekit.gates.probe_collect import probe_logs, read_probe_log
@@ -134,6 +137,10 @@ def check_run_dir(run_dir: Path, engine: str, *, reference: Path | None = None, 
     for name, gate in static.items():
         if has_load or name not in parts or gate.verdict != "NOT RUN":
             parts.setdefault(name, []).insert(0, gate)
+    kat_rows, kat_files, kat_level = read_kat(run_dir, engine)
+    if kat_rows:
+        parts.setdefault("order", []).append(judge_kat(kat_rows, kat_level))
+        files += kat_files
     mixed, mixed_files = load_probe_records(run_dir, engine)
     if mixed:
         parts.setdefault("hidden_probes", []).append(gate_hidden_probes(mixed, where="load"))

@@ -17,6 +17,7 @@ from inferencekit.gates.live_caching import gate_caching
 from inferencekit.gates.live_hidden import gate_hidden_probes
 from inferencekit.gates.live_length import gate_output_length_live
 from inferencekit.gates.live_rare import gate_rare_tokens
+from inferencekit.gates.order_collect import judge_order_log
 from inferencekit.gates.result import Gate
 from inferencekit.gates.spec_exact import judge_spec_exact, spec_row
 from inferencekit.gates.token_count import count_row, gate_token_count
@@ -28,7 +29,7 @@ __all__ = ["COUNTED_KINDS", "SPEC_KINDS", "judge_gate_run", "spec_rows", "token_
 # sampled token sequence need not be the tokenizer's own split of its text.
 COUNTED_KINDS = ("count", "ignore_eos", "rare", "echo_orig", "echo_perturbed")
 SPEC_KINDS = ("spec_a", "spec_b", "spec_b2")
-PROBED_GATES = ("caching", "token_count", "output_length", "hidden_probes", "rare_tokens", "spec_exact")
+PROBED_GATES = ("caching", "token_count", "output_length", "hidden_probes", "rare_tokens", "spec_exact", "order")
 RETOK_TOL = 0.02
 
 
@@ -91,6 +92,8 @@ def judge_gate_run(header: dict[str, Any], records: Sequence[dict[str, Any]], *,
     """
     s = header.get("settings") or {}
     asked = [g for g in s.get("gates") or () if g in PROBED_GATES]  # unique_prompts is judged on the load
+    if asked == ["order"]:  # failed requests are the order gate's own evidence (UNMEASURED samples)
+        return {"order": judge_order_log(header, records)}
     if not _answered(records):
         first = next((r["reply"].get("error") for r in records if r.get("reply") and r["reply"].get("error")), None)
         why = "the endpoint answered no probe" + (f" (first error: {first[:200]})" if first else "")

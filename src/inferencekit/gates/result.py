@@ -10,8 +10,9 @@ from inferencekit.stats import combine_claims
 
 __all__ = ["GATES", "VERDICTS", "Gate", "merge_gates", "overall"]
 
-# The seven gates (../shared/seeds/000); the order is the order of the report.
-GATES = ("caching", "token_count", "output_length", "unique_prompts", "spec_exact", "hidden_probes", "rare_tokens")
+# The seven gates of ../shared/seeds/000, then the order gate (../shared/seeds/004); the order is the report's.
+GATES = ("caching", "token_count", "output_length", "unique_prompts", "spec_exact", "hidden_probes", "rare_tokens",
+         "order")
 VERDICTS = ("PASS", "FAIL", "UNPROVEN", "NOT RUN")
 
 

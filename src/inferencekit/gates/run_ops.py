@@ -32,13 +32,15 @@ from inferencekit.registry import Arg, Call, Outcome, operation
 from inferencekit.report.progress import ProgressBar
 from inferencekit.rundir import RunDir
 
-__all__ = ["GateRunSettings", "run_gate_probes", "gates_run", "gates_spec_exact", "PROBE_FIXED"]
+__all__ = ["GateRunSettings", "run_gate_probes", "gates_run", "gates_spec_exact", "PROBE_FIXED", "RUN_GATES",
+           "gate_run_id", "judged_outcome"]
 
 # Fields every probe sets itself: --extra-body may not override them.
 PROBE_FIXED = {"model", "messages", "prompt", "max_tokens", "max_completion_tokens", "stream", "stream_options",
                "temperature", "top_p", "top_k", "seed", "ignore_eos", "min_tokens", "logprobs", "top_logprobs",
                "return_token_ids", "n", "n_predict", "stop"}
 SPEC_KINDS = ("spec_b", "spec_a", "spec_b2")
+RUN_GATES = tuple(g for g in GATES if g != "order")  # the order gate has its own command (gates order)
 
 
 @dataclass(slots=True)
@@ -55,12 +57,16 @@ class GateRunSettings:
     early_tokens: int = 32
     spec_tolerance: int = 0
     prompts: dict[str, Any] | None = None
+    order: dict[str, Any] | None = None  # gates order: OrderSettings.to_json()
 
     def header(self) -> dict[str, Any]:
-        return {"gates": self.gates, "probes": self.probes.to_json(), "threshold": self.threshold,
-                "reference_url": self.reference_url, "spec_off_url": self.spec_off_url, "spec_limit": self.spec_limit,
-                "spec_max_tokens": self.spec_max_tokens, "early_tokens": self.early_tokens,
-                "spec_tolerance": self.spec_tolerance, "prompts": self.prompts}
+        out = {"gates": self.gates, "probes": self.probes.to_json(), "threshold": self.threshold,
+               "reference_url": self.reference_url, "spec_off_url": self.spec_off_url, "spec_limit": self.spec_limit,
+               "spec_max_tokens": self.spec_max_tokens, "early_tokens": self.early_tokens,
+               "spec_tolerance": self.spec_tolerance, "prompts": self.prompts}
+        if self.order is not None:
+            out["order"] = self.order
+        return out
 
 
 def gate_run_id() -> str:
@@ -138,7 +144,7 @@ async def run_gate_probes(client: Client, info: EngineInfo, run: RunDir, s: Gate
 def _check_settings(gates: list[str] | None, sampling_prompts: int | None, cache_prompts: int, threshold: float,
                     max_tokens: int, spec_off_url: str | None, reference_url: str | None, rare_per_class: int
                     ) -> list[str]:
-    wanted = list(gates) if gates else [g for g in GATES if g != "unique_prompts"
+    wanted = list(gates) if gates else [g for g in RUN_GATES if g != "unique_prompts"
                                         and (g != "spec_exact" or spec_off_url)]
     if "spec_exact" in wanted and not spec_off_url:
         raise OpError("spec_exact needs --spec-off-url (the same model without speculative decoding), or use "
@@ -165,7 +171,7 @@ def _check_settings(gates: list[str] | None, sampling_prompts: int | None, cache
            args=[*CLIENT_ARGS,
                  Arg("run_dir", "string", "Run directory (an existing bench serve run dir is judged too; default: a "
                      "new runs/<run-id>)."),
-                 Arg("gates", "array", "Gates to run (default: every gate the inputs allow).", choices=GATES),
+                 Arg("gates", "array", "Gates to run (default: every gate the inputs allow).", choices=RUN_GATES),
                  Arg("prompts", "string", "Prompt set the probes draw from: 'dev' or a .jsonl file.", default="dev"),
                  Arg("seed", "integer", "Probe seed (default: drawn fresh and recorded; give it only to replay a run)."),
                  Arg("max_tokens", "integer", "Output tokens of the ordinary probes.", default=64),
@@ -254,10 +260,12 @@ def gates_run(call: Call, base_url: str | None, model: str | None, api_key_env: 
     return judged_outcome(run, label, name, s, mode="run")
 
 
-def judged_outcome(run: RunDir, engine: str, gate_run: str, s: GateRunSettings, *, mode: str) -> Outcome:
-    """Judge ``gate_run`` (and the run dir's load replies) with ``gates check``'s code; record and render it."""
+def judged_outcome(run: RunDir, engine: str, gate_run: str, s: GateRunSettings, *, mode: str,
+                   only_asked: bool = False) -> Outcome:
+    """Judge ``gate_run`` (and the run dir's load replies) with ``gates check``'s code; record and render it.
+    ``only_asked`` keeps just the gates the run asked for (``gates order`` reports the order gate alone)."""
     gates, files = check_run_dir(run.path, engine, gate_runs=[gate_run])
-    gates = [_applicable(g, s.gates) for g in gates]
+    gates = [_applicable(g, s.gates) for g in gates if not only_asked or g.gate in s.gates]
     rec = gates_record(run, gates, engine=engine, files=files, mode=mode,
                        settings={"gate_run": gate_run, **s.header()})
     return Outcome({"evidence_id": rec["evidence_id"], "verdict": rec["verdict"], "run_dir": str(run.path),

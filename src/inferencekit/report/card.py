@@ -79,6 +79,10 @@ def render_bench_notes(console: Any, record: dict[str, Any]) -> None:
                   "clock: perf_counter_ns on the client. Definitions: the record's data.metrics_manifest."
                   + (f" Percentiles over as few as {n_min} requests: p99 is near the maximum." if n_min < 100 else ""),
                   markup=False, style="dim")
+    kat = record["data"].get("kat")
+    if kat:
+        console.print(f"known answers (--kat): {kat['verdict']} — {kat['reason']}", markup=False,
+                      style=verdict_style(kat["verdict"]))
     for lim in record.get("limitations", []):
         console.print(f"note: {lim}", markup=False, style="yellow")
     for miss in record.get("missing", []):

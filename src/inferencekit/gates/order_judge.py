@@ -1,0 +1,197 @@
+"""The order gate's judgement: the same request must get the same reply whatever ran before it (pure).
+
+At temperature 0 a reply is meant to be a function of its own request. The gate sends one draw of
+requests in several orders (``gates order``), or the same known-answer requests alone and inside
+the heaviest load level (``bench serve --kat``), and compares every sample's replies across those
+runs, byte for byte, on five fields (``COMPARED``): the visible text, the reasoning text, the tool
+calls (name and the *raw* argument string, in order; call ids are per-request names and are not
+compared), ``finish_reason`` and the server's ``usage.completion_tokens``.
+
+A sample is
+
+- ``AGREE``: every run answered and all five fields are identical;
+- ``DIFFER``: two answered runs differ in a field (shown: the first differing field, the position
+  in it and a window of both values);
+- ``UNMEASURED``: a run's request failed or never ran, and the runs that did answer agree. A
+  failure is never counted as agreement (two failures would "agree" trivially).
+
+The verdict (DESIGN.md, the order gate; the rule of ../shared/seeds/004 with its departure):
+VACUOUS FAIL when every answered reply is empty (nothing was compared); else FAIL on any DIFFER;
+else UNPROVEN on any UNMEASURED (the seed failed these; DESIGN.md makes them UNPROVEN); else PASS.
+No sample at all is NOT RUN.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from inferencekit.api.reply import is_ok, rederive
+from inferencekit.gates.result import Gate
+
+__all__ = ["COMPARED", "fingerprint", "first_difference", "compare_sample", "judge_order", "order_permutation",
+           "order_label"]
+
+COMPARED = ("text", "reasoning", "tool_calls", "finish_reason", "completion_tokens")
+WINDOW = 24  # characters of context shown on each side of a difference
+
+
+def order_label(k: int) -> str:
+    """Name of the ``k``-th order: ``canonical``, ``reversed``, then ``rotation-<k>``."""
+    return ("canonical", "reversed")[k] if k < 2 else f"rotation-{k}"
+
+
+def order_permutation(k: int, n: int, orders: int) -> list[int]:
+    """Sample indices of the ``k``-th of ``orders`` orders of an ``n``-sample draw.
+
+    0 is the draw as is; 1 reverses it, which changes what ran before every sample; k ≥ 2 rotates
+    the canonical order to start at sample ``k·n // orders`` (a different history before each
+    sample, the same neighbours but one)."""
+    if k == 0 or n == 0:
+        return list(range(n))
+    if k == 1:
+        return list(range(n - 1, -1, -1))
+    start = (k * n // orders) % n
+    return [(start + i) % n for i in range(n)]
+
+
+def fingerprint(reply: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The compared fields of a finished reply, re-derived from its raw events; None when the request
+    failed (not HTTP 200, an error recorded, a stream cut short) or there is no reply.
+
+    ``tool_calls`` is a list of ``{"name", "arguments"}`` with the argument string exactly as streamed;
+    ``completion_tokens`` is None when the server sent no usage."""
+    if not reply or not is_ok(dict(reply)):
+        return None
+    r = rederive(dict(reply)) if reply.get("events") else dict(reply)
+    if not is_ok(r):
+        return None
+    usage = r.get("usage") or {}
+    return {"text": r.get("text") or "", "reasoning": r.get("reasoning") or "",
+            "tool_calls": [{"name": c.get("name") or "", "arguments": c.get("arguments") or ""}
+                           for c in r.get("tool_calls") or ()],
+            "finish_reason": r.get("finish_reason"), "completion_tokens": usage.get("completion_tokens")}
+
+
+def is_empty(fp: Mapping[str, Any]) -> bool:
+    """No generated output on any channel (no text, no reasoning, no tool call)."""
+    return not fp["text"] and not fp["reasoning"] and not fp["tool_calls"]
+
+
+def _string_diff(field: str, a: str, b: str) -> dict[str, Any]:
+    i = next((j for j, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    lo = max(0, i - WINDOW)
+    return {"field": field, "position": i, "a": a[lo:i + WINDOW], "b": b[lo:i + WINDOW],
+            "a_length": len(a), "b_length": len(b)}
+
+
+def first_difference(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The first field (in ``COMPARED`` order) where two fingerprints differ, or None when equal.
+
+    Returns ``{"field", "position", "a", "b"}``: for a string field the character index of the first
+    difference (the length of the shorter one when one is a prefix of the other) with a window of
+    ``WINDOW`` characters either side from each value; for tool calls the field names the call
+    (``tool_calls[1].arguments``) or is ``tool_calls.count``; for finish_reason and completion_tokens
+    the two values, position None."""
+    for field in COMPARED:
+        x, y = a[field], b[field]
+        if x == y:
+            continue
+        if field in ("text", "reasoning"):
+            return _string_diff(field, x, y)
+        if field == "tool_calls":
+            for i, (cx, cy) in enumerate(zip(x, y)):
+                for part in ("name", "arguments"):
+                    if cx[part] != cy[part]:
+                        return _string_diff(f"tool_calls[{i}].{part}", cx[part], cy[part])
+            return {"field": "tool_calls.count", "position": min(len(x), len(y)), "a": len(x), "b": len(y)}
+        return {"field": field, "position": None, "a": x, "b": y}
+    return None
+
+
+def compare_sample(sample_id: str, replies: Sequence[tuple[str, Mapping[str, Any] | None]]) -> dict[str, Any]:
+    """One sample across runs.
+
+    Args:
+        replies: ``(run label, reply file or None)`` per run, the reference run first (canonical, or
+            "alone"); None means the request never ran.
+
+    Returns:
+        ``{"sample_id", "status", "runs", "empty", "difference", "failed"}``: status AGREE, DIFFER or
+        UNMEASURED (module docstring); ``difference`` (DIFFER only) is ``first_difference`` of the first
+        answered run against the first run that differs from it, with ``a_run`` and ``b_run`` named;
+        ``failed`` lists ``{"run", "error"}`` of the runs without an answer; ``empty`` is True when every
+        answered run's reply is empty.
+    """
+    answered: list[tuple[str, dict[str, Any]]] = []
+    failed = []
+    for label, reply in replies:
+        fp = fingerprint(reply)
+        if fp is None:
+            failed.append({"run": label, "error": ((reply or {}).get("error") or
+                                                   ("no reply recorded" if not reply else
+                                                    f"HTTP {(reply or {}).get('status')}"))[:300]})
+        else:
+            answered.append((label, fp))
+    difference = None
+    if answered:
+        ref_label, ref = answered[0]
+        for label, fp in answered[1:]:
+            d = first_difference(ref, fp)
+            if d is not None:
+                difference = {"a_run": ref_label, "b_run": label, **d}
+                break
+    status = "DIFFER" if difference else ("UNMEASURED" if failed else "AGREE")
+    return {"sample_id": sample_id, "status": status, "runs": [label for label, _ in replies],
+            "empty": bool(answered) and all(is_empty(fp) for _, fp in answered), "difference": difference,
+            "failed": failed, "answered": len(answered),
+            "usage_seen": any(fp["completion_tokens"] is not None for _, fp in answered)}
+
+
+def _show(d: Mapping[str, Any]) -> str:
+    where = f" at {d['position']}" if d.get("position") is not None else ""
+    return f"{d['field']}{where} ({d['a_run']} {d['a']!r} vs {d['b_run']} {d['b']!r})"
+
+
+def judge_order(rows: Sequence[Mapping[str, Any]], *, what: str) -> Gate:
+    """The order gate on ``compare_sample`` rows (module docstring: VACUOUS, FAIL, UNPROVEN, PASS).
+
+    Args:
+        what: what was compared, for the reason, e.g. ``"40-sample BFCL draw in 2 orders (cache on)"``.
+
+    Returns:
+        an ``order`` Gate; metrics ``samples, agree, differ, unmeasured, replies_answered, empty_replies``
+        and ``vacuous`` (bool); details: DIFFER rows, then UNMEASURED rows, then the AGREE sample ids.
+    """
+    n = len(rows)
+    by = {s: [r for r in rows if r["status"] == s] for s in ("AGREE", "DIFFER", "UNMEASURED")}
+    answered = sum(r["answered"] for r in rows)
+    vacuous = answered > 0 and all(r["empty"] for r in rows if r["answered"])
+    metrics = {"samples": n, "agree": len(by["AGREE"]), "differ": len(by["DIFFER"]),
+               "unmeasured": len(by["UNMEASURED"]), "replies_answered": answered,
+               "empty_replies": sum(1 for r in rows if r["empty"]), "vacuous": vacuous}
+    details = [dict(r) for r in by["DIFFER"] + by["UNMEASURED"]]
+    if by["AGREE"]:
+        details.append({"status": "AGREE", "sample_ids": [r["sample_id"] for r in by["AGREE"]]})
+    limitations = []
+    if answered and not any(r["usage_seen"] for r in rows):
+        limitations.append("the server sent no usage in these replies, so completion_tokens was not compared")
+    if n == 0:
+        return Gate("order", "NOT RUN", f"{what}: no sample to compare", metrics, details, limitations)
+    if vacuous:
+        return Gate("order", "FAIL", f"VACUOUS: {what}: all {answered} answered replies were empty (no text, "
+                    "reasoning or tool call), so nothing was compared; an endpoint that returns nothing is not "
+                    "order-independent by default", metrics, details, limitations)
+    if by["DIFFER"]:
+        first = by["DIFFER"][0]
+        return Gate("order", "FAIL", f"{what}: {len(by['DIFFER'])} of {n} samples answered differently depending "
+                    f"on what ran before them; first: {first['sample_id']}: {_show(first['difference'])}",
+                    metrics, details, limitations)
+    if by["UNMEASURED"]:
+        first = by["UNMEASURED"][0]
+        return Gate("order", "UNPROVEN", f"{what}: {len(by['UNMEASURED'])} of {n} samples UNMEASURED (a request "
+                    f"failed: {first['sample_id']} in {first['failed'][0]['run']}: {first['failed'][0]['error']}); "
+                    f"the {len(by['AGREE'])} measured samples agree, a failure is not agreement",
+                    metrics, details, limitations)
+    return Gate("order", "PASS", f"{what}: all {n} samples byte-identical in every run (text, reasoning, tool "
+                "calls with raw arguments, finish_reason, completion_tokens)", metrics, details, limitations)
