@@ -18,6 +18,7 @@ from aiohttp import web
 SEEN = web.AppKey("seen", list)
 REJECT = web.AppKey("reject_stream_options", bool)
 LOGPROBS = web.AppKey("logprobs", dict)  # {"cap": int | None, "refuse": bool}
+EMPTY = web.AppKey("empty_replies", bool)
 
 
 def _chunk(content: str) -> bytes:
@@ -41,6 +42,13 @@ async def chat(request: web.Request) -> web.StreamResponse:
         await resp.write(_chunk("Hel"))
         await resp.write(b'data: {"choices": [{"delta": {"conte')
         request.transport.close()
+        return resp
+    if request.app[EMPTY]:  # a well-formed stream that carries no output at all: role, finish, usage, [DONE]
+        for ev in ({"choices": [{"index": 0, "delta": {"role": "assistant"}}]},
+                   {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+                   {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 0}}):
+            await resp.write(b"data: " + orjson.dumps(ev) + b"\n\n")
+        await resp.write(b"data: [DONE]\n\n")
         return resp
     # comments, a keep-alive, an event split across two writes, CRLF line ends
     await resp.write(b": keep-alive\n\n")
@@ -81,7 +89,7 @@ async def models(request: web.Request) -> web.Response:
 
 @contextmanager
 def fault_server(*, reject_stream_options: bool = False, logprob_cap: int | None = None,
-                 refuse_logprobs: bool = False) -> Iterator[tuple[str, list]]:
+                 refuse_logprobs: bool = False, empty_replies: bool = False) -> Iterator[tuple[str, list]]:
     """Run the server in a thread; yields (base URL, list of received requests)."""
     seen: list = []
     ready = threading.Event()
@@ -94,6 +102,7 @@ def fault_server(*, reject_stream_options: bool = False, logprob_cap: int | None
         app[SEEN] = seen
         app[REJECT] = reject_stream_options
         app[LOGPROBS] = {"cap": logprob_cap, "refuse": refuse_logprobs}
+        app[EMPTY] = empty_replies
         app.router.add_post("/v1/chat/completions", chat)
         app.router.add_get("/v1/models", models)
         runner = web.AppRunner(app)

@@ -30,6 +30,8 @@ def test_malformed_urls(url, msg, capsys, tmp_path):
     (["--temperature", "-1"], "--temperature"),
     (["--input-len", "50"], "only to --dataset random"),
     (["--max-concurrency", "4"], "give --request-rate"),
+    (["--kat", "-1"], "--kat must be ≥ 0"),
+    (["--kat", "500"], "--kat 500: the packaged dev set has 110"),
 ])
 def test_bad_values(flags, msg, capsys, tmp_path):
     assert main(["bench", "serve", "--base-url", "http://127.0.0.1:9", *flags, "--run-dir", str(tmp_path / "r")]) == 2
@@ -82,3 +84,18 @@ def test_evidence_show_warns_when_a_record_does_not_verify(capsys, tmp_path):
     write_json(p, rec)
     assert main(["evidence", "show", str(p)]) == 0
     assert "WARNING: this record does not verify (record content changed" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flags,msg", [
+    (["--orders", "1"], "--orders must be 2..6"),
+    (["--orders", "7"], "--orders must be 2..6"),
+    (["--max-tokens", "0"], "--max-tokens and --concurrency must be at least 1"),
+    (["--sample-cap", "-1"], "--sample-cap must be ≥ 0"),
+    (["--per-subset", "0"], "--per-subset ≥ 1"),
+    (["--bfcl-data", "/nonexistent"], "/nonexistent"),
+    (["--extra-body", '{"tools": []}'], "the order gate sets tools itself"),
+])
+def test_gates_order_bad_values(flags, msg, capsys, tmp_path):
+    assert main(["gates", "order", "--base-url", "http://127.0.0.1:9", *flags, "--run-dir", str(tmp_path / "r")]) == 2
+    assert msg in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()

@@ -20,7 +20,7 @@ from inferencekit.gates.order_judge import compare_sample, judge_order
 from inferencekit.gates.result import Gate
 from inferencekit.rundir import read_json, safe_name
 
-__all__ = ["KAT_ALONE", "KAT_LOAD", "kat_probes", "heaviest_level", "read_kat", "judge_kat"]
+__all__ = ["KAT_ALONE", "KAT_LOAD", "heaviest_level", "judge_kat", "kat_pool_size", "kat_probes", "read_kat"]
 
 KAT_ALONE, KAT_LOAD = "kat/alone", "kat/load"
 
@@ -34,6 +34,18 @@ def heaviest_level(levels: Sequence[LevelSpec]) -> str:
     return max(reversed(list(levels)), key=lambda lv: lv.concurrency).label
 
 
+def _pool() -> list[Any]:
+    from inferencekit.data.prompts import load_prompt_set
+    from inferencekit.gates.probe_plan import probe_pool
+
+    return probe_pool(load_prompt_set("dev").prompts)
+
+
+def kat_pool_size() -> int:
+    """How many known-answer prompts the dev set offers (its short and medium chat prompts)."""
+    return len(_pool())
+
+
 def kat_probes(n: int, *, model: str, max_tokens: int, extra: dict[str, Any], ctk: dict[str, Any]
                ) -> list[dict[str, Any]]:
     """The ``n`` known-answer requests as probe dicts (``id``, ``kind``, ``key``, ``endpoint``, ``body``).
@@ -41,10 +53,7 @@ def kat_probes(n: int, *, model: str, max_tokens: int, extra: dict[str, Any], ct
     Raises:
         ValueError: the dev set has fewer than ``n`` chat prompts fit for probes.
     """
-    from inferencekit.data.prompts import load_prompt_set
-    from inferencekit.gates.probe_plan import probe_pool
-
-    pool = probe_pool(load_prompt_set("dev").prompts)
+    pool = _pool()
     if n > len(pool):
         raise ValueError(f"--kat {n}: the dev set has {len(pool)} short/medium chat prompts")
     out = []

@@ -86,6 +86,12 @@ def config_from_args(a: dict[str, Any]) -> ServeConfig:
         raise OpError("--warmup must be ≥ 0")
     if a.get("kat", 0) < 0 or a.get("kat_max_tokens", 64) < 1:
         raise OpError("--kat must be ≥ 0 and --kat-max-tokens ≥ 1")
+    if a.get("kat"):
+        from inferencekit.bench.kat import kat_pool_size
+
+        if a["kat"] > kat_pool_size():
+            raise OpError(f"--kat {a['kat']}: the packaged dev set has {kat_pool_size()} short/medium chat prompts to "
+                          "use as known answers")
     check_client_args(a["timeout"])
     if a["temperature"] < 0:
         raise OpError(f"--temperature must be ≥ 0, got {a['temperature']}")

@@ -23,7 +23,7 @@ from inferencekit.gates.order_judge import compare_sample, judge_order, order_la
 from inferencekit.gates.probe_collect import ProbeLog
 from inferencekit.gates.result import Gate, merge_gates
 
-__all__ = ["OrderSettings", "Regime", "order_body", "send_orders", "order_rows", "judge_order_log", "ORDER_FIXED"]
+__all__ = ["ORDER_FIXED", "OrderSettings", "Regime", "judge_order_log", "order_body", "order_rows", "send_orders"]
 
 CHAT = "/v1/chat/completions"
 # Fields the gate sets itself: --extra-body may not override them.

@@ -29,8 +29,15 @@ from typing import Any
 from inferencekit.api.reply import is_ok, rederive
 from inferencekit.gates.result import Gate
 
-__all__ = ["COMPARED", "fingerprint", "first_difference", "compare_sample", "judge_order", "order_permutation",
-           "order_label"]
+__all__ = [
+    "COMPARED",
+    "compare_sample",
+    "fingerprint",
+    "first_difference",
+    "judge_order",
+    "order_label",
+    "order_permutation",
+]
 
 COMPARED = ("text", "reasoning", "tool_calls", "finish_reason", "completion_tokens")
 WINDOW = 24  # characters of context shown on each side of a difference

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from pathlib import Path
 from typing import Any
 
 from inferencekit.api.client import Client
@@ -21,13 +20,13 @@ from inferencekit.errors import OpError
 from inferencekit.gates.order_collect import ORDER_FIXED, OrderSettings, Regime, order_body, send_orders
 from inferencekit.gates.probe_collect import ProbeLog
 from inferencekit.gates.probe_plan import ProbeSettings
-from inferencekit.gates.run_ops import GateRunSettings, gate_run_id, judged_outcome
+from inferencekit.gates.run_ops import GateRunSettings, gate_run_dir, gate_run_id, judged_outcome, pin_engine
 from inferencekit.options import CLIENT_ARGS, check_client_args, parse_json_object, split_extra_body, template_kwargs
 from inferencekit.registry import Arg, Call, Outcome, operation
 from inferencekit.report.progress import ProgressBar
 from inferencekit.rundir import RunDir
 
-__all__ = ["gates_order", "run_order_gate", "order_settings", "regimes_for"]
+__all__ = ["gates_order", "order_settings", "regimes_for", "run_order_gate"]
 
 MAX_ORDERS = 6
 
@@ -129,23 +128,21 @@ def gates_order(call: Call, base_url: str | None, model: str | None, api_key_env
     if refused:
         raise OpError(f"--extra-body: the order gate sets {', '.join(sorted(refused))} itself")
     ctk = template_kwargs(extra_all, chat_template_kwargs)
+    if sample_cap < 0 or per_subset < 1:
+        raise OpError("--sample-cap must be ≥ 0 (0 = the whole draw) and --per-subset ≥ 1")
     d = draw(bfcl_data_dir(bfcl_data), per_subset=per_subset)
     samples, warning = cap_draw(d, sample_cap)
     s = order_settings(samples, orders=orders, max_tokens=max_tokens, concurrency=concurrency, hermetic=hermetic,
                        draw_info=d.describe(), cap_warning=warning)
     if warning and not call.quiet and not call.json_output:
         print(f"warning: {warning}", file=sys.stderr)
-    existing = bool(run_dir) and (Path(run_dir) / "run.json").is_file()
-    run = RunDir.open(run_dir) if existing else RunDir.create(run_dir)
+    run, existing = gate_run_dir(run_dir)
 
     async def main(url: str) -> tuple[str, str, GateRunSettings]:
         async with Client(Endpoint.parse(url, api_key_env), timeout_s=timeout) as client:
             info = await detect_engine(client, model)
             label = engine_label or info.engine
-            run.pin("model", info.model)
-            run.pin("chat_template_kwargs", ctk)
-            if not run.read_run().get("engine"):
-                run.update_run(engine=info.to_dict(), dialect=info.dialect.describe())
+            pin_engine(run, info, ctk)
             name, gs = await run_order_gate(client, info, run, samples, s, engine=label, extra=extra, ctk=ctk,
                                             quiet=call.quiet)
         return name, label, gs

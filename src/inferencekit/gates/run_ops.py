@@ -32,8 +32,18 @@ from inferencekit.registry import Arg, Call, Outcome, operation
 from inferencekit.report.progress import ProgressBar
 from inferencekit.rundir import RunDir
 
-__all__ = ["GateRunSettings", "run_gate_probes", "gates_run", "gates_spec_exact", "PROBE_FIXED", "RUN_GATES",
-           "gate_run_id", "judged_outcome"]
+__all__ = [
+    "PROBE_FIXED",
+    "RUN_GATES",
+    "GateRunSettings",
+    "gate_run_dir",
+    "gate_run_id",
+    "gates_run",
+    "gates_spec_exact",
+    "judged_outcome",
+    "pin_engine",
+    "run_gate_probes",
+]
 
 # Fields every probe sets itself: --extra-body may not override them.
 PROBE_FIXED = {"model", "messages", "prompt", "max_tokens", "max_completion_tokens", "stream", "stream_options",
@@ -231,17 +241,13 @@ def gates_run(call: Call, base_url: str | None, model: str | None, api_key_env: 
                         spec_tolerance=spec_tolerance, prompts=pset.describe())
     if refused:
         probe_s.notes.append(f"--extra-body fields set by the probes themselves were not sent: {', '.join(refused)}")
-    existing = bool(run_dir) and (Path(run_dir) / "run.json").is_file()
-    run = RunDir.open(run_dir) if existing else RunDir.create(run_dir)
+    run, existing = gate_run_dir(run_dir)
 
     async def main(url: str) -> tuple[str, str]:
         async with Client(Endpoint.parse(url, api_key_env), timeout_s=timeout) as client:
             info = await detect_engine(client, model)
             label = engine_label or info.engine
-            run.pin("model", info.model)
-            run.pin("chat_template_kwargs", ctk)
-            if not run.read_run().get("engine"):
-                run.update_run(engine=info.to_dict(), dialect=info.dialect.describe())
+            pin_engine(run, info, ctk)
             probe_s.top_k_off = top_k_off(info.engine)
             tok = choose_tokenizer(tokenizer, client, info.dialect)
             name = await run_gate_probes(client, info, run, s, list(pset.prompts), engine=label, extra=extra, ctk=ctk,
@@ -258,6 +264,22 @@ def gates_run(call: Call, base_url: str | None, model: str | None, api_key_env: 
         run.discard_if_empty()
         raise
     return judged_outcome(run, label, name, s, mode="run")
+
+
+def gate_run_dir(run_dir: str | None) -> tuple[RunDir, bool]:
+    """``(run dir, existed)``: an existing run dir (a bench serve run, an earlier gate run) gets a new gate run
+    beside what it holds; otherwise a new one is created."""
+    existing = bool(run_dir) and (Path(str(run_dir)) / "run.json").is_file()
+    return (RunDir.open(str(run_dir)) if existing else RunDir.create(run_dir)), existing
+
+
+def pin_engine(run: RunDir, info: EngineInfo, ctk: dict[str, Any]) -> None:
+    """Pin the model and template kwargs (a different engine later in the same run dir is refused there) and
+    record the engine when the run dir has none yet."""
+    run.pin("model", info.model)
+    run.pin("chat_template_kwargs", ctk)
+    if not run.read_run().get("engine"):
+        run.update_run(engine=info.to_dict(), dialect=info.dialect.describe())
 
 
 def judged_outcome(run: RunDir, engine: str, gate_run: str, s: GateRunSettings, *, mode: str,
