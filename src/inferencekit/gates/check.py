@@ -135,6 +135,8 @@ def check_run_dir(run_dir: Path, engine: str, *, reference: Path | None = None, 
         "unique_prompts": gate_unique_prompts(run_dir),
     }
     for name, gate in static.items():
+        if not has_load and gate.verdict == "NOT RUN":
+            gate.applicable = False  # nothing of the load to judge (e.g. a run dir of gates order alone)
         if has_load or name not in parts or gate.verdict != "NOT RUN":
             parts.setdefault(name, []).insert(0, gate)
     kat_rows, kat_files, kat_level = read_kat(run_dir, engine)

@@ -197,8 +197,10 @@ def judge_order(rows: Sequence[Mapping[str, Any]], *, what: str) -> Gate:
     if by["UNMEASURED"]:
         first = by["UNMEASURED"][0]
         return Gate("order", "UNPROVEN", f"{what}: {len(by['UNMEASURED'])} of {n} samples UNMEASURED (a request "
-                    f"failed: {first['sample_id']} in {first['failed'][0]['run']}: {first['failed'][0]['error']}); "
+                    f"failed or never ran; first: {first['sample_id']} in {first['failed'][0]['run']}: {first['failed'][0]['error']}); "
                     f"the {len(by['AGREE'])} measured samples agree, a failure is not agreement",
                     metrics, details, limitations)
-    return Gate("order", "PASS", f"{what}: all {n} samples byte-identical in every run (text, reasoning, tool "
-                "calls with raw arguments, finish_reason, completion_tokens)", metrics, details, limitations)
+    fields = "text, reasoning, tool calls with raw arguments, finish_reason, " + (
+        "completion_tokens" if not limitations else "not completion_tokens: the server sent no usage")
+    return Gate("order", "PASS", f"{what}: all {n} samples byte-identical in every run ({fields})", metrics, details,
+                limitations)

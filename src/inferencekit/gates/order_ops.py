@@ -111,7 +111,8 @@ async def run_order_gate(client: Client, info: EngineInfo, run: RunDir, samples:
                  Arg("max_tokens", "integer", "Generation cap per request (recorded).", default=512),
                  Arg("concurrency", "integer", "Requests in flight at once (1: one after the other).", default=1),
                  Arg("hermetic", "boolean", "Run twice: prompt cache bypassed (llama.cpp cache_prompt: false, vLLM "
-                     "cache_salt), then as served; the verdict says which regime failed.", default=False),
+                     "cache_salt), then as served; the verdict says which regime failed. Refused (exit 2) on engines with no "
+                     "known bypass, such as llama-cpp-python.", default=False),
                  Arg("bfcl_data", "string", "A folder holding BFCL_v4_*.json (default: the installed bfcl-eval "
                      "package's data; pip install --no-deps bfcl-eval==2026.3.23)."),
                  Arg("engine_label", "string", "Label of this engine in the run dir (default: the detected engine).")])

@@ -291,7 +291,7 @@ def judged_outcome(run: RunDir, engine: str, gate_run: str, s: GateRunSettings, 
     rec = gates_record(run, gates, engine=engine, files=files, mode=mode,
                        settings={"gate_run": gate_run, **s.header()})
     return Outcome({"evidence_id": rec["evidence_id"], "verdict": rec["verdict"], "run_dir": str(run.path),
-                    "gate_run": gate_run,
+                    "gate_run": gate_run, "limitations": rec["limitations"],
                     "gates": {g.gate: {"verdict": g.verdict, "reason": g.reason} for g in gates}},
                    rec["verdict"], lambda console: render_gates(console, rec))
 
