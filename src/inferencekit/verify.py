@@ -195,7 +195,7 @@ def _bench_part(rec: dict[str, Any]) -> dict[str, Any]:
 async def _order_gate(client: Client, info: Any, run: RunDir, prof: Profile, label: str, extra: dict[str, Any],
                       ctk: dict[str, Any], quiet: bool) -> tuple[list[str], str | None]:
     """The profile's order draw (``gates order`` on the first ``order_samples`` of the BFCL draw, 2 orders): its
-    gate-run name, or why it could not run (no bfcl-eval data, or fields the engine refuses)."""
+    gate-run name, or why it could not run (no bfcl-eval data)."""
     if not prof.order_samples:
         return [], None
     from inferencekit.data.bfcl import bfcl_data_dir, cap_draw, draw
@@ -209,7 +209,7 @@ async def _order_gate(client: Client, info: Any, run: RunDir, prof: Profile, lab
     s = order_settings(samples, orders=2, max_tokens=prof.order_tokens, concurrency=1, hermetic=False,
                        draw_info=d.describe(), cap_warning=warning)
     name, _ = await run_order_gate(client, info, run, samples, s, engine=label,
-                                   extra={k: v for k, v in extra.items() if k not in ORDER_FIXED}, ctk=ctk, quiet=quiet)
+                                   extra=split_extra_body(extra, ORDER_FIXED)[0], ctk=ctk, quiet=quiet)
     return [name], None
 
 
