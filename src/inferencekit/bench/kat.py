@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from inferencekit.bench.plan import LevelSpec
+from inferencekit.gates.order_collect import order_body
 from inferencekit.gates.order_judge import compare_sample, judge_order
 from inferencekit.gates.result import Gate
 from inferencekit.rundir import read_json, safe_name
@@ -56,15 +57,9 @@ def kat_probes(n: int, *, model: str, max_tokens: int, extra: dict[str, Any], ct
     pool = _pool()
     if n > len(pool):
         raise ValueError(f"--kat {n}: the dev set has {len(pool)} short/medium chat prompts")
-    out = []
-    for p in pool[:n]:
-        body = {**extra, "model": model, "messages": [dict(m) for m in p.messages or ()], "max_tokens": max_tokens,
-                "temperature": 0.0, "stream": True, "stream_options": {"include_usage": True}}
-        if ctk:
-            body["chat_template_kwargs"] = dict(ctk)
-        out.append({"id": f"kat-{p.id}", "kind": "kat", "key": p.id, "endpoint": "/v1/chat/completions",
-                    "body": body})
-    return out
+    return [{"id": f"kat-{p.id}", "kind": "kat", "key": p.id, "endpoint": "/v1/chat/completions",
+             "body": order_body({"messages": [dict(m) for m in p.messages or ()]}, model=model, max_tokens=max_tokens,
+                                extra=extra, ctk=ctk)} for p in pool[:n]]
 
 
 def read_kat(run_dir: Path, engine: str) -> tuple[list[dict[str, Any]], list[str], str | None]:

@@ -89,9 +89,10 @@ def config_from_args(a: dict[str, Any]) -> ServeConfig:
     if a.get("kat"):
         from inferencekit.bench.kat import kat_pool_size
 
-        if a["kat"] > kat_pool_size():
-            raise OpError(f"--kat {a['kat']}: the packaged dev set has {kat_pool_size()} short/medium chat prompts to "
-                          "use as known answers")
+        pool = kat_pool_size()
+        if a["kat"] > pool:
+            raise OpError(f"--kat {a['kat']}: the packaged dev set has {pool} short/medium chat prompts to use as "
+                          "known answers")
     check_client_args(a["timeout"])
     if a["temperature"] < 0:
         raise OpError(f"--temperature must be ≥ 0, got {a['temperature']}")

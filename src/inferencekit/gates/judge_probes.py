@@ -92,13 +92,13 @@ def judge_gate_run(header: dict[str, Any], records: Sequence[dict[str, Any]], *,
     """
     s = header.get("settings") or {}
     asked = [g for g in s.get("gates") or () if g in PROBED_GATES]  # unique_prompts is judged on the load
-    if asked == ["order"]:  # failed requests are the order gate's own evidence (UNMEASURED samples)
-        return {"order": judge_order_log(header, records)}
+    # the order gate judges failed requests itself (UNMEASURED samples), so it does not need an answered probe
+    out: dict[str, Gate] = {"order": judge_order_log(header, records)} if "order" in asked else {}
+    asked = [g for g in asked if g != "order"]
     if not _answered(records):
         first = next((r["reply"].get("error") for r in records if r.get("reply") and r["reply"].get("error")), None)
         why = "the endpoint answered no probe" + (f" (first error: {first[:200]})" if first else "")
-        return {g: Gate(g, "NOT RUN", why) for g in asked}
-    out: dict[str, Gate] = {}
+        return {**out, **{g: Gate(g, "NOT RUN", why) for g in asked}}
     for g in asked:
         if g == "caching":
             out[g] = gate_caching(records, threshold=float(s.get("threshold", 0.10)))
