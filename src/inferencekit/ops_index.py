@@ -9,6 +9,7 @@ from inferencekit.api import probe  # noqa: F401
 from inferencekit.bench import appliance_ops as _appliance_ops  # noqa: F401
 from inferencekit.bench import compare_ops as _compare_ops  # noqa: F401
 from inferencekit.bench import configure_ops as _configure_ops  # noqa: F401
+from inferencekit.bench import export_ops as _export_ops  # noqa: F401
 from inferencekit.bench import ops as _bench_ops  # noqa: F401
 from inferencekit.cheats import ops as _cheat_ops  # noqa: F401
 from inferencekit.engines import ops as _engine_ops  # noqa: F401

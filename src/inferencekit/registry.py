@@ -38,6 +38,7 @@ class Arg:
     items: str = "string"
     positional: bool = False
     metavar: str | None = None
+    const: Any = None  # a flag given without a value takes this (string flags only: ``--ray`` alone)
 
     def __post_init__(self) -> None:
         if self.type not in _TYPES:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from inferencekit.api.loop import run as run_loop
 from inferencekit.api.client import Client
 from inferencekit.api.detect import detect_engine
 from inferencekit.api.endpoint import Endpoint, normalize_base_url, read_api_key
@@ -184,12 +185,15 @@ def _gate_parts(run: RunDir, engine: str, gate_runs: list[str], s: GateRunSettin
 
 
 def _bench_part(rec: dict[str, Any]) -> dict[str, Any]:
-    """The load benchmark as a part: PASS when every load request completed (its known answers are judged in the
-    order gate's part)."""
-    failed = sum(v["requests"]["total"] - v["requests"]["completed"] for v in rec["data"]["levels"].values())
-    return _part("bench serve", "bench", rec, "UNPROVEN" if failed else "PASS",
-                 f"{failed} load requests failed: the figures are incomplete" if failed
-                 else "every load request completed")
+    """The load benchmark as a part: PASS when every load request completed and no level's pace was the client's
+    (``bench/pace_judge.py``); its known answers are judged in the order gate's part."""
+    levels = rec["data"]["levels"]
+    failed = sum(v["requests"]["total"] - v["requests"]["completed"] for v in levels.values())
+    paced = {k: v["client"] for k, v in levels.items() if (v.get("client") or {}).get("valid") is False}
+    why = ([f"{failed} load requests failed: the figures are incomplete"] if failed else []) + [
+        f"level {k} is invalid: {'; '.join(c['reasons'])}" for k, c in paced.items()]
+    return _part("bench serve", "bench", rec, "UNPROVEN" if why else "PASS",
+                 "; ".join(why) if why else "every load request completed and the client kept pace at every level")
 
 
 async def _order_gate(client: Client, info: Any, run: RunDir, prof: Profile, label: str, extra: dict[str, Any],
@@ -391,7 +395,7 @@ def verify(call: Call, base_url: str | None, model: str | None, api_key_env: str
 
     try:
         with serve_target(base_url, run.engine_dir, quiet=call.quiet) as (url, _):
-            rec, subs = finish(url, asyncio.run(main(url)))
+            rec, subs = finish(url, run_loop(main(url)))
     except OpError:
         run.discard_if_empty()
         raise

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from inferencekit.bench.journal import read_journal
 from inferencekit.cli import main
 from inferencekit.engines.launcher import start_engine, stop_engine
 from inferencekit.errors import OpError
@@ -26,7 +27,7 @@ def replies(run: Path, level: str) -> list[dict]:
 def finished_in_c1(run: Path) -> int:
     journal = list(run.glob("outputs/*/load-c1/journal.jsonl"))
     if journal:
-        return journal[0].read_bytes().count(b"\n")
+        return len(read_journal(journal[0])[0])  # whole records only (a record being written is not counted)
     return len(list(run.glob("outputs/*/load-c1/*/*.json")))
 
 

@@ -44,6 +44,8 @@ class ServeConfig:
     probes: bool = False
     kat: int = 0  # known-answer requests alone, then inside the heaviest level (bench/kat.py)
     kat_max_tokens: int = 64
+    workers: int = 1  # client processes per level (bench/workers.py); with ray, Ray actors
+    ray: str | None = None  # --ray: a Ray cluster address ("default": RAY_ADDRESS or a local Ray), None = no Ray
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)

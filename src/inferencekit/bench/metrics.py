@@ -14,7 +14,7 @@ from typing import Any
 from inferencekit.api.reply import is_ok
 from inferencekit.stats import summarize
 
-__all__ = ["n_out", "level_metrics", "reply_end_ns", "meets_slo"]
+__all__ = ["n_out", "level_metrics", "reply_start_ns", "reply_end_ns", "meets_slo"]
 
 
 def n_out(reply: Mapping[str, Any], retokenized: int | None = None) -> tuple[int | None, str | None]:
@@ -30,13 +30,27 @@ def n_out(reply: Mapping[str, Any], retokenized: int | None = None) -> tuple[int
     return None, None
 
 
-def reply_end_ns(reply: Mapping[str, Any]) -> int | None:
-    """Absolute end of a reply (its last event of any kind), ns on the client clock."""
-    evs = reply.get("events") or []
+def _clock(reply: Mapping[str, Any]) -> int:
+    """Offset from the reply's perf_counter stamps to the wall clock (``--workers``/``--ray`` replies carry
+    their process's ``clock_offset_ns``; 0 otherwise, one process's clock throughout)."""
+    off = reply.get("clock_offset_ns")
+    return off if isinstance(off, int) else 0
+
+
+def reply_start_ns(reply: Mapping[str, Any]) -> int | None:
+    """Absolute send time of a reply on the level's common clock (see ``_clock``)."""
     sent = reply.get("sent_ns")
-    if not isinstance(sent, int):
+    return sent + _clock(reply) if isinstance(sent, int) else None
+
+
+def reply_end_ns(reply: Mapping[str, Any]) -> int | None:
+    """Absolute end of a reply (its last event of any kind), ns on the level's common clock: the client's
+    perf_counter, or the wall clock when replies come from several processes (``clock_offset_ns``)."""
+    evs = reply.get("events") or []
+    start = reply_start_ns(reply)
+    if start is None:
         return None
-    return sent + (int(evs[-1][0]) if evs else 0)
+    return start + (int(evs[-1][0]) if evs else 0)
 
 
 def _tpot_ms(reply: Mapping[str, Any], n: int | None) -> float | None:
@@ -118,7 +132,7 @@ def level_metrics(replies: Sequence[Mapping[str, Any]], *, slo: Mapping[str, flo
         values = {"ttft_ms": r.get("ttft_ms"), "ttfo_ms": r.get("ttfo_ms"), "e2el_ms": r.get("e2el_ms"),
                   "tpot_ms": t_tpot, "itl_ms": max(gaps) if gaps else None}
         good += bool(slo) and meets_slo(values, slo)
-    starts = [r["sent_ns"] for r in replies if isinstance(r.get("sent_ns"), int)]
+    starts = [s for s in (reply_start_ns(r) for r in replies) if s is not None]
     ends = [e for e in (reply_end_ns(r) for r in replies) if e is not None]
     window_s = (max(ends) - min(starts)) / 1e9 if starts and ends and max(ends) > min(starts) else None
     per_s = (lambda x: x / window_s) if window_s else (lambda x: None)

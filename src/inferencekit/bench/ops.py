@@ -5,13 +5,17 @@ from __future__ import annotations
 import asyncio
 import secrets
 import sys
+from pathlib import Path
 from typing import Any
 
+from inferencekit.api.loop import run as run_loop
 from inferencekit.api.client import Client
 from inferencekit.api.detect import EngineInfo, detect_engine
 from inferencekit.api.endpoint import Endpoint, normalize_base_url, read_api_key
 from inferencekit.api.tokenize import choose_tokenizer
 from inferencekit.bench.config import FIXED_FIELDS, ServeConfig
+from inferencekit.bench.export_vllm import FORMATS as EXPORT_FORMATS
+from inferencekit.bench.export_vllm import export_run, export_targets
 from inferencekit.bench.plan import parse_levels, parse_slo
 from inferencekit.bench.serve import run_bench
 from inferencekit.data.datasets import build_dynamic, load_static
@@ -24,7 +28,7 @@ from inferencekit.report.card import render_bench
 from inferencekit.report.progress import ProgressBar
 from inferencekit.rundir import RunDir
 
-__all__ = ["bench_serve", "BENCH_ARGS", "config_from_args", "prepare_run"]
+__all__ = ["BENCH_ARGS", "bench_serve", "check_export_args", "config_from_args", "prepare_run"]
 
 BENCH_ARGS: tuple[Arg, ...] = (
     Arg("concurrency", "array", "Closed-loop levels: streams kept busy, e.g. 1,4,16 (default 1,2,4 when no "
@@ -60,7 +64,18 @@ BENCH_ARGS: tuple[Arg, ...] = (
         "the load and again inside the heaviest level; each reply under load must be byte-identical to its reply "
         "alone (the order gate's comparison; a difference makes the run FAIL). Not in the metrics.", default=0),
     Arg("kat_max_tokens", "integer", "--kat: output tokens per known-answer request.", default=64),
+    Arg("workers", "integer", "Client processes per level, each with its own event loop: closed-loop streams and "
+        "open-loop rates are split among them (a Poisson process at rate/N each), the replies merged into one run "
+        "dir. With --ray, the number of Ray actors (default: one per alive node).", default=1),
+    Arg("ray", "string", "Place the client processes as Ray actors on a Ray cluster, one per node where there are "
+        "several: ADDRESS as for ray.init (e.g. ray://head:10001 or auto); the flag alone uses RAY_ADDRESS or "
+        "starts a local Ray. Needs `pip install 'inferencekit[ray]'`.", const="default", metavar="ADDRESS"),
     Arg("run_dir", "string", "Run directory (default: runs/<run-id>)."),
+    Arg("export", "string", "After the run, also write each level in this format: vllm-json = vLLM's `vllm bench "
+        "serve --save-result --save-detailed` JSON (default file <run-dir>/export/vllm-<level>.json; the same as "
+        "`inferencekit bench export`).", choices=EXPORT_FORMATS),
+    Arg("export_path", "string", "--export: the file to write for a single level, or a template with {level} "
+        "(e.g. out/vllm-{level}.json) for several."),
 )
 
 
@@ -94,6 +109,12 @@ def config_from_args(a: dict[str, Any]) -> ServeConfig:
             raise OpError(f"--kat {a['kat']}: the packaged dev set has {pool} short/medium chat prompts to use as "
                           "known answers")
     check_client_args(a["timeout"])
+    if a.get("workers") is not None and a["workers"] < 1:
+        raise OpError(f"--workers must be ≥ 1, got {a['workers']}")
+    if a.get("ray") is not None:
+        from inferencekit.bench.ray_pool import require_ray
+
+        require_ray()
     if a["temperature"] < 0:
         raise OpError(f"--temperature must be ≥ 0, got {a['temperature']}")
     if a.get("input_len") is not None and a["dataset"] != "random":
@@ -113,7 +134,20 @@ def config_from_args(a: dict[str, Any]) -> ServeConfig:
         count_tokens=bool(a["count_tokens"]), retokenize=bool(a["retokenize"]), tokenizer=a.get("tokenizer"),
         extra_body=kept, chat_template_kwargs=template_kwargs(extra, a.get("chat_template_kwargs")),
         timeout_s=a["timeout"], engine_label=a.get("engine_label"), probes=bool(a.get("probes")),
-        kat=a.get("kat") or 0, kat_max_tokens=a.get("kat_max_tokens") or 64)
+        kat=a.get("kat") or 0, kat_max_tokens=a.get("kat_max_tokens") or 64, workers=a.get("workers") or 1,
+        ray=a.get("ray"))
+
+
+def check_export_args(a: dict[str, Any], cfg: ServeConfig) -> None:
+    """``--export``/``--export-path`` against the run's levels (before anything is sent).
+
+    Raises:
+        OpError: --export-path without --export, or one file named for several levels (no {level}).
+    """
+    if a.get("export_path") is not None and not a.get("export"):
+        raise OpError("--export-path needs --export (e.g. --export vllm-json)")
+    if a.get("export"):
+        export_targets([lv.label for lv in cfg.levels], a.get("export_path"), Path("."), flag="--export-path")
 
 
 async def prepare_run(call: Call, cfg: ServeConfig, client: Client, run: RunDir, model: str | None,
@@ -145,8 +179,9 @@ async def prepare_run(call: Call, cfg: ServeConfig, client: Client, run: RunDir,
     return info, prompts
 
 
-# flags that shape what a run sends: --resume replays the stored ones and refuses new values
-_RUN_SHAPING = tuple(x for x in BENCH_ARGS if x.name not in ("run_dir",)) + tuple(
+# flags that shape what a run sends: --resume replays the stored ones and refuses new values (--export and
+# --export-path only say what to write from the finished files, so a resumed run may export)
+_RUN_SHAPING = tuple(x for x in BENCH_ARGS if x.name not in ("run_dir", "export", "export_path")) + tuple(
     x for x in CLIENT_ARGS if x.name in ("model", "extra_body", "chat_template_kwargs"))
 
 
@@ -191,10 +226,12 @@ def bench_serve(call: Call, **a: Any) -> Outcome:
     read_api_key(a.get("api_key_env"))
     if resume:
         run, cfg, stored_url = _resume_settings(resume, a)
+        check_export_args(a, cfg)
         base_url = a.get("base_url") or stored_url
         static = load_static(cfg.dataset)
     else:
         cfg = config_from_args(a)
+        check_export_args(a, cfg)
         static = load_static(cfg.dataset)  # a bad prompt file stops here: no run dir, nothing sent
         base_url = a.get("base_url")
         run = RunDir.create(a.get("run_dir"))
@@ -202,14 +239,30 @@ def bench_serve(call: Call, **a: Any) -> Outcome:
     try:
         with serve_target(base_url, run.engine_dir, quiet=call.quiet) as (url, started):
             endpoint = Endpoint.parse(url, a.get("api_key_env"))
-            record = asyncio.run(_serve(call, cfg, endpoint, run, a.get("model"), static, bool(resume),
+            record = run_loop(_serve(call, cfg, endpoint, run, a.get("model"), static, bool(resume),
                                         a.get("api_key_env")))
     except OpError:
         run.discard_if_empty()
         raise
-    return Outcome({"evidence_id": record["evidence_id"], "run_dir": str(run.path), "verdict": record.get("verdict"),
-                    "levels": record["data"]["levels"], "limitations": record["limitations"]},
-                   record.get("verdict"), lambda console: render_bench(console, record))
+    payload = {"evidence_id": record["evidence_id"], "run_dir": str(run.path), "verdict": record.get("verdict"),
+               "levels": record["data"]["levels"], "limitations": record["limitations"]}
+    if a.get("export"):
+        payload.update(_export(call, run, a["export"], a.get("export_path")))
+    return Outcome(payload, record.get("verdict"), lambda console: render_bench(console, record))
+
+
+def _export(call: Call, run: RunDir, fmt: str, path: str | None) -> dict[str, Any]:
+    """``--export``: write the finished run's levels; a file that cannot be written is reported (the run and its
+    record stand, so it is not a user error after the fact): ``{"exports": [...]}`` and maybe ``export_error``."""
+    try:
+        paths = export_run(run.path, fmt, path=path)
+    except OpError as e:
+        print(f"inferencekit: warning: --export {fmt}: {e} (the run is complete; retry with `inferencekit bench "
+              f"export {run.path}`)", file=sys.stderr)
+        return {"exports": [], "export_error": str(e)}
+    if not call.quiet:
+        print(f"inferencekit: note: --export {fmt} wrote {', '.join(map(str, paths))}", file=sys.stderr)
+    return {"exports": [str(p) for p in paths]}
 
 
 async def _serve(call: Call, cfg: ServeConfig, endpoint: Endpoint, run: RunDir, model: str | None,

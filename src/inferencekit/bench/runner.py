@@ -17,6 +17,7 @@ from typing import Any
 
 from inferencekit.api.client import Client, Exchange
 from inferencekit.bench.journal import JOURNAL_NAME, Journal, materialise
+from inferencekit.bench.pace import CLIENT_FILE, LoopLagMonitor, process_identity
 from inferencekit.bench.plan import LevelSpec, PlannedRequest, Planner
 from inferencekit.bench.schedule import arrival_offsets_s
 from inferencekit.gates.probe_plan import OPTIONAL_FIELDS
@@ -42,6 +43,14 @@ class LevelOutcome:
     transport_failures: int = 0
     keys: list[str] = field(default_factory=list)
     wall_s: float = 0.0
+    client: dict[str, Any] = field(default_factory=dict)
+
+    def count(self, reply: dict[str, Any]) -> None:
+        if "error" in reply:
+            self.failed += 1
+            self.transport_failures += reply.get("status") == 0
+        else:
+            self.ok += 1
 
 
 class LoadRunner:
@@ -66,7 +75,8 @@ class LoadRunner:
         self.on_done = on_done
         self.probes: dict[str, list[dict[str, Any]]] = {}  # level label → hidden probes to mix in (bench --probes)
 
-    def _meta(self, req: PlannedRequest, level: str | None, scheduled_ns: int | None) -> dict[str, Any]:
+    def _meta(self, req: PlannedRequest, level: str | None, scheduled_ns: int | None,
+              dispatched_ns: int | None = None) -> dict[str, Any]:
         meta: dict[str, Any] = {"id": req.prompt.id, "engine": self.engine}
         if level is not None:
             meta["level"] = level
@@ -75,6 +85,8 @@ class LoadRunner:
             meta["salt"] = req.salt
         if scheduled_ns is not None:
             meta["scheduled_ns"] = scheduled_ns
+        if dispatched_ns is not None:
+            meta["dispatched_ns"] = dispatched_ns
         return meta
 
     async def send_one(self, req: PlannedRequest, folder: str) -> dict[str, Any]:
@@ -87,9 +99,9 @@ class LoadRunner:
         return reply
 
     async def _send(self, req: PlannedRequest, level: str, journal: Journal, outcome: LevelOutcome,
-                    scheduled_ns: int | None = None) -> Exchange:
+                    scheduled_ns: int | None = None, dispatched_ns: int | None = None) -> Exchange:
         ex = await self.client.post(endpoint_path(req), self.body_for(req), optional=self.optional)
-        journal.append(req.key, req.prompt.bucket, self._meta(req, level, scheduled_ns), ex)
+        journal.append(req.key, req.prompt.bucket, self._meta(req, level, scheduled_ns, dispatched_ns), ex)
         outcome.sent += 1
         outcome.keys.append(req.key)
         if self.on_done:
@@ -125,13 +137,19 @@ class LoadRunner:
         return [await self.send_one(planner.take(), "warmup") for _ in range(n)]
 
     async def run_level(self, spec: LevelSpec, planner: Planner, *, num_requests: int | None,
-                        duration_s: float | None, seed: int) -> LevelOutcome:
+                        duration_s: float | None, seed: int, journal_name: str = JOURNAL_NAME,
+                        materialise_after: bool = True) -> LevelOutcome:
         """Run one level until ``num_requests`` were sent, or for ``duration_s`` seconds of sending,
-        then write its files from the journal."""
+        then write its files from the journal (unless ``materialise_after`` is False: a ``--workers``
+        process leaves its journal for the parent). The client's own pace figures (event-loop lag, CPU)
+        are in ``outcome.client`` and, when materialised here, in the level's ``client.json``."""
         t0 = time.monotonic()
         outcome = LevelOutcome(spec.label)
-        path = self.run.level_dir("outputs", self.engine, spec.label) / JOURNAL_NAME
+        level_dir = self.run.level_dir("outputs", self.engine, spec.label)
+        path = level_dir / journal_name
         journal = Journal(path)
+        monitor = LoopLagMonitor()
+        monitor.start()
         try:
             if spec.mode == "closed":
                 await self._closed(spec, planner, num_requests, duration_s, journal, outcome)
@@ -139,14 +157,13 @@ class LoadRunner:
                 await self._open(spec, planner, num_requests, duration_s, seed, journal, outcome)
         finally:
             # also when interrupted (Ctrl-C): what finished becomes files; the level stays 'running'
+            outcome.client = {**process_identity(), "loop": monitor.stop()}
             journal.close()
             outcome.wall_s = time.monotonic() - t0
-            for reply in materialise(self.run, self.engine, spec.label, path):
-                if "error" in reply:
-                    outcome.failed += 1
-                    outcome.transport_failures += reply.get("status") == 0
-                else:
-                    outcome.ok += 1
+            if materialise_after:
+                write_json(level_dir / CLIENT_FILE, {"processes": [outcome.client]})
+                for reply in materialise(self.run, self.engine, spec.label, path):
+                    outcome.count(reply)
         return outcome
 
     async def _closed(self, spec: LevelSpec, planner: Planner, n: int | None, duration_s: float | None,
@@ -178,10 +195,13 @@ class LoadRunner:
         tasks: list[asyncio.Task[Exchange]] = []
 
         async def one(req: PlannedRequest, scheduled_ns: int) -> Exchange:
+            # the moment the loop got to this send: its lateness against the schedule is the client's own
+            # (waiting for a --max-concurrency slot comes after and is the server's queue)
+            dispatched_ns = time.perf_counter_ns()
             if cap is None:
-                return await self._send(req, spec.label, journal, outcome, scheduled_ns)
+                return await self._send(req, spec.label, journal, outcome, scheduled_ns, dispatched_ns)
             async with cap:
-                return await self._send(req, spec.label, journal, outcome, scheduled_ns)
+                return await self._send(req, spec.label, journal, outcome, scheduled_ns, dispatched_ns)
 
         probes, every = self._probe_turns(spec.label, count)
 

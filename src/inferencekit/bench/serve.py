@@ -23,12 +23,16 @@ from inferencekit.api.detect import EngineInfo
 from inferencekit.api.reply import is_ok
 from inferencekit.api.tokenize import TokenizeError, Tokenizer, choose_tokenizer
 from inferencekit.bench.config import ServeConfig
-from inferencekit.bench.journal import JOURNAL_NAME, materialise
+from inferencekit.bench.journal import materialise
 from inferencekit.bench.kat import KAT_ALONE, KAT_LOAD, heaviest_level, judge_kat, kat_probes, read_kat
 from inferencekit.bench.manifest import METRICS_MANIFEST
 from inferencekit.bench.metrics import level_metrics
-from inferencekit.bench.plan import PlannedRequest, Planner, request_body
-from inferencekit.bench.runner import LoadRunner
+from inferencekit.bench.pace import CLIENT_FILE
+from inferencekit.bench.pace_judge import judge_client_pace
+from inferencekit.bench.plan import LevelSpec, PlannedRequest, Planner, request_body
+from inferencekit.bench.runner import LevelOutcome, LoadRunner
+from inferencekit.bench.split import Share, split_level
+from inferencekit.bench.workers import ProcessPool, WorkerTask, run_level_split
 from inferencekit.data.prompts import Prompt
 from inferencekit.evidence import artifact, build_record, metric, save_record
 from inferencekit.gates.result import Gate
@@ -132,13 +136,15 @@ async def run_bench(cfg: ServeConfig, client: Client, info: EngineInfo, run: Run
     fixed = _fixed_fields(cfg, info)
     optional = ("stream_options", *(k for k in info.dialect.count_fields if k in fixed))
 
+    body_kw = {"model": str(info.model), "max_tokens": cfg.max_tokens, "extra": cfg.extra_body, "fixed": fixed,
+               "chat_template_kwargs": cfg.chat_template_kwargs}
+
     def body_for(req: PlannedRequest) -> dict[str, Any]:
-        return request_body(req, model=str(info.model), max_tokens=cfg.max_tokens, extra=cfg.extra_body, fixed=fixed,
-                            chat_template_kwargs=cfg.chat_template_kwargs)
+        return request_body(req, **body_kw)
 
     planner = Planner(prompts, cfg.seed)
     if resume:
-        for journal in (run.path / "outputs" / engine).glob(f"load-*/{JOURNAL_NAME}"):
+        for journal in (run.path / "outputs" / engine).glob("load-*/journal*.jsonl"):
             # a client that died mid-level left its finished exchanges here: recover them as files
             list(materialise(run, engine, journal.parent.name.removeprefix("load-"), journal))
         planner.restore(_used_keys(run, engine))
@@ -155,26 +161,35 @@ async def run_bench(cfg: ServeConfig, client: Client, info: EngineInfo, run: Run
     if cfg.kat:
         await _known_answers_alone(cfg, info, runner, on_level)
     ran: list[str] = []
-    for spec in cfg.levels:
-        st = state["levels"].get(spec.label, {})
-        if st.get("state") == "done" and not any(r.get("status") == 0 for r in
-                                                  load_level_replies(run, engine, spec.label)):
-            continue
-        if st or run.level_dir("outputs", engine, spec.label).exists():
-            moved = _supersede(run, engine, spec.label)
-            if moved:
-                state["superseded"].append({"level": spec.label, "to": moved})
-        state["levels"][spec.label] = {"state": "running", "attempt": int(st.get("attempt", 0)) + 1}
-        run.update_run(bench_state=state)
-        if on_level:
-            on_level(spec.label, cfg.num_prompts if cfg.duration_s is None else 0)
-        seed = random.Random(f"{cfg.seed}:{spec.label}:{state['levels'][spec.label]['attempt']}").getrandbits(32)
-        outcome = await runner.run_level(spec, planner, num_requests=None if cfg.duration_s else cfg.num_prompts,
-                                         duration_s=cfg.duration_s, seed=seed)
-        state["levels"][spec.label].update(state="done", sent=outcome.sent, ok=outcome.ok, failed=outcome.failed,
-                                           wall_s=round(outcome.wall_s, 3))
-        run.update_run(bench_state=state)
-        ran.append(spec.label)
+    pool = open_pool(cfg) if cfg.workers > 1 or cfg.ray is not None else None
+    try:
+        for spec in cfg.levels:
+            st = state["levels"].get(spec.label, {})
+            if st.get("state") == "done" and not any(r.get("status") == 0 for r in
+                                                      load_level_replies(run, engine, spec.label)):
+                continue
+            if st or run.level_dir("outputs", engine, spec.label).exists():
+                moved = _supersede(run, engine, spec.label)
+                if moved:
+                    state["superseded"].append({"level": spec.label, "to": moved})
+            state["levels"][spec.label] = {"state": "running", "attempt": int(st.get("attempt", 0)) + 1}
+            run.update_run(bench_state=state)
+            if on_level:
+                on_level(spec.label, cfg.num_prompts if cfg.duration_s is None else 0)
+            seed = random.Random(f"{cfg.seed}:{spec.label}:{state['levels'][spec.label]['attempt']}").getrandbits(32)
+            n_req = None if cfg.duration_s else cfg.num_prompts
+            if pool is None:
+                outcome = await runner.run_level(spec, planner, num_requests=n_req, duration_s=cfg.duration_s, seed=seed)
+            else:
+                outcome = await _split_level(pool, cfg, client, run, engine, spec, planner, runner, body_kw, optional,
+                                             prompts, n_req, seed, on_done)
+            state["levels"][spec.label].update(state="done", sent=outcome.sent, ok=outcome.ok, failed=outcome.failed,
+                                               wall_s=round(outcome.wall_s, 3))
+            run.update_run(bench_state=state)
+            ran.append(spec.label)
+    finally:
+        if pool is not None:
+            pool.close()
     previous = run.read_run().get("bench_record")
     if resume and not ran and previous and (run.evidence_dir / f"{previous}.json").is_file():
         return read_json(run.evidence_dir / f"{previous}.json")  # nothing was left to do: the record stands
@@ -185,6 +200,37 @@ async def run_bench(cfg: ServeConfig, client: Client, info: EngineInfo, run: Run
             write_json(run.level_dir("outputs", engine, label) / "retokenized.json",
                        {"tokenizer": tok.source, "counts": dict(sorted(counts.items()))})
     return bench_record(run, cfg, info, engine, retok_source=tok.source if tok else None, fixed=fixed)
+
+
+async def _split_level(pool: Any, cfg: ServeConfig, client: Client, run: RunDir, engine: str, spec: LevelSpec,
+                       planner: Planner, runner: LoadRunner, body_kw: dict[str, Any], optional: tuple[str, ...],
+                       prompts: Sequence[Prompt], n_req: int | None, seed: int, on_done: Progress | None) -> LevelOutcome:
+    """One level sent by the pool's processes (``--workers`` / ``--ray``), merged into the run dir; the planner then
+    continues after the draws they used. Hidden probes and known answers of the level go with process 0."""
+    shares = split_level(spec, pool.size, num_requests=n_req, seed=seed)
+    used = list(planner.used.elements())
+    probes = [p for p in runner.probes.get(spec.label, []) if runner.unsent(p)]
+
+    def make_task(share: Share) -> WorkerTask:
+        return WorkerTask(share=share, url=client.endpoint.root, api_key_env=client.endpoint.api_key_env,
+                          timeout_s=cfg.timeout_s, engine=engine, run_path=str(run.path) if pool.shared_fs else None,
+                          prompts=list(prompts), planner_seed=planner.seed, used_keys=used, body=body_kw,
+                          optional=optional, rejected_fields=sorted(client.rejected_fields), duration_s=cfg.duration_s,
+                          probes=probes if share.worker == 0 else [])
+
+    outcome = await run_level_split(pool, run, engine, shares, make_task, on_done=on_done)
+    planner.restore(p.stem for p in run.replies(engine, spec.label))
+    client.rejected_fields.update(outcome.client.get("rejected_fields") or [])
+    return outcome
+
+
+def open_pool(cfg: ServeConfig) -> Any:
+    """The client processes of a ``--workers``/``--ray`` run: local spawned processes, or Ray actors."""
+    if cfg.ray is not None:
+        from inferencekit.bench.ray_pool import RayPool
+
+        return RayPool(cfg.ray, cfg.workers)
+    return ProcessPool(cfg.workers)
 
 
 async def _known_answers_alone(cfg: ServeConfig, info: EngineInfo, runner: LoadRunner,
@@ -210,12 +256,23 @@ def bench_record(run: RunDir, cfg: ServeConfig, info: EngineInfo, engine: str, *
     dropped: set[str] = set()
     total = ok = 0
     usage_seen = False
+    invalid: list[str] = []
+    missing: list[str] = []
+    limitations: list[str] = []
     for spec in cfg.levels:
         replies = load_level_replies(run, engine, spec.label)
         rt_file = run.level_dir("outputs", engine, spec.label) / "retokenized.json"
         rt = read_json(rt_file)
         m = level_metrics(replies, slo=cfg.slo, retokenized=(rt or {}).get("counts"), open_loop=spec.mode == "open")
-        levels[spec.label] = {"spec": spec.describe(), **m}
+        client_file = run.level_dir("outputs", engine, spec.label) / CLIENT_FILE
+        pace = judge_client_pace((read_json(client_file) or {}).get("processes") or [], replies,
+                                 rate=spec.rate if spec.mode == "open" else None)
+        if pace["valid"] is False:
+            invalid.append(spec.label)
+            limitations += [f"level {spec.label} is invalid, the client set its pace: {x}" for x in pace["reasons"]]
+        levels[spec.label] = {"spec": spec.describe(), **m, "client": pace}
+        if client_file.is_file():
+            artifacts.append(artifact(client_file, run.path, "client pace figures"))
         total += m["requests"]["total"]
         ok += m["requests"]["completed"]
         for r in replies:
@@ -239,7 +296,6 @@ def bench_record(run: RunDir, cfg: ServeConfig, info: EngineInfo, engine: str, *
         if "goodput" in m:
             metrics.append(metric("goodput", m["goodput"]["goodput_req_s"], "requests/s", "aggregate",
                                   m["requests"]["total"], subject=spec.label))
-    missing, limitations = [], []
     if not usage_seen:
         missing.append("usage in streamed replies: the server sent none, so N_out comes from streamed counts")
     for what in ("streamed_vs_usage", "retokenized_vs_usage", "retokenized_vs_streamed"):
@@ -288,7 +344,7 @@ def bench_record(run: RunDir, cfg: ServeConfig, info: EngineInfo, engine: str, *
         identity={"engine": {k: v for k, v in info.to_dict().items() if k != "models"}, "model": {"id": info.model},
                   "workload": workload},
         metrics=metrics, artifacts=artifacts, missing=missing, limitations=limitations,
-        verdict=_bench_verdict(failed, kat),
+        verdict=_bench_verdict(failed, kat, invalid),
         data={"run_dir": str(run.path.resolve()), "engine_label": engine, "levels": levels, "config": cfg.to_json(),
               "request_fields_fixed": fixed, "retokenizer": retok_source, "dropped_fields": sorted(dropped),
               "pins": run_json.get("pins"), "history": run_json.get("bench_state"),
@@ -299,10 +355,11 @@ def bench_record(run: RunDir, cfg: ServeConfig, info: EngineInfo, engine: str, *
     return rec
 
 
-def _bench_verdict(failed: int, kat: Gate | None) -> str | None:
-    """None (a measurement) unless something is wrong: failed requests make it UNPROVEN; with ``--kat`` the
-    known-answer comparison's verdict counts too (a KAT that could not run counts as UNPROVEN)."""
-    parts = ["UNPROVEN"] if failed else []
+def _bench_verdict(failed: int, kat: Gate | None, invalid: Sequence[str] = ()) -> str | None:
+    """None (a measurement) unless something is wrong: failed requests, or a level whose pace the client set
+    (``bench/pace_judge.py``), make it UNPROVEN; with ``--kat`` the known-answer comparison's verdict counts too
+    (a KAT that could not run counts as UNPROVEN)."""
+    parts = ["UNPROVEN"] if failed or invalid else []
     if kat is not None:
         parts.append("UNPROVEN" if kat.verdict == "NOT RUN" else kat.verdict)
     return combine_claims(parts) if parts else None

@@ -69,6 +69,26 @@ def open_loop_table(record: dict[str, Any]) -> Any | None:
     return t
 
 
+def client_pace_table(record: dict[str, Any]) -> Any:
+    """Per level: the client's own event-loop lag and send lateness against the limits it was judged by (None for
+    a record without them)."""
+    from rich.table import Table
+
+    rows = [(lbl, v["client"]) for lbl, v in record["data"]["levels"].items() if v.get("client")]
+    if not rows:
+        return None
+    t = Table(title="client self-check — event-loop lag (timer lateness, every 5 ms) and open-loop send lateness, ms; "
+                    "a level the client paced is invalid", title_justify="left")
+    for col in ("level", "processes", "loop lag p99 (worst)", "lag limit", "send late p99", "late limit", "valid"):
+        t.add_column(col, justify="left" if col in ("level", "valid") else "right")
+    for lbl, c in rows:
+        late = c.get("send_late_ms") or {}
+        valid = {True: "yes", False: "NO", None: "not judged"}[c.get("valid")]
+        t.add_row(lbl, str(c.get("processes", "")), _f(c.get("loop_lag_p99_ms"), 2), _f(c.get("lag_limit_ms"), 1),
+                  _f(late.get("p99"), 2), _f(c.get("late_limit_ms"), 1), valid)
+    return t
+
+
 def render_bench_notes(console: Any, record: dict[str, Any]) -> None:
     """How the figures were measured, and the record's limitations."""
     eng = record["identity"]["engine"]
@@ -92,8 +112,8 @@ def render_bench_notes(console: Any, record: dict[str, Any]) -> None:
 def render_bench(console: Any, record: dict[str, Any]) -> None:
     """Print the level tables and how the figures were measured."""
     console.print(bench_table(record))
-    extra = open_loop_table(record)
-    if extra is not None:
-        console.print(extra)
+    for extra in (open_loop_table(record), client_pace_table(record)):
+        if extra is not None:
+            console.print(extra)
     render_bench_notes(console, record)
     console.print(f"record: {record['evidence_id']}   run dir: {record['data']['run_dir']}", markup=False)
