@@ -32,6 +32,9 @@ async def chat(request: web.Request) -> web.StreamResponse:
     if "stream_options" in body and request.app[REJECT]:
         return web.json_response({"error": {"message": "Unrecognized request argument supplied: stream_options"}},
                                  status=400)
+    if fault == "drop":  # close the connection before any byte of a reply: a transport failure (status 0)
+        request.transport.close()
+        return web.Response()
     if fault == "http500":
         return web.Response(status=500, text="E" * 2000)
     if not body.get("stream"):

@@ -14,7 +14,9 @@ more; the dropped names are recorded and the client keeps them dropped for later
 from __future__ import annotations
 
 import asyncio
+import collections
 import itertools
+import os
 import time
 import uuid
 from collections.abc import Iterable
@@ -22,11 +24,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
+import numpy as np
 import orjson
 
 from inferencekit.api.endpoint import Endpoint
 from inferencekit.api.reply import derive
 from inferencekit.api.sse import split_events
+from inferencekit.api.tap import StreamTap, cut
 
 __all__ = ["Client", "Exchange", "describe_exception", "ERROR_BYTES"]
 
@@ -41,7 +45,8 @@ def new_request_id() -> str:
     return f"{_ID_PREFIX}{next(_id_counter):016x}"
 
 
-ERROR_BYTES = 500  # an HTTP error body is recorded up to this many bytes
+ERROR_BYTES = 500
+_READ_BUFSIZE = 1 << 30  # an HTTP error body is recorded up to this many bytes
 _MAX_STALE_RETRIES = 16  # re-sends after failures on reused (stale) pooled connections
 
 
@@ -70,12 +75,48 @@ class Exchange:
     _body_stamped: bool = field(default=False, repr=False)
     reused_connection: bool = False
     retried: str | None = None
+    # a tapped read's body not yet cut into chunks: (body bytes, total_bytes at the tap, read times, offsets)
+    pending: tuple[bytes, int, Any, Any] | None = field(default=None, repr=False)
+
+    def raw_chunks(self) -> tuple[np.ndarray, np.ndarray, bytes]:
+        """``(times, lengths, payload)``: the chunks as two int64 arrays [n] (arrival ns, byte length) and their bytes
+        joined, without cutting a tapped body (what the journal stores; vectorised, cheap on the writer thread)."""
+        t0 = np.fromiter((c[0] for c in self.chunks), np.int64, len(self.chunks))
+        n0 = np.fromiter((len(c[1]) for c in self.chunks), np.int64, len(self.chunks))
+        head = b"".join(c[1] for c in self.chunks)
+        if self.pending is None:
+            return t0, n0, head
+        body, start, times, offsets = self.pending
+        off = np.frombuffer(offsets, np.int64) if len(offsets) else np.zeros(0, np.int64)
+        t = np.frombuffer(times, np.int64) if len(times) else np.zeros(0, np.int64)
+        ends = np.maximum.accumulate(np.concatenate([[start], off]))
+        lens = np.diff(ends)
+        keep = lens > 0
+        t, lens = t[keep], lens[keep]
+        rest = start + len(body) - int(ends[-1])
+        if rest > 0:  # cannot happen with aiohttp (the reads cover the body); kept safe, as settle() does
+            t = np.append(t, t[-1] if len(t) else self.sent_ns)
+            lens = np.append(lens, rest)
+        return np.concatenate([t0, t]), np.concatenate([n0, lens]), head + body
+
+    def settle(self) -> list[tuple[int, bytes]]:
+        """``chunks``, after cutting a tapped body into them (api/tap.py) if that was left for later: the stream
+        loop leaves it to whoever reads the exchange first (the journal's writer thread), off the event loop."""
+        if self.pending is not None:
+            body, start, times, offsets = self.pending
+            self.pending = None
+            self.chunks.extend(cut(body, start, times, offsets))
+            end = offsets[-1] if len(offsets) else start
+            if start + len(body) > end:  # cannot happen with aiohttp (the reads cover the body); kept safe
+                self.chunks.append((self.chunks[-1][0] if self.chunks else self.sent_ns, body[end - start:]))
+        return self.chunks
 
     def events(self) -> tuple[list[list[Any]], bool]:
         """``([[t_ns relative to sent_ns, payload], ...], unterminated)`` for the reply file.
 
         A JSON (non-SSE) body becomes one event holding the whole body, timed at its last chunk.
         """
+        self.settle()
         if not self.chunks:
             return [], False
         if "text/event-stream" not in self.content_type and self.status == 200:
@@ -86,6 +127,7 @@ class Exchange:
 
     def to_journal(self) -> dict[str, Any]:
         """A JSON-able copy that keeps the raw bytes exactly (latin-1 maps bytes 1:1 to code points)."""
+        self.settle()
         return {"request_id": self.request_id, "path": self.path, "body": self.body, "sent_ns": self.sent_ns,
                 "call_ns": self.call_ns, "status": self.status, "error": self.error,
                 "content_type": self.content_type, "dropped_fields": self.dropped_fields, "retried": self.retried,
@@ -105,6 +147,7 @@ class Exchange:
 
     def json(self) -> Any:
         """The body parsed as JSON (non-streamed replies), or None when it is not JSON."""
+        self.settle()
         try:
             return orjson.loads(b"".join(c for _, c in self.chunks))
         except orjson.JSONDecodeError:
@@ -112,6 +155,7 @@ class Exchange:
 
     def to_reply(self, **meta: Any) -> dict[str, Any]:
         """The reply-file dict (DESIGN.md) for this exchange; ``meta`` adds id, engine, level, ..."""
+        self.settle()
         events, unterminated = self.events()
         derived = derive(events)
         stream_error = derived.pop("stream_error")
@@ -128,6 +172,43 @@ class Exchange:
         if self.retried:
             reply["retried"] = self.retried
         return reply
+
+
+def _drain(stream: Any) -> bytes:
+    """Everything a finished StreamReader holds, in one join. ``read_nowait()`` would give the same bytes but walks
+    the reader's buffer one HTTP chunk at a time with flow-control checks (~1 µs per chunk); the buffer is the
+    reader's ``_buffer`` deque in every aiohttp 3.x, and ``read_nowait`` is the fallback if it ever is not."""
+    buf = getattr(stream, "_buffer", None)
+    if isinstance(buf, collections.deque) and (not buf or type(buf[0]) is bytes):
+        data = b"".join(buf)
+        buf.clear()
+        return data
+    return stream.read_nowait()
+
+
+async def _read_tapped(stream: Any, conn: Any, chunks: list[tuple[int, bytes]], clock: Any
+                       ) -> tuple[bytes, int, Any, Any]:
+    """Read a 200 reply's body through a ``StreamTap`` (api/tap.py): stamped at arrival, the task woken once.
+
+    What aiohttp had parsed before the tap went in (it came with the headers) is one chunk stamped now, as a
+    ``readany()`` loop would stamp it. Returns the rest uncut, for ``Exchange.pending`` (``settle`` cuts it later,
+    so the end of many streams at once costs the loop little). On a failure the chunks parsed so far are cut and
+    kept, then the error raised.
+    """
+    first = stream.read_nowait()
+    if first:
+        chunks.append((clock(), first))
+    start = stream.total_bytes
+    tap = StreamTap(conn.transport, conn.protocol, stream, clock)
+    try:
+        await stream.wait_eof()
+    except BaseException:
+        tap.remove()
+        rest = stream._read_nowait(-1)  # what was parsed before the failure (read_nowait would raise it again)
+        chunks.extend(cut(rest, start, tap.times, tap.offsets))
+        raise
+    tap.remove()
+    return _drain(stream), start, tap.times, tap.offsets
 
 
 def describe_exception(exc: BaseException, timeout_s: float | None = None) -> str:
@@ -190,8 +271,10 @@ class Client:
         max_connections: connection pool size; 0 = unlimited (the load runner bounds concurrency).
     """
 
-    def __init__(self, endpoint: Endpoint, *, timeout_s: float = 600.0, max_connections: int = 0) -> None:
+    def __init__(self, endpoint: Endpoint, *, timeout_s: float = 600.0, max_connections: int = 0,
+                 tap: bool = True) -> None:
         self.endpoint = endpoint
+        self.tap = tap and os.environ.get("INFERENCEKIT_TAP", "1") != "0"
         self.timeout_s = timeout_s
         self._limit = max_connections
         self._session: aiohttp.ClientSession | None = None
@@ -200,7 +283,10 @@ class Client:
 
     async def __aenter__(self) -> Client:
         connector = aiohttp.TCPConnector(limit=self._limit, ttl_dns_cache=300, enable_cleanup_closed=False)
+        # read_bufsize: aiohttp pauses the socket when a reply's unread body passes 2× this; the tapped read
+        # (api/tap.py) reads the body once at its end, so the pause must never come
         self._session = aiohttp.ClientSession(connector=connector, auto_decompress=True, trace_configs=[_trace_config()],
+                                              read_bufsize=_READ_BUFSIZE,
                                               timeout=aiohttp.ClientTimeout(total=self.timeout_s))
         return self
 
@@ -284,11 +370,15 @@ class Client:
                     # one line (an HTML error page has many); the raw bytes stay in the reply's events
                     ex.error = f"HTTP {resp.status}: " + " ".join(raw[:ERROR_BYTES].decode("utf-8", "replace").split())
                     return ex
-                while True:
-                    chunk = await readany()
-                    if not chunk:
-                        break
-                    append((clock(), chunk))
+                conn = resp.connection
+                if self.tap and conn is not None and conn.transport is not None and conn.protocol is not None:
+                    ex.pending = await _read_tapped(resp.content, conn, chunks, clock)
+                else:
+                    while True:
+                        chunk = await readany()
+                        if not chunk:
+                            break
+                        append((clock(), chunk))
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
             ex.error = describe_exception(exc, timeout_s or self.timeout_s)
             if chunks:

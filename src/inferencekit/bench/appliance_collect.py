@@ -169,7 +169,8 @@ class Collector:
             self._write_input(section, group, name, body)
         ex = await self.client.post(path, body, optional=("stream_options",), request_id=uuid.uuid4().hex,
                                     timeout_s=self.s.timeout_s)
-        end = ex.chunks[-1][0] if ex.chunks else time.perf_counter_ns()
+        chunks = ex.settle()
+        end = chunks[-1][0] if chunks else time.perf_counter_ns()
         reply = ex.to_reply(id=name, engine=self.engine, section=section, group=group)
         out, rel = self._path("outputs", section, group, name)
         write_json(out, reply)

@@ -9,20 +9,25 @@ exchange to a writer thread, which appends it raw to ``outputs/<engine>/load-<le
 deletes it. ``--resume`` materialises a journal left by a client that died mid-level.
 
 Record format (binary-safe, cheap to write): one JSON header line holding everything but the
-stream, with the chunk arrival times ``t`` (perf_counter ns) and byte lengths ``n``; then the
-stream's raw bytes, ``sum(n)`` of them, then ``\\n``. A record cut short (the client died during
-the write) is dropped and counted. The writer thread spends most of its time in ``write`` (the GIL
-is released there), so the loop loses only the moments it takes to encode a header.
+stream, with ``k`` the number of chunks; then the chunks' arrival times (perf_counter ns) and byte
+lengths as two little-endian int64 arrays of k values; then the stream's raw bytes, then a newline.
+A record cut short (the client died during the write) is dropped and counted. The writer thread
+spends most of its time in ``write`` (the GIL is released there), so the loop loses only the
+moments it takes to encode a header; when many requests end at once it waits for the burst to pass
+first (``Journal._wait_out_burst``).
 """
 
 from __future__ import annotations
 
 import queue
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 
 from inferencekit.api.client import Exchange
@@ -31,6 +36,8 @@ from inferencekit.rundir import RunDir, write_json
 __all__ = ["Journal", "JOURNAL_NAME", "journal_paths", "read_journal", "materialise", "encode_record"]
 
 JOURNAL_NAME = "journal.jsonl"
+SWITCH_INTERVAL_S = 0.0005
+BURST, BURST_PAUSE_S, BURST_MAX_S = 16, 0.02, 0.5
 _STOP = object()
 
 
@@ -40,13 +47,15 @@ def journal_paths(level_dir: Path) -> list[Path]:
 
 
 def encode_record(key: str, bucket: str, meta: dict[str, Any], ex: Exchange) -> bytes:
-    """One journal record (header line + raw stream bytes + newline)."""
-    chunks = ex.chunks
+    """One journal record: a JSON header line (``k`` = number of chunks), then the chunks' arrival times and byte
+    lengths as two little-endian int64 arrays of k values, the chunks' bytes, and a newline."""
+    times, lens, payload = ex.raw_chunks()
     head = {"key": key, "bucket": bucket, "meta": meta, "request_id": ex.request_id, "path": ex.path,
             "body": ex.body, "sent_ns": ex.sent_ns, "call_ns": ex.call_ns, "status": ex.status, "error": ex.error,
             "content_type": ex.content_type, "dropped_fields": ex.dropped_fields, "retried": ex.retried,
-            "t": [c[0] for c in chunks], "n": [len(c[1]) for c in chunks]}
-    return b"".join([orjson.dumps(head), b"\n", *(c[1] for c in chunks), b"\n"])
+            "k": len(times)}
+    return b"".join([orjson.dumps(head), b"\n", times.astype("<i8").tobytes(), lens.astype("<i8").tobytes(),
+                     payload, b"\n"])
 
 
 class Journal:
@@ -61,7 +70,12 @@ class Journal:
         self._f = open(path, "ab")
         self._q: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._error: BaseException | None = None
+        self._closing = False
         self._thread = threading.Thread(target=self._drain, name=f"journal:{path.parent.name}", daemon=True)
+        # The writer holds the GIL while it encodes; when the loop wants it back it waits up to the switch
+        # interval (5 ms by default), which would land on the timestamps. 0.5 ms bounds that wait.
+        self._switch = sys.getswitchinterval()
+        sys.setswitchinterval(min(self._switch, SWITCH_INTERVAL_S))
         self._thread.start()
 
     def append(self, key: str, bucket: str, meta: dict[str, Any], ex: Exchange) -> None:
@@ -72,6 +86,8 @@ class Journal:
             item = self._q.get()
             if item is _STOP:
                 return
+            if self._q.qsize() > BURST:
+                self._wait_out_burst()
             if self._error is not None:
                 continue
             try:
@@ -80,10 +96,25 @@ class Journal:
             except BaseException as exc:  # noqa: BLE001 - kept and re-raised by close() on the caller's thread
                 self._error = exc
 
+    def _wait_out_burst(self) -> None:
+        """Many requests ended at once (a closed loop's streams end together) and the loop is busy starting their
+        successors; encoding now would take the GIL from it. Wait while more keep arriving (at most
+        ``BURST_MAX_S``), then write them all. Measured at 1,024 streams (shared/perf method): 96.7% of ideal
+        without the wait, 97.5% with it."""
+        waited = 0.0
+        while not self._closing and waited < BURST_MAX_S:
+            before = self._q.qsize()
+            time.sleep(BURST_PAUSE_S)
+            waited += BURST_PAUSE_S
+            if self._q.qsize() <= before:
+                return
+
     def close(self) -> None:
+        self._closing = True
         if self._thread.is_alive():
             self._q.put(_STOP)
             self._thread.join()
+        sys.setswitchinterval(self._switch)
         self._f.close()
         if self._error is not None:
             raise OSError(f"could not write the journal {self.path}: {self._error}") from self._error
@@ -95,11 +126,11 @@ class Journal:
         self.close()
 
 
-def _exchange(head: dict[str, Any], raw: bytes) -> Exchange:
+def _exchange(head: dict[str, Any], times: Any, lens: Any, raw: bytes) -> Exchange:
     chunks, pos = [], 0
-    for t, n in zip(head["t"], head["n"]):
-        chunks.append((int(t), raw[pos:pos + n]))
-        pos += n
+    for t, n in zip(times, lens):
+        chunks.append((int(t), raw[pos:pos + int(n)]))
+        pos += int(n)
     return Exchange(request_id=head["request_id"], path=head["path"], body=head["body"], sent_ns=head["sent_ns"],
                     call_ns=head.get("call_ns", 0), status=head["status"], error=head["error"],
                     content_type=head["content_type"], dropped_fields=list(head["dropped_fields"]),
@@ -124,13 +155,23 @@ def read_journal(path: Path) -> tuple[list[dict[str, Any]], int]:
             records.append({**head, "exchange": Exchange.from_journal(head["exchange"])})
             pos = nl + 1
             continue
-        size = sum(head["n"])
-        end = nl + 1 + size
+        if "k" in head:  # arrays of k int64 times and lengths, then the bytes
+            k = int(head["k"])
+            arrays = data[nl + 1:nl + 1 + 16 * k]
+            if len(arrays) < 16 * k:
+                torn += 1
+                break
+            times = np.frombuffer(arrays[:8 * k], "<i8")
+            lens = np.frombuffer(arrays[8 * k:], "<i8")
+            begin = nl + 1 + 16 * k
+        else:  # times and lengths as JSON lists (an earlier version of this format)
+            times, lens, begin = head["t"], head["n"], nl + 1
+        end = begin + int(sum(lens))
         if end >= len(data) or data[end:end + 1] != b"\n":
             torn += 1
             break
         records.append({"key": head["key"], "bucket": head["bucket"], "meta": head["meta"],
-                        "exchange": _exchange(head, data[nl + 1:end])})
+                        "exchange": _exchange(head, times, lens, data[begin:end])})
         pos = end + 1
     return records, torn
 

@@ -2,7 +2,9 @@
 
 ``LoopLagMonitor`` arms a timer every ``interval_ms`` and records how late it fires (perf_counter
 ns); a timer fires late by as long as the loop was busy with other work, and every chunk timestamp
-and send of that moment was late by as much (the method of Node's ``monitorEventLoopDelay``).
+and send of that moment was late by as much (the method of Node's ``monitorEventLoopDelay``). A
+long stall also counts the timers that would have fired inside it, so a lag percentile is a share of
+the level's time, not of the timers that happened to fire.
 asyncio's timers round their wait up to whole milliseconds, so an idle loop shows up to ~1 ms.
 The judgement is ``bench/pace_judge.py``; open-loop send lateness comes from the reply files
 (``dispatched_ns − scheduled_ns``).
@@ -41,6 +43,18 @@ def process_identity() -> dict[str, Any]:
             "anchor": {"wall_ns": wall, "perf_ns": (perf0 + perf1) // 2, "read_ns": perf1 - perf0}}
 
 
+RSS_EVERY = 20  # resident memory read every 20 ticks (100 ms)
+
+
+def _rss_bytes() -> int:
+    """This process's resident memory (Linux /proc; 0 where there is none)."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 class LoopLagMonitor:
     """Records timer lateness on the running loop between ``start()`` and ``stop()``.
 
@@ -55,8 +69,12 @@ class LoopLagMonitor:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._cpu0 = self._wall0 = 0.0
         self.cpu_s = self.wall_s = 0.0
+        self.rss_start = self.rss_peak = 0
+        self._ticks = 0
 
     def start(self) -> None:
+        self.rss_start = self.rss_peak = _rss_bytes()
+        self._ticks = 0
         self._loop = asyncio.get_running_loop()
         self._cpu0, self._wall0 = time.process_time(), time.perf_counter()
         self._arm()
@@ -67,17 +85,31 @@ class LoopLagMonitor:
         self._handle = self._loop.call_later(self.interval_ns / 1e9, self._fired)
 
     def _fired(self) -> None:
-        self.lags_ns.append(max(0, time.perf_counter_ns() - self._due_ns))
+        lag = max(0, time.perf_counter_ns() - self._due_ns)
+        self.lags_ns.append(lag)
+        self._ticks += 1
+        if self._ticks % RSS_EVERY == 0:
+            self.rss_peak = max(self.rss_peak, _rss_bytes())
+        # A stall of L shows as one late timer, but timers due every interval inside it would have been late by
+        # L − interval, L − 2·interval, …: record those too, so the percentiles weigh the stall by its length
+        # (HdrHistogram's correction for coordinated omission, recordValueWithExpectedInterval).
+        missed = lag - self.interval_ns
+        while missed > 0:
+            self.lags_ns.append(missed)
+            missed -= self.interval_ns
         self._arm()
 
     def stop(self) -> dict[str, Any]:
-        """Stop and return the figures: ``{"interval_ms", "loop_lag_ms": summary, "cpu_s", "wall_s", "busy"}``."""
+        """Stop and return the figures: ``{"interval_ms", "rss_start_mb", "rss_peak_mb", "loop_lag_ms": summary,
+        "cpu_s", "wall_s", "busy"}`` (resident memory sampled every 100 ms)."""
         if self._handle is not None:
             self._handle.cancel()
             self._handle = None
         self.cpu_s = time.process_time() - self._cpu0
         self.wall_s = time.perf_counter() - self._wall0
+        self.rss_peak = max(self.rss_peak, _rss_bytes())
         return {"interval_ms": self.interval_ns / 1e6,
+                "rss_start_mb": round(self.rss_start / 2**20, 1), "rss_peak_mb": round(self.rss_peak / 2**20, 1),
                 "loop_lag_ms": summarize(np.frombuffer(self.lags_ns, dtype=np.int64) / 1e6),
                 "cpu_s": round(self.cpu_s, 4), "wall_s": round(self.wall_s, 4),
                 "busy": round(self.cpu_s / self.wall_s, 4) if self.wall_s > 0 else None}

@@ -57,7 +57,7 @@ def _who(proc: Mapping[str, Any]) -> str:
 
 
 def judge_client_pace(processes: Sequence[Mapping[str, Any]], replies: Sequence[Mapping[str, Any]], *,
-                      rate: float | None = None) -> dict[str, Any]:
+                      rate: float | None = None, streams: int | None = None) -> dict[str, Any]:
     """Judge one level.
 
     Args:
@@ -65,10 +65,13 @@ def judge_client_pace(processes: Sequence[Mapping[str, Any]], replies: Sequence[
         replies: the level's reply dicts (``ttft_ms``, ``itl_ms``, and for open loop ``scheduled_ns``,
             ``dispatched_ns``).
         rate: the open-loop rate in requests/s (None for closed loop).
+        streams: the level's concurrency (closed loop) or cap, for memory per open stream: the processes' resident
+            memory growth over the level ÷ streams (an upper bound: it also holds finished replies not yet written).
 
     Returns:
         ``{"valid": bool | None, "reasons": [...], "reference_ms", "reference", "lag_limit_ms",
-        "loop_lag_p99_ms", "send_late_ms" (open loop), "late_limit_ms", "processes": n}``; ``valid`` is
+        "loop_lag_p99_ms", "send_late_ms" (open loop), "late_limit_ms", "processes": n, "rss_growth_mb",
+        "kib_per_stream"}``; ``valid`` is
         None when nothing was recorded to judge by (an older run dir).
     """
     ref, ref_name = _reference_ms(replies)
@@ -89,6 +92,12 @@ def judge_client_pace(processes: Sequence[Mapping[str, Any]], replies: Sequence[
                            f"{f' {ref:.1f} ms' if ref is not None else ''}): the client was busy, so its timestamps "
                            "and sends, not the server, set these figures")
     out["loop_lag_p99_ms"] = worst
+    growth = [max(0.0, (p.get("loop") or {}).get("rss_peak_mb", 0) - (p.get("loop") or {}).get("rss_start_mb", 0))
+              for p in processes if (p.get("loop") or {}).get("rss_peak_mb") is not None]
+    if growth and streams:
+        # a bound, not an exact figure: the growth also holds replies finished and not yet written
+        out["rss_growth_mb"] = round(sum(growth), 1)
+        out["kib_per_stream"] = round(sum(growth) * 1024 / streams, 1)
     judged = worst is not None
     if rate:
         late = [(r["dispatched_ns"] - r["scheduled_ns"]) / 1e6 for r in replies

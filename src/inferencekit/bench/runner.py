@@ -9,7 +9,9 @@ finished is lost), and the per-request input and reply files are written from it
 from __future__ import annotations
 
 import asyncio
+import gc
 import math
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -132,6 +134,19 @@ class LoadRunner:
         """False once the probe's reply file exists (a resumed run does not send it again)."""
         return not self.run.special_path(self.engine, probe.get("folder", "probes"), probe["id"]).is_file()
 
+    async def preconnect(self, n: int) -> int:
+        """Open ``n`` keep-alive connections before a level (``GET /v1/models`` on each, at once), so its first
+        requests do not open ``n`` TCP connections in one burst: at 1,024 streams that burst held the client's loop
+        ~0.15 s (every later stream started that much late) and can overflow a server's accept queue, which then
+        shows as 1–3 s SYN-retry outliers in the first requests' TTFT. As wrk and k6 do. Returns the connections
+        asked for (0: nothing to do); a server that drops them just has them re-opened by the requests."""
+        if n < 2 or not self.preconnect_streams:
+            return 0
+        await asyncio.gather(*(self.client.get("/v1/models", timeout_s=30) for _ in range(n)))
+        return n
+
+    preconnect_streams = True
+
     async def warmup(self, planner: Planner, n: int) -> list[dict[str, Any]]:
         """``n`` requests one at a time into ``outputs/<engine>/warmup/`` (not counted in any level)."""
         return [await self.send_one(planner.take(), "warmup") for _ in range(n)]
@@ -147,9 +162,15 @@ class LoadRunner:
         outcome = LevelOutcome(spec.label)
         level_dir = self.run.level_dir("outputs", self.engine, spec.label)
         path = level_dir / journal_name
+        warm = await self.preconnect(spec.concurrency)
         journal = Journal(path)
         monitor = LoopLagMonitor()
         monitor.start()
+        # Everything alive now (tokenizer, dataset, libraries: often millions of objects) is moved out of the cyclic
+        # GC's reach for the level, so a full collection walks only what the level allocates; without it one
+        # collection took up to ~0.5 s of the event loop in bench serve runs (docs/load-generation.md).
+        if os.environ.get("INFERENCEKIT_GC_FREEZE", "1") != "0":
+            gc.freeze()
         try:
             if spec.mode == "closed":
                 await self._closed(spec, planner, num_requests, duration_s, journal, outcome)
@@ -157,7 +178,8 @@ class LoadRunner:
                 await self._open(spec, planner, num_requests, duration_s, seed, journal, outcome)
         finally:
             # also when interrupted (Ctrl-C): what finished becomes files; the level stays 'running'
-            outcome.client = {**process_identity(), "loop": monitor.stop()}
+            outcome.client = {**process_identity(), "loop": monitor.stop(), "preconnected": warm}
+            gc.unfreeze()
             journal.close()
             outcome.wall_s = time.monotonic() - t0
             if materialise_after:

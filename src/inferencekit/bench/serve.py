@@ -210,16 +210,21 @@ async def _split_level(pool: Any, cfg: ServeConfig, client: Client, run: RunDir,
     shares = split_level(spec, pool.size, num_requests=n_req, seed=seed)
     used = list(planner.used.elements())
     probes = [p for p in runner.probes.get(spec.label, []) if runner.unsent(p)]
+    dealt: dict[int, list[PlannedRequest]] = {}
+    if n_req is not None:  # the level's requests drawn here as one client would draw them, dealt in blocks
+        for share in shares:
+            dealt[share.worker] = [planner.take() for _ in range(share.num_requests or 0)]
 
     def make_task(share: Share) -> WorkerTask:
         return WorkerTask(share=share, url=client.endpoint.root, api_key_env=client.endpoint.api_key_env,
                           timeout_s=cfg.timeout_s, engine=engine, run_path=str(run.path) if pool.shared_fs else None,
                           prompts=list(prompts), planner_seed=planner.seed, used_keys=used, body=body_kw,
                           optional=optional, rejected_fields=sorted(client.rejected_fields), duration_s=cfg.duration_s,
-                          probes=probes if share.worker == 0 else [])
+                          probes=probes if share.worker == 0 else [], requests=dealt.get(share.worker))
 
     outcome = await run_level_split(pool, run, engine, shares, make_task, on_done=on_done)
-    planner.restore(p.stem for p in run.replies(engine, spec.label))
+    for _ in range(max(outcome.client.get("draws") or [0])):  # duration mode: past the furthest process's draws
+        planner.take()
     client.rejected_fields.update(outcome.client.get("rejected_fields") or [])
     return outcome
 
@@ -266,7 +271,7 @@ def bench_record(run: RunDir, cfg: ServeConfig, info: EngineInfo, engine: str, *
         m = level_metrics(replies, slo=cfg.slo, retokenized=(rt or {}).get("counts"), open_loop=spec.mode == "open")
         client_file = run.level_dir("outputs", engine, spec.label) / CLIENT_FILE
         pace = judge_client_pace((read_json(client_file) or {}).get("processes") or [], replies,
-                                 rate=spec.rate if spec.mode == "open" else None)
+                                 rate=spec.rate if spec.mode == "open" else None, streams=spec.concurrency or None)
         if pace["valid"] is False:
             invalid.append(spec.label)
             limitations += [f"level {spec.label} is invalid, the client set its pace: {x}" for x in pace["reasons"]]

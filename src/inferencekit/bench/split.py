@@ -9,9 +9,10 @@
   λ. (For gamma arrivals with burstiness ≠ 1 the superposition is not a gamma process: it is
   smoother than one client's; ``split_note`` says so.) A ``--max-concurrency`` cap is split like a
   closed loop's streams, and never below one per process (fewer processes are used instead).
-- The prompt draw stays the run's single seeded sequence: process i of k takes draws i, i+k, i+2k, …
-  (``StridedPlanner``), so the keys are unique across processes and the level mixes prompts as one
-  client would.
+- The prompt draw stays the run's single seeded sequence. With a request count the parent draws the
+  level's n requests as one client would and deals them out in blocks of each share's size
+  (``ListPlanner``); in duration mode process i of k takes draws i, i+k, i+2k, … (``StridedPlanner``)
+  and the parent then continues after the furthest draw any process took, so keys never repeat.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from dataclasses import dataclass, replace
 
 from inferencekit.bench.plan import LevelSpec, PlannedRequest, Planner
 
-__all__ = ["Share", "split_level", "split_counts", "StridedPlanner", "split_note"]
+__all__ = ["Share", "split_level", "split_counts", "StridedPlanner", "ListPlanner", "split_note"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +105,21 @@ class StridedPlanner:
             raise ValueError("index must be in [0, stride)")
         self.planner, self.index, self.stride = planner, index, stride
 
+        self.draws = 0  # draws taken from the run's sequence (the parent advances past the furthest process's)
+
     def take(self) -> PlannedRequest:
         drawn = [self.planner.take() for _ in range(self.stride)]
+        self.draws += self.stride
         return drawn[self.index]
+
+
+class ListPlanner:
+    """A share's requests drawn by the parent, handed out in order (count mode: no gaps in the run's draw)."""
+
+    def __init__(self, requests: list[PlannedRequest]) -> None:
+        self._left = list(reversed(requests))
+
+    def take(self) -> PlannedRequest:
+        if not self._left:
+            raise IndexError("the share's requests are all sent")
+        return self._left.pop()

@@ -41,7 +41,7 @@ from inferencekit.bench.journal import materialise
 from inferencekit.bench.pace import CLIENT_FILE
 from inferencekit.bench.plan import PlannedRequest, Planner, request_body
 from inferencekit.bench.runner import LevelOutcome, LoadRunner
-from inferencekit.bench.split import Share, StridedPlanner
+from inferencekit.bench.split import ListPlanner, Share, StridedPlanner
 from inferencekit.data.prompts import Prompt
 from inferencekit.rundir import RunDir, write_bytes, write_json
 
@@ -68,6 +68,7 @@ class WorkerTask:
     rejected_fields: list[str]
     duration_s: float | None
     probes: list[dict[str, Any]] = field(default_factory=list)
+    requests: list[PlannedRequest] | None = None  # the share's requests, drawn by the parent (count mode)
 
 
 class LevelWorker:
@@ -95,9 +96,12 @@ class LevelWorker:
         share = t.share
         tmp = None if t.run_path else Path(tempfile.mkdtemp(prefix=f"ik-worker{share.worker}-"))
         run = RunDir(Path(t.run_path) if t.run_path else tmp)  # type: ignore[arg-type]
-        planner = Planner(t.prompts, t.planner_seed)
-        planner.restore(t.used_keys)
-        strided = StridedPlanner(planner, share.worker, share.of)
+        if t.requests is not None:  # count mode: the parent drew exactly the level's requests and dealt them
+            source: Any = ListPlanner(t.requests)
+        else:  # duration mode: this process's every k-th draw of the run's sequence, drawn here
+            planner = Planner(t.prompts, t.planner_seed)
+            planner.restore(t.used_keys)
+            source = StridedPlanner(planner, share.worker, share.of)
 
         def body_for(req: PlannedRequest) -> dict[str, Any]:
             return request_body(req, **t.body)
@@ -116,11 +120,12 @@ class LevelWorker:
                 runner.probes = {share.spec.label: list(t.probes)}
             name = f"journal-w{share.worker}.jsonl"
             outcome: LevelOutcome = await runner.run_level(
-                share.spec, strided, num_requests=share.num_requests, duration_s=t.duration_s,  # type: ignore[arg-type]
+                share.spec, source, num_requests=share.num_requests, duration_s=t.duration_s,
                 seed=share.arrival_seed, journal_name=name, materialise_after=False)
             rejected = sorted(client.rejected_fields)
         out: dict[str, Any] = {
             "worker": share.worker, "journal": name, "sent": outcome.sent, "wall_s": outcome.wall_s,
+            "draws": getattr(source, "draws", 0),
             "started_wall_ns": started_wall_ns, "ended_wall_ns": time.time_ns(), "rejected_fields": rejected,
             "client": {**outcome.client, "worker": share.worker, "node_id": self.node_id,
                        "share": {"concurrency": share.spec.concurrency, "rate_req_s": share.spec.rate or None,
@@ -294,6 +299,7 @@ async def run_level_split(pool: Any, run: RunDir, engine: str, shares: Sequence[
         outcome.transport_failures += mine.transport_failures
         outcome.sent += res["sent"]
     outcome.client = {"processes": processes, "clock": skew, "pool": pool.describe(),
+                      "draws": [r.get("draws", 0) for r in results],
                       "rejected_fields": sorted({f for r in results for f in r["rejected_fields"]})}
     write_json(level_dir / CLIENT_FILE, outcome.client)
     return outcome

@@ -78,14 +78,16 @@ def client_pace_table(record: dict[str, Any]) -> Any:
     if not rows:
         return None
     t = Table(title="client self-check — event-loop lag (timer lateness, every 5 ms) and open-loop send lateness, ms; "
-                    "a level the client paced is invalid", title_justify="left")
-    for col in ("level", "processes", "loop lag p99 (worst)", "lag limit", "send late p99", "late limit", "valid"):
+                    "a level the client paced is invalid; KiB/stream = client memory growth ÷ streams (a bound)",
+              title_justify="left")
+    for col in ("level", "processes", "loop lag p99 (worst)", "lag limit", "send late p99", "late limit",
+                "KiB/stream", "valid"):
         t.add_column(col, justify="left" if col in ("level", "valid") else "right")
     for lbl, c in rows:
         late = c.get("send_late_ms") or {}
         valid = {True: "yes", False: "NO", None: "not judged"}[c.get("valid")]
         t.add_row(lbl, str(c.get("processes", "")), _f(c.get("loop_lag_p99_ms"), 2), _f(c.get("lag_limit_ms"), 1),
-                  _f(late.get("p99"), 2), _f(c.get("late_limit_ms"), 1), valid)
+                  _f(late.get("p99"), 2), _f(c.get("late_limit_ms"), 1), _f(c.get("kib_per_stream"), 0), valid)
     return t
 
 
