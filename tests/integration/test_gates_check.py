@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.cli_run import run_cli
+from tests.cli_run import bench_ok, run_cli
 
 pytestmark = pytest.mark.engine
 
@@ -32,7 +32,7 @@ def server_run(llama_server_engine, tmp_path_factory: pytest.TempPathFactory) ->
     run_dir = tmp_path_factory.mktemp("gates-server") / "run"
     code, payload = run_cli(["bench", "serve", "--base-url", llama_server_engine.url, *FLAGS,
                              "--run-dir", str(run_dir)])
-    assert code == 0, payload
+    assert bench_ok(code, payload), payload
     return run_dir
 
 
@@ -90,7 +90,7 @@ def test_repeated_prompt_fails_unique_prompts(server_run, tmp_path) -> None:
 def test_embedded_engine_output_length_is_unproven_not_failed(embedded_engine, tmp_path) -> None:
     run_dir = tmp_path / "run"
     code, payload = run_cli(["bench", "serve", "--base-url", embedded_engine.url, *FLAGS, "--run-dir", str(run_dir)])
-    assert code == 0, payload
+    assert bench_ok(code, payload), payload
     code, payload = run_cli(["gates", "check", str(run_dir)])
     v = verdicts(payload)
     assert v["output_length"] == "UNPROVEN" and "ignore_eos" in payload["gates"]["output_length"]["reason"]

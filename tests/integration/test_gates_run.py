@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.cli_run import run_cli
+from tests.cli_run import bench_ok, run_cli
 
 pytestmark = pytest.mark.engine
 
@@ -101,7 +101,7 @@ def test_bench_serve_probes_are_mixed_into_the_load_and_judged_by_gates_check(ll
     code, payload = run_cli(["bench", "serve", "--base-url", llama_server_engine.url, "--concurrency", "1,2",
                              "--num-prompts", "6", "--max-tokens", "16", "--warmup", "0", "--probes",
                              "--run-dir", str(run_dir)])
-    assert code == 0, payload
+    assert bench_ok(code, payload), payload
     probes = sorted((run_dir / "outputs" / "llama-server" / "probes").glob("*.json"))
     assert len(probes) == 19  # 4 sampling groups (greedy, a, a again, b) + 3 logprob probes
     replies = [json.loads(p.read_text()) for p in probes]

@@ -116,11 +116,13 @@ def test_open_arrival_seeds_distinct_and_deterministic():
 def test_superposed_poisson_shares_are_poisson_at_the_full_rate():
     rate, workers, n = 40.0, 4, 20000
     shares = split_level(LevelSpec("r40", "open", rate=rate), workers, num_requests=n, seed=2024)
-    per = [arrival_offsets_s(s.num_requests, s.spec.rate, "poisson", seed=s.arrival_seed) for s in shares]
-    # Each process starts its schedule with an arrival at exactly 0 (by design, as one client does); compare the
-    # superposition over the window every process covers, after those simultaneous first sends.
+    per = [arrival_offsets_s(s.num_requests, s.spec.rate, "poisson", seed=s.arrival_seed, part=(s.worker, s.of))
+           for s in shares]
+    # a part's first send is one of its own gaps after 0 (no k simultaneous first sends); compare the superposition
+    # over the window every process covers, from 0
+    assert all(p[0] > 0 for p in per)
     horizon = min(p[-1] for p in per)
-    merged = np.sort(np.concatenate([p[(p > 0) & (p <= horizon)] for p in per]))
+    merged = np.sort(np.concatenate([[0.0]] + [p[p <= horizon] for p in per]))
     assert merged.size > 0.9 * n
     gaps = np.diff(merged)
     ks = stats.kstest(gaps, stats.expon(scale=1 / rate).cdf)
@@ -223,3 +225,12 @@ def test_duration_mode_parent_continues_after_the_furthest_draw():
         parent.take()
     later = [parent.take().key for _ in range(20)]
     assert not set(later) & set(sent) and len(set(sent)) == len(sent)
+
+
+def test_constant_parts_interleave_into_one_constant_stream():
+    """Constant arrivals at 30 req/s from 3 processes: each sends every 100 ms, phase-shifted by 33.3 ms, so the
+    server sees one send every 33.3 ms (the trial run before the phase shift saw 0, 10.5, 35.4, 100 … ms)."""
+    shares = split_level(LevelSpec("r30", "open", rate=30.0, arrival="constant"), 3, num_requests=18, seed=1)
+    merged = np.sort(np.concatenate([arrival_offsets_s(s.num_requests, s.spec.rate, "constant", part=(s.worker, s.of))
+                                     for s in shares]))
+    assert np.allclose(np.diff(merged), 1 / 30) and merged[0] == 0.0 and merged.size == 18

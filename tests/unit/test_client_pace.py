@@ -16,7 +16,8 @@ from inferencekit.stats import summarize
 def proc(p99: float | None, *, worker: int | None = None, host: str = "hostA", pid: int = 4242,
          mx: float | None = None) -> dict:
     """One process as ``client.json`` lists it (figures in ms)."""
-    lag = summarize([]) if p99 is None else {**summarize([0.5, 1.0]), "p99": p99, "max": mx if mx is not None else p99}
+    lag = summarize([]) if p99 is None else {**summarize([0.5, 1.0]), "n": 200, "p99": p99,
+                                              "max": mx if mx is not None else p99}
     out = {"host": host, "pid": pid, "event_loop": "uvloop",
            "anchor": {"wall_ns": 1_700_000_000_000_000_000, "perf_ns": 5_000_000, "read_ns": 300},
            "loop": {"interval_ms": 5.0, "loop_lag_ms": lag, "cpu_s": 0.2, "wall_s": 1.0, "busy": 0.2}}
@@ -185,3 +186,10 @@ def test_memory_per_stream_is_the_processes_growth_over_the_streams():
     got = judge_client_pace([a, b], REPLIES, streams=512)
     assert got["rss_growth_mb"] == 40.0 and got["kib_per_stream"] == 80.0
     assert "kib_per_stream" not in judge_client_pace([a, b], REPLIES)  # no stream count, no figure
+
+
+def test_a_level_too_short_for_the_timer_is_not_judged():
+    short = proc(50.0)
+    short["loop"]["loop_lag_ms"]["n"] = 3  # ~15 ms of level: three timer samples
+    got = judge_client_pace([short], REPLIES)
+    assert got["valid"] is None and got["reasons"] == []

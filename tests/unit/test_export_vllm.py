@@ -375,3 +375,12 @@ def test_vllm_own_calculate_metrics_agrees(tmp_path: Path) -> None:
     names = {"total_input": "total_input_tokens", "total_output": "total_output_tokens"}
     for k, v in vllm["metrics"].items():
         assert out[names.get(k, k)] == pytest.approx(v, rel=1e-12, abs=1e-12), k
+
+
+def test_replies_from_several_hosts_are_put_on_the_wall_clock():
+    from inferencekit.bench.export_vllm import _on_wall
+
+    r = {"sent_ns": 100, "scheduled_ns": 90, "dispatched_ns": 95, "clock_offset_ns": 1_000, "ttft_ms": 1.0}
+    assert _on_wall(r) == {"sent_ns": 1_100, "scheduled_ns": 1_090, "dispatched_ns": 1_095, "clock_offset_ns": 0,
+                           "ttft_ms": 1.0}
+    assert _on_wall({"sent_ns": 5}) == {"sent_ns": 5}  # one process: its own clock throughout

@@ -68,6 +68,7 @@ import numpy as np
 
 from inferencekit.api.reply import is_ok
 from inferencekit.bench.metrics import n_out, reply_end_ns, reply_start_ns
+from inferencekit.bench.pace import CLIENT_FILE
 from inferencekit.errors import OpError
 from inferencekit.rundir import RunDir, read_json, write_json
 
@@ -382,6 +383,15 @@ def _local_date(created_at: Any) -> str | None:
         return None
 
 
+def _on_wall(reply: dict[str, Any]) -> dict[str, Any]:
+    """The reply's perf_counter stamps (send, schedule, dispatch) moved to the wall clock by its ``clock_offset_ns``."""
+    off = reply.get("clock_offset_ns")
+    if not isinstance(off, int):
+        return reply
+    moved = {k: reply[k] + off for k in ("sent_ns", "scheduled_ns", "dispatched_ns") if isinstance(reply.get(k), int)}
+    return {**reply, **moved, "clock_offset_ns": 0}
+
+
 def export_run(run_dir: str | Path, fmt: str = "vllm-json", level: str | None = None, path: str | None = None,
                *, flag: str = "--export-path") -> list[Path]:
     """Write the levels of a finished bench serve run dir in ``fmt``; returns the files written.
@@ -420,13 +430,20 @@ def export_run(run_dir: str | Path, fmt: str = "vllm-json", level: str | None = 
     for label, dest in targets:
         replies = [{**r, "_key": p.stem} for p in run.replies(str(engine), label)
                    if isinstance(r := read_json(p), dict)]
+        clock = "perf_counter"
+        client = read_json(run.level_dir("outputs", str(engine), label) / CLIENT_FILE) or {}
+        if len({p.get("host") for p in client.get("processes") or []}) > 1:
+            # several hosts (--ray): their perf_counter clocks share no origin; put every stamp on the wall clock
+            # (each process's anchor), so start times, order and the per-second peaks compare across hosts
+            clock = "wall (several hosts)"
+            replies = [_on_wall(r) for r in replies]
         rt = read_json(run.level_dir("outputs", str(engine), label) / "retokenized.json") or {}
         result = vllm_result(replies, specs[label], model=model, tokenizer=tokenizer, backend=_backend(replies),
                              slo=cfg.get("slo") or None, retokenized=rt.get("counts"),
                              date=_local_date(rec.get("created_at")), input_len=known_len,
                              metadata={"tool": f"inferencekit {__version__}", "run_dir": str(run.path),
                                        "evidence_id": rec.get("evidence_id"), "verdict": rec.get("verdict"),
-                                       "engine": engine})
+                                       "engine": engine, "start_times_clock": clock})
         try:
             write_json(dest, result)
         except OSError as e:

@@ -35,6 +35,7 @@ LAG_FLOOR_MS = 5.0
 LAG_FRACTION = 0.25
 LATE_FLOOR_MS = 5.0
 LATE_FRACTION = 0.10
+MIN_LAG_SAMPLES = 20  # 0.1 s of 5 ms timers: fewer cannot judge a level
 
 
 def _median(values: Sequence[float]) -> float | None:
@@ -72,7 +73,8 @@ def judge_client_pace(processes: Sequence[Mapping[str, Any]], replies: Sequence[
         ``{"valid": bool | None, "reasons": [...], "reference_ms", "reference", "lag_limit_ms",
         "loop_lag_p99_ms", "send_late_ms" (open loop), "late_limit_ms", "processes": n, "rss_growth_mb",
         "kib_per_stream"}``; ``valid`` is
-        None when nothing was recorded to judge by (an older run dir).
+        None when nothing was recorded to judge by (an older run dir, or a level under ~0.1 s: fewer than
+        ``MIN_LAG_SAMPLES`` timer samples and no open-loop sends).
     """
     ref, ref_name = _reference_ms(replies)
     lag_limit = max(LAG_FLOOR_MS, LAG_FRACTION * ref) if ref is not None else LAG_FLOOR_MS
@@ -83,8 +85,8 @@ def judge_client_pace(processes: Sequence[Mapping[str, Any]], replies: Sequence[
     for proc in processes:
         lag = (proc.get("loop") or {}).get("loop_lag_ms") or {}
         p99 = lag.get("p99")
-        if p99 is None:
-            continue
+        if p99 is None or (lag.get("n") or 0) < MIN_LAG_SAMPLES:
+            continue  # a level shorter than ~0.1 s: too few timer samples to say anything
         worst = p99 if worst is None else max(worst, p99)
         if p99 > lag_limit:
             reasons.append(f"{_who(proc)}: event-loop lag p99 {p99:.1f} ms (max {lag.get('max', p99):.1f} ms) > "

@@ -14,6 +14,7 @@ The actors import ``inferencekit``, so every node needs it installed in the same
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -34,6 +35,24 @@ def require_ray() -> Any:
     except ImportError:
         raise OpError("--ray needs Ray: pip install 'inferencekit[ray]' (or pip install ray)") from None
     return ray
+
+
+def _reachable(address: str, timeout_s: float = 5.0) -> None:
+    """A ``HOST:PORT`` (or ``ray://HOST:PORT``) address must accept a TCP connection: ``ray.init`` retries an
+    unreachable one for minutes, deaf to Ctrl-C.
+
+    Raises:
+        OpError: nothing answers there.
+    """
+    rest = address.removeprefix("ray://")
+    host, sep, port = rest.rpartition(":")
+    if address in ("default", "auto", "local") or not sep or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise OpError(f"--ray {address}: nothing answers there ({exc.strerror or exc}); start the cluster first "
+                      "(docs/load-generation.md)") from None
 
 
 class _Actor:
@@ -74,6 +93,7 @@ class RayPool:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         self.ray = ray
+        _reachable(address)
         self.started_here = not ray.is_initialized()
         try:
             ray.init(address=None if address == "default" else address, ignore_reinit_error=True,
@@ -85,7 +105,7 @@ class RayPool:
         cpus = sum(float(n.get("Resources", {}).get("CPU", 0)) for n in nodes)
         if cpus < self.size:
             self.close()
-            raise OpError(f"--ray: the cluster has {cpus:g} CPUs on {len(nodes)} alive nodes; {self.size} workers need "
+            raise OpError(f"--ray: the cluster has {cpus:g} CPUs on {len(nodes)} alive node(s); {self.size} workers need "
                           "one each (give fewer --workers)")
         self.address = address
         self.nodes = [n["NodeID"] for n in nodes]

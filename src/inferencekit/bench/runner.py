@@ -153,11 +153,14 @@ class LoadRunner:
 
     async def run_level(self, spec: LevelSpec, planner: Planner, *, num_requests: int | None,
                         duration_s: float | None, seed: int, journal_name: str = JOURNAL_NAME,
-                        materialise_after: bool = True) -> LevelOutcome:
+                        materialise_after: bool = True, part: tuple[int, int] | None = None,
+                        start_at_ns: int | None = None) -> LevelOutcome:
         """Run one level until ``num_requests`` were sent, or for ``duration_s`` seconds of sending,
         then write its files from the journal (unless ``materialise_after`` is False: a ``--workers``
         process leaves its journal for the parent). The client's own pace figures (event-loop lag, CPU)
-        are in ``outcome.client`` and, when materialised here, in the level's ``client.json``."""
+        are in ``outcome.client`` and, when materialised here, in the level's ``client.json``. ``part`` and
+        ``start_at_ns`` (perf_counter) are a ``--workers`` process's place in an open-loop level: its schedule is
+        process i of k's (``schedule.arrival_offsets_s``) and starts at the instant all the processes share."""
         t0 = time.monotonic()
         outcome = LevelOutcome(spec.label)
         level_dir = self.run.level_dir("outputs", self.engine, spec.label)
@@ -175,7 +178,7 @@ class LoadRunner:
             if spec.mode == "closed":
                 await self._closed(spec, planner, num_requests, duration_s, journal, outcome)
             else:
-                await self._open(spec, planner, num_requests, duration_s, seed, journal, outcome)
+                await self._open(spec, planner, num_requests, duration_s, seed, journal, outcome, part, start_at_ns)
         finally:
             # also when interrupted (Ctrl-C): what finished becomes files; the level stays 'running'
             outcome.client = {**process_identity(), "loop": monitor.stop(), "preconnected": warm}
@@ -210,9 +213,10 @@ class LoadRunner:
         await asyncio.gather(*(worker() for _ in range(spec.concurrency)))
 
     async def _open(self, spec: LevelSpec, planner: Planner, n: int | None, duration_s: float | None, seed: int,
-                    journal: Journal, outcome: LevelOutcome) -> None:
+                    journal: Journal, outcome: LevelOutcome, part: tuple[int, int] | None = None,
+                    start_at_ns: int | None = None) -> None:
         count = n if n is not None else max(1, math.ceil(spec.rate * (duration_s or 0)))
-        offsets = arrival_offsets_s(count, spec.rate, spec.arrival, burstiness=spec.burstiness, seed=seed)
+        offsets = arrival_offsets_s(count, spec.rate, spec.arrival, burstiness=spec.burstiness, seed=seed, part=part)
         cap = asyncio.Semaphore(spec.concurrency) if spec.concurrency else None
         tasks: list[asyncio.Task[Exchange]] = []
 
@@ -233,7 +237,7 @@ class LoadRunner:
             async with cap:
                 return await self.send_probe(p, spec.label)
 
-        start_ns = time.perf_counter_ns()
+        start_ns = start_at_ns or time.perf_counter_ns()
         side: list[asyncio.Task[None]] = []
         for i, off in enumerate(offsets):
             due_ns = start_ns + int(off * 1e9)

@@ -151,6 +151,21 @@ async def run_bench(cfg: ServeConfig, client: Client, info: EngineInfo, run: Run
     runner = LoadRunner(client, run, engine, body_for, optional=optional, on_done=on_done)
     if cfg.probes:
         runner.probes = hidden_probes_by_level(cfg, info, [lv.label for lv in cfg.levels])
+    # the client processes first: a Ray cluster that cannot be reached (or is too small) stops the run before
+    # anything is sent
+    pool = open_pool(cfg) if cfg.workers > 1 or cfg.ray is not None else None
+    try:
+        return await _run_with_pool(cfg, client, info, run, prompts, engine, fixed, optional, body_kw, planner,
+                                    runner, pool, on_done, on_level, resume)
+    finally:
+        if pool is not None:
+            pool.close()
+
+
+async def _run_with_pool(cfg: ServeConfig, client: Client, info: EngineInfo, run: RunDir, prompts: Sequence[Prompt],
+                         engine: str, fixed: dict[str, Any], optional: tuple[str, ...], body_kw: dict[str, Any],
+                         planner: Planner, runner: LoadRunner, pool: Any, on_done: Progress | None,
+                         on_level: Callable[[str, int], None] | None, resume: bool) -> dict[str, Any]:
     state = run.read_run().get("bench_state") or {"levels": {}, "warmup_done": False, "superseded": []}
     if not state.get("warmup_done") and cfg.warmup > 0:
         if on_level:
@@ -161,35 +176,30 @@ async def run_bench(cfg: ServeConfig, client: Client, info: EngineInfo, run: Run
     if cfg.kat:
         await _known_answers_alone(cfg, info, runner, on_level)
     ran: list[str] = []
-    pool = open_pool(cfg) if cfg.workers > 1 or cfg.ray is not None else None
-    try:
-        for spec in cfg.levels:
-            st = state["levels"].get(spec.label, {})
-            if st.get("state") == "done" and not any(r.get("status") == 0 for r in
-                                                      load_level_replies(run, engine, spec.label)):
-                continue
-            if st or run.level_dir("outputs", engine, spec.label).exists():
-                moved = _supersede(run, engine, spec.label)
-                if moved:
-                    state["superseded"].append({"level": spec.label, "to": moved})
-            state["levels"][spec.label] = {"state": "running", "attempt": int(st.get("attempt", 0)) + 1}
-            run.update_run(bench_state=state)
-            if on_level:
-                on_level(spec.label, cfg.num_prompts if cfg.duration_s is None else 0)
-            seed = random.Random(f"{cfg.seed}:{spec.label}:{state['levels'][spec.label]['attempt']}").getrandbits(32)
-            n_req = None if cfg.duration_s else cfg.num_prompts
-            if pool is None:
-                outcome = await runner.run_level(spec, planner, num_requests=n_req, duration_s=cfg.duration_s, seed=seed)
-            else:
-                outcome = await _split_level(pool, cfg, client, run, engine, spec, planner, runner, body_kw, optional,
-                                             prompts, n_req, seed, on_done)
-            state["levels"][spec.label].update(state="done", sent=outcome.sent, ok=outcome.ok, failed=outcome.failed,
-                                               wall_s=round(outcome.wall_s, 3))
-            run.update_run(bench_state=state)
-            ran.append(spec.label)
-    finally:
-        if pool is not None:
-            pool.close()
+    for spec in cfg.levels:
+        st = state["levels"].get(spec.label, {})
+        if st.get("state") == "done" and not any(r.get("status") == 0 for r in
+                                                  load_level_replies(run, engine, spec.label)):
+            continue
+        if st or run.level_dir("outputs", engine, spec.label).exists():
+            moved = _supersede(run, engine, spec.label)
+            if moved:
+                state["superseded"].append({"level": spec.label, "to": moved})
+        state["levels"][spec.label] = {"state": "running", "attempt": int(st.get("attempt", 0)) + 1}
+        run.update_run(bench_state=state)
+        if on_level:
+            on_level(spec.label, cfg.num_prompts if cfg.duration_s is None else 0)
+        seed = random.Random(f"{cfg.seed}:{spec.label}:{state['levels'][spec.label]['attempt']}").getrandbits(32)
+        n_req = None if cfg.duration_s else cfg.num_prompts
+        if pool is None:
+            outcome = await runner.run_level(spec, planner, num_requests=n_req, duration_s=cfg.duration_s, seed=seed)
+        else:
+            outcome = await _split_level(pool, cfg, client, run, engine, spec, planner, runner, body_kw, optional,
+                                         prompts, n_req, seed, on_done)
+        state["levels"][spec.label].update(state="done", sent=outcome.sent, ok=outcome.ok, failed=outcome.failed,
+                                           wall_s=round(outcome.wall_s, 3))
+        run.update_run(bench_state=state)
+        ran.append(spec.label)
     previous = run.read_run().get("bench_record")
     if resume and not ran and previous and (run.evidence_dir / f"{previous}.json").is_file():
         return read_json(run.evidence_dir / f"{previous}.json")  # nothing was left to do: the record stands

@@ -48,6 +48,7 @@ from inferencekit.rundir import RunDir, write_bytes, write_json
 __all__ = ["WorkerTask", "LevelWorker", "ProcessPool", "run_level_split", "clock_skew"]
 
 Progress = Callable[[str, bool], None]
+SCHEDULE_LEAD_S = 0.1
 
 
 @dataclass(slots=True)
@@ -109,9 +110,12 @@ class LevelWorker:
         def on_done(_label: str, ok: bool) -> None:
             self.done[0 if ok else 1] += 1
 
-        delay = (go_wall_ns - time.time_ns()) / 1e9
-        if delay > 0:
-            await asyncio.sleep(delay)
+        delay_ns = go_wall_ns - time.time_ns()
+        # the open-loop schedule's origin, the same wall-clock instant in every process (up to their clocks' skew):
+        # SCHEDULE_LEAD_S after the go, so each process's own set-up (client, journal, connections) fits before it
+        start_at_ns = time.perf_counter_ns() + delay_ns + int(SCHEDULE_LEAD_S * 1e9)
+        if delay_ns > 0:
+            await asyncio.sleep(delay_ns / 1e9)
         started_wall_ns = time.time_ns()
         async with Client(Endpoint.parse(t.url, t.api_key_env), timeout_s=t.timeout_s) as client:
             client.rejected_fields.update(t.rejected_fields)
@@ -121,7 +125,8 @@ class LevelWorker:
             name = f"journal-w{share.worker}.jsonl"
             outcome: LevelOutcome = await runner.run_level(
                 share.spec, source, num_requests=share.num_requests, duration_s=t.duration_s,
-                seed=share.arrival_seed, journal_name=name, materialise_after=False)
+                seed=share.arrival_seed, journal_name=name, materialise_after=False,
+                part=(share.worker, share.of) if share.of > 1 else None, start_at_ns=start_at_ns)
             rejected = sorted(client.rejected_fields)
         out: dict[str, Any] = {
             "worker": share.worker, "journal": name, "sent": outcome.sent, "wall_s": outcome.wall_s,

@@ -118,4 +118,7 @@ def render_bench(console: Any, record: dict[str, Any]) -> None:
         if extra is not None:
             console.print(extra)
     render_bench_notes(console, record)
+    if record.get("verdict"):
+        console.print(f"verdict: {record['verdict']} (the notes above say why)", markup=False,
+                      style=verdict_style(record["verdict"]))
     console.print(f"record: {record['evidence_id']}   run dir: {record['data']['run_dir']}", markup=False)
