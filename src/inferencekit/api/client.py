@@ -45,8 +45,8 @@ def new_request_id() -> str:
     return f"{_ID_PREFIX}{next(_id_counter):016x}"
 
 
-ERROR_BYTES = 500
-_READ_BUFSIZE = 1 << 30  # an HTTP error body is recorded up to this many bytes
+ERROR_BYTES = 500  # an HTTP error body is recorded up to this many bytes
+_READ_BUFSIZE = 1 << 30
 _MAX_STALE_RETRIES = 16  # re-sends after failures on reused (stale) pooled connections
 
 
@@ -94,7 +94,7 @@ class Exchange:
         keep = lens > 0
         t, lens = t[keep], lens[keep]
         rest = start + len(body) - int(ends[-1])
-        if rest > 0:  # cannot happen with aiohttp (the reads cover the body); kept safe, as settle() does
+        if rest > 0:  # cannot happen with aiohttp (the reads cover the body); kept, as tap.cut keeps it
             t = np.append(t, t[-1] if len(t) else self.sent_ns)
             lens = np.append(lens, rest)
         return np.concatenate([t0, t]), np.concatenate([n0, lens]), head + body
@@ -106,9 +106,6 @@ class Exchange:
             body, start, times, offsets = self.pending
             self.pending = None
             self.chunks.extend(cut(body, start, times, offsets))
-            end = offsets[-1] if len(offsets) else start
-            if start + len(body) > end:  # cannot happen with aiohttp (the reads cover the body); kept safe
-                self.chunks.append((self.chunks[-1][0] if self.chunks else self.sent_ns, body[end - start:]))
         return self.chunks
 
     def events(self) -> tuple[list[list[Any]], bool]:
@@ -155,7 +152,6 @@ class Exchange:
 
     def to_reply(self, **meta: Any) -> dict[str, Any]:
         """The reply-file dict (DESIGN.md) for this exchange; ``meta`` adds id, engine, level, ..."""
-        self.settle()
         events, unterminated = self.events()
         derived = derive(events)
         stream_error = derived.pop("stream_error")

@@ -76,4 +76,6 @@ def cut(body: bytes, start: int, times: array, offsets: array) -> list[tuple[int
         if off > prev:
             out.append((t, body[prev - start:off - start]))
             prev = off
+    if start + len(body) > prev:  # bytes past the last read's offset: cannot happen with aiohttp; kept, not lost
+        out.append((out[-1][0] if out else (times[-1] if len(times) else 0), body[prev - start:]))
     return out

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import math
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -140,12 +139,10 @@ class LoadRunner:
         ~0.15 s (every later stream started that much late) and can overflow a server's accept queue, which then
         shows as 1–3 s SYN-retry outliers in the first requests' TTFT. As wrk and k6 do. Returns the connections
         asked for (0: nothing to do); a server that drops them just has them re-opened by the requests."""
-        if n < 2 or not self.preconnect_streams:
+        if n < 2:
             return 0
         await asyncio.gather(*(self.client.get("/v1/models", timeout_s=30) for _ in range(n)))
         return n
-
-    preconnect_streams = True
 
     async def warmup(self, planner: Planner, n: int) -> list[dict[str, Any]]:
         """``n`` requests one at a time into ``outputs/<engine>/warmup/`` (not counted in any level)."""
@@ -172,8 +169,7 @@ class LoadRunner:
         # Everything alive now (tokenizer, dataset, libraries: often millions of objects) is moved out of the cyclic
         # GC's reach for the level, so a full collection walks only what the level allocates; without it one
         # collection took up to ~0.5 s of the event loop in bench serve runs (docs/load-generation.md).
-        if os.environ.get("INFERENCEKIT_GC_FREEZE", "1") != "0":
-            gc.freeze()
+        gc.freeze()
         try:
             if spec.mode == "closed":
                 await self._closed(spec, planner, num_requests, duration_s, journal, outcome)
