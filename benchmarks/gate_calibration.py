@@ -128,17 +128,18 @@ def rejudge(work: Path) -> list[dict[str, Any]]:
     """Rows rebuilt from kept run dirs (``<cheat>-<i>/``) by ``gates check``'s code, as it is now: a calibration
     whose judging code changed mid-way is re-read with one version (the replies are the evidence)."""
     from inferencekit.gates.check import check_run_dir, engines_in
-    from inferencekit.gates.probe_collect import probe_logs, read_probe_log
+    from inferencekit.gates.probes.collect import read_probe_log
+    from inferencekit.rundir import RunDir
 
     rows = []
     for run_dir in sorted((p for p in work.iterdir() if p.is_dir() and p.name.rsplit("-", 1)[0] in TARGET),
                           key=lambda p: (list(TARGET).index(p.name.rsplit("-", 1)[0]), int(p.name.rsplit("-", 1)[1]))):
-        logs = probe_logs(run_dir)
+        logs = RunDir(run_dir).gate_run_logs()
         if not logs:
             continue
         asked = list((read_probe_log(logs[0])[0].get("settings") or {}).get("gates") or ())
         engines = engines_in(run_dir)
-        gates, _ = check_run_dir(run_dir, engines[0]) if engines else ([], [])
+        gates = check_run_dir(run_dir, engines[0]).gates if engines else []
         rows.append({"cheat": run_dir.name.rsplit("-", 1)[0], "mode": "full" if len(asked) > 1 else "target",
                      "gates_asked": asked, "verdicts": {g.gate: g.verdict for g in gates if g.gate in asked},
                      "reasons": {g.gate: g.reason for g in gates if g.gate in asked}, "exit_code": None,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import inferencekit.commands  # noqa: F401  (registers every operation)
 from inferencekit.registry import schema
 
 OUT = Path(__file__).resolve().parents[1] / "docs" / "cli.md"

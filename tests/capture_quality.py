@@ -28,7 +28,7 @@ from pathlib import Path
 from inferencekit.engines.model import embedded_gguf
 from inferencekit.quality.local_model import load_local_model
 from inferencekit.quality.reference import LocalReference
-from inferencekit.quality.score_ops import _Scorer
+from inferencekit.quality.score_run import _Scorer
 from inferencekit.quality.trajectory_store import label_dirs, load_set
 from inferencekit.rundir import read_json
 

@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 
 import orjson
 
+import inferencekit.commands  # noqa: F401  (registers every operation)
 from inferencekit.errors import EXIT_USAGE, OpError
 from inferencekit.registry import Arg, Call, Operation, exit_code, operations
 

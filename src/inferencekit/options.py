@@ -1,15 +1,18 @@
-"""Options every request-sending operation takes (DESIGN.md), declared once and parsed once."""
+"""Options every request-sending operation takes (DESIGN.md), declared once and checked once.
+
+CLI vocabulary only: ``commands/`` imports it, nothing below does. The request-body policy that
+``--extra-body`` and ``--chat-template-kwargs`` feed lives in ``api/body.py``.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
 
-import orjson
-
+from inferencekit.api.endpoint import normalize_base_url, read_api_key
 from inferencekit.errors import OpError
 from inferencekit.registry import Arg
 
-__all__ = ["CLIENT_ARGS", "parse_json_object", "template_kwargs", "split_extra_body", "check_client_args"]
+__all__ = ["CLIENT_ARGS", "check_client_args", "check_urls"]
 
 CLIENT_ARGS: tuple[Arg, ...] = (
     Arg("base_url", "string", "Server URL, with or without /v1 (e.g. http://127.0.0.1:8000). Without it the embedded "
@@ -19,48 +22,31 @@ CLIENT_ARGS: tuple[Arg, ...] = (
         "the value never is."),
     Arg("timeout", "number", "Per-request limit in seconds, stream included.", default=600.0),
     Arg("extra_body", "string", "JSON object merged into every request body, e.g. '{\"top_k\": 1}'. It cannot "
-        "override the fields the operation sets itself (those are refused with a note)."),
+        "override the fields the operation sets itself (those are not sent, and the record and the card say so)."),
     Arg("chat_template_kwargs", "string", "JSON object sent as chat_template_kwargs, e.g. "
         "'{\"enable_thinking\": false}'; merged per key over --extra-body's, under a prompt record's own."),
 )
 
 
-def parse_json_object(text: str | None, flag: str) -> dict[str, Any]:
-    """``{}`` for None/empty, the parsed object otherwise.
+def check_urls(urls: Iterable[str | None]) -> None:
+    """Refuse each given URL that is not usable (before anything is sent).
 
     Raises:
-        OpError: not JSON or not an object.
+        OpError: a URL with credentials, or one that is not http(s) (``api.endpoint.normalize_base_url``).
     """
-    if not text:
-        return {}
-    try:
-        val = orjson.loads(text)
-    except orjson.JSONDecodeError as e:
-        raise OpError(f"{flag} is not valid JSON: {e}") from None
-    if not isinstance(val, dict):
-        raise OpError(f"{flag} must be a JSON object, got {type(val).__name__}")
-    return val
+    for url in urls:
+        if url:
+            normalize_base_url(url)
 
 
-def template_kwargs(extra: dict[str, Any], flag_text: str | None) -> dict[str, Any]:
-    """chat_template_kwargs layered per key: --extra-body's, then --chat-template-kwargs."""
-    out = dict(extra.get("chat_template_kwargs") or {}) if isinstance(extra.get("chat_template_kwargs"), dict) else {}
-    out.update(parse_json_object(flag_text, "--chat-template-kwargs"))
-    return out
-
-
-def split_extra_body(extra: dict[str, Any], fixed: set[str]) -> tuple[dict[str, Any], list[str]]:
-    """(fields kept, names refused): ``extra`` minus the fields the operation fixes itself."""
-    refused = sorted(k for k in extra if k in fixed)
-    kept = {k: v for k, v in extra.items() if k not in fixed and k != "chat_template_kwargs"}
-    return kept, refused
-
-
-def check_client_args(timeout: float) -> None:
+def check_client_args(base_url: str | None, api_key_env: str | None, timeout: float) -> None:
     """Refuse client settings that cannot work (before anything is sent).
 
     Raises:
-        OpError: a timeout that is not a positive number of seconds.
+        OpError: a bad ``--base-url``, an ``--api-key-env`` variable that is not set, or a timeout that is not
+            a positive number of seconds.
     """
+    check_urls([base_url])
+    read_api_key(api_key_env)
     if not timeout > 0:
         raise OpError(f"--timeout must be > 0 seconds, got {timeout}")

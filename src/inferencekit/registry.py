@@ -136,9 +136,7 @@ def operation(path: Sequence[str], summary: str, *, description: str, example: s
 
 
 def operations() -> list[Operation]:
-    """Every registered operation, after importing the modules that declare them."""
-    from inferencekit import ops_index  # noqa: F401  (imports register the operations)
-
+    """Every registered operation, sorted by path (``inferencekit.commands`` registers them when imported)."""
     return sorted(_REGISTRY.values(), key=lambda o: o.path)
 
 

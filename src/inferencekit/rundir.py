@@ -17,6 +17,7 @@ reader never sees half a file and a crash loses at most the request in flight.
 from __future__ import annotations
 
 import datetime as _dt
+import gzip
 import os
 import re
 import secrets
@@ -30,7 +31,8 @@ import orjson
 
 from inferencekit.errors import OpError
 
-__all__ = ["RunDir", "write_json", "read_json", "write_bytes", "new_run_id", "safe_name", "default_runs_root",
+__all__ = ["CLIENT_FILE", "EXTRA_FOLDERS", "GATE_RUN_NAME", "KAT_ALONE", "KAT_LOAD", "PROBES_FOLDER", "RETOKENIZED_FILE", "RunDir", "file_key", "journal_paths", "quality_sets_in", "walk_engine_folder",
+           "write_json", "read_json", "write_bytes", "new_run_id", "safe_name", "default_runs_root",
            "data_home"]
 
 _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.~-]{0,127}$")
@@ -46,6 +48,16 @@ def safe_name(name: str, what: str = "name") -> str:
 # The reuse tag DESIGN.md gives a prompt repeated inside one load level: "[ik-<salt>] " at the start of its
 # first user message (bench/plan.py writes it; the gates read it back). Group 1 is the hex salt.
 SALT_PATTERN = re.compile(r"^\[ik-([0-9a-f]{8,32})\] ")
+
+RETOKENIZED_FILE = "retokenized.json"  # a level's re-tokenized counts: {"tokenizer", "counts": {file stem: n}}
+CLIENT_FILE = "client.json"  # a level's client pace figures (bench/pace.py)
+JOURNAL_GLOB = "journal*.jsonl"  # a level's journals: journal.jsonl, and journal-w<i>.jsonl per --workers process
+GATE_RUN_NAME = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{6}$")  # a gate run's name: UTC time, 6 random hex digits
+
+# The folders of the extra requests a caller mixes into a load (``shapes.ExtraRequests``): hidden probes, and the
+# known answers sent alone and inside the heaviest level (``outputs/<engine>/<folder>/<id>.json``).
+PROBES_FOLDER, KAT_ALONE, KAT_LOAD = "probes", "kat/alone", "kat/load"
+EXTRA_FOLDERS = (PROBES_FOLDER, KAT_ALONE, KAT_LOAD)
 
 _MADE: set[Path] = set()
 _UMASK = os.umask(0o022)  # read once (os.umask can only be read by setting it) and put back at once
@@ -83,11 +95,52 @@ def write_json(path: Path, obj: Any, *, indent: bool = False) -> None:
 
 
 def read_json(path: Path) -> Any:
-    """Parsed JSON of ``path``, or None when it is missing or unreadable."""
+    """Parsed JSON of ``path`` (``.json``, or gzipped ``.json.gz``), or None when it is missing or unreadable."""
     try:
-        return orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
+        raw = path.read_bytes()
+        if path.name.endswith(".gz"):
+            raw = gzip.decompress(raw)
+        return orjson.loads(raw)
+    except (OSError, EOFError, gzip.BadGzipFile, orjson.JSONDecodeError):
         return None
+
+
+def file_key(path: Path) -> str:
+    """A request file's key: its name less ``.json`` / ``.json.gz`` (``<id>[~k]``)."""
+    n = path.name
+    return n[: -len(".json.gz")] if n.endswith(".json.gz") else n.removesuffix(".json")
+
+
+def journal_paths(level_dir: Path) -> list[Path]:
+    """The journals of one level folder: ``journal.jsonl`` and, with ``--workers``, ``journal-w<i>.jsonl``."""
+    return sorted(level_dir.glob(JOURNAL_GLOB)) if level_dir.is_dir() else []
+
+
+def _bucket_files(folder: Path, *, gz: bool = True) -> list[Path]:
+    """``folder/<bucket>/*.json`` (and ``*.json.gz``), sorted."""
+    if not folder.is_dir():
+        return []
+    pats = ("*/*.json", "*/*.json.gz") if gz else ("*/*.json",)
+    return sorted(p for pat in pats for p in folder.glob(pat) if p.is_file())
+
+
+def walk_engine_folder(folder: Path) -> Iterator[tuple[str | None, Path]]:
+    """``(level or None, file)`` of one engine's folder (``inputs/<engine>`` or ``outputs/<engine>``, of this run dir
+    or another's): its top-level bucket files first (``<bucket>/<id>.json[.gz]``: fixed-length and single requests,
+    not the warm-up or the extra requests' folders), then every ``load-<level>/<bucket>/<id>.json[.gz]``. Sorted."""
+    skipped = {"warmup", *(f.split("/")[0] for f in EXTRA_FOLDERS)}
+    for p in _bucket_files(folder):
+        if not p.parent.name.startswith("load-") and p.parent.name not in skipped:
+            yield None, p
+    levels = sorted(d for d in folder.glob("load-*") if d.is_dir()) if folder.is_dir() else []
+    for d in levels:
+        for p in _bucket_files(d):
+            yield d.name[len("load-"):], p
+
+
+def quality_sets_in(folder: Path) -> list[Path]:
+    """The trajectory-set folders directly inside ``folder`` (those holding an ``index.json``), sorted."""
+    return sorted(c for c in folder.iterdir() if (c / "index.json").is_file()) if folder.is_dir() else []
 
 
 def new_run_id() -> str:
@@ -170,17 +223,109 @@ class RunDir:
     def output_path(self, engine: str, level: str | None, bucket: str | None, name: str) -> Path:
         return self._rel("outputs", engine, level, bucket, name)
 
-    def special_path(self, engine: str, folder: str, name: str) -> Path:
-        """``outputs/<engine>/<folder>/<name>.json`` for warmup/ and probes/."""
-        return self.path / "outputs" / safe_name(engine) / folder / (safe_name(name, "request id") + ".json")
+    def special_path(self, engine: str, folder: str, name: str, kind: str = "outputs") -> Path:
+        """``<kind>/<engine>/<folder>/<name>.json`` for the requests outside the load levels: ``warmup/`` and the
+        extra requests' folders (``probes/``, ``kat/alone/``, ``kat/load/``); ``kind`` is ``outputs`` (replies)
+        or ``inputs`` (request bodies)."""
+        return self.path / kind / safe_name(engine) / folder / (safe_name(name, "request id") + ".json")
 
     def level_dir(self, kind: str, engine: str, level: str) -> Path:
         return self.path / kind / engine / f"load-{level}"
 
+    # ---- readers: every walk over the layout is here (callers never glob a run dir themselves)
+    def engines(self) -> list[str]:
+        """Engine labels with a folder under ``outputs/``, sorted."""
+        base = self.path / "outputs"
+        return sorted(p.name for p in base.iterdir() if p.is_dir()) if base.is_dir() else []
+
+    def levels(self, engine: str, kind: str = "outputs") -> list[str]:
+        """Load-level labels of ``engine`` (``<kind>/<engine>/load-<level>/``), sorted."""
+        base = self.path / kind / engine
+        return sorted(d.name[len("load-"):] for d in base.glob("load-*") if d.is_dir()) if base.is_dir() else []
+
+    def load_engines(self, kind: str = "outputs") -> list[str]:
+        """Engine labels that have at least one load level under ``<kind>/``, sorted."""
+        base = self.path / kind
+        return sorted(p.name for p in base.iterdir() if p.is_dir() and self.levels(p.name, kind)) if base.is_dir() \
+            else []
+
     def replies(self, engine: str, level: str) -> Iterator[Path]:
-        """Reply files of one load level, sorted."""
-        d = self.level_dir("outputs", engine, level)
-        return iter(sorted(d.glob("*/*.json"))) if d.is_dir() else iter(())
+        """Reply files of one load level (``outputs/<engine>/load-<level>/<bucket>/<id>.json``), sorted."""
+        return iter(self.level_files("outputs", engine, level, gz=False))
+
+    def level_files(self, kind: str, engine: str, level: str, *, gz: bool = True) -> list[Path]:
+        """``<kind>/<engine>/load-<level>/<bucket>/<id>.json`` (and ``.json.gz`` unless ``gz`` is False), sorted."""
+        return _bucket_files(self.level_dir(kind, engine, level), gz=gz)
+
+    def walk(self, kind: str, engine: str) -> Iterator[tuple[str | None, Path]]:
+        """``(level or None, file)`` for the top-level buckets, then every load level, of one engine's ``<kind>``
+        folder (``walk_engine_folder``)."""
+        return walk_engine_folder(self.path / kind / engine)
+
+    def input_of(self, reply_path: Path) -> Path:
+        """The request body file beside a reply file: the same relative path under ``inputs/``."""
+        return self.path / "inputs" / reply_path.relative_to(self.path / "outputs")
+
+    def journals(self, engine: str | None = None) -> list[Path]:
+        """Load-level journals never turned into files (an interrupted client), of one engine or all, sorted."""
+        engines = [engine] if engine is not None else self.engines()
+        return [p for e in engines for level in self.levels(e) for p in journal_paths(self.level_dir("outputs", e,
+                                                                                                    level))]
+
+    def extra_files(self, engine: str, folder: str) -> list[Path]:
+        """Reply files of one extra-request folder (``outputs/<engine>/<folder>/<id>.json``), sorted."""
+        d = self.path / "outputs" / engine / folder
+        return sorted(d.glob("*.json")) if d.is_dir() else []
+
+    def extra_replies(self, engine: str) -> list[tuple[str, Path]]:
+        """``(folder, reply file)`` of every extra request a load mixed in (``EXTRA_FOLDERS``), sorted."""
+        return [(folder, p) for folder in EXTRA_FOLDERS for p in self.extra_files(engine, folder)]
+
+    def sent_keys(self, engine: str) -> list[str]:
+        """File stems of every request this run sent to ``engine`` (superseded levels included)."""
+        stems = [p.stem for p in (self.path / "outputs" / engine).glob("**/*.json")]
+        sup = self.path / "superseded"
+        if sup.is_dir():
+            stems += [p.stem for p in sup.glob(f"*/outputs/{engine}/**/*.json")]
+        return [s for s in stems if s not in (RETOKENIZED_FILE[:-5], CLIENT_FILE[:-5])]
+
+    def gate_run_log(self, name: str) -> Path:
+        """``probes/<gate-run>.jsonl``: one gate run's probe log (``gates/probes/collect.py`` writes it)."""
+        return self.path / "probes" / f"{safe_name(name, 'gate run')}.jsonl"
+
+    def gate_run_logs(self) -> list[Path]:
+        """The gate runs' probe logs (``probes/<gate-run>.jsonl``), oldest first: names start with a sortable UTC
+        time. Other ``probes/*.jsonl`` files (the capability probe's ``capabilities.jsonl``) are not gate runs."""
+        base = self.path / "probes"
+        return sorted(p for p in base.glob("*.jsonl") if GATE_RUN_NAME.match(p.stem)) if base.is_dir() else []
+
+    def supersede_level(self, engine: str, level: str) -> str | None:
+        """Move an interrupted level's files (inputs and outputs) to ``superseded/<n>/``; returns that folder, or None
+        when the level had no files."""
+        moved = None
+        root = self.path / "superseded"
+        n = len(list(root.iterdir())) + 1 if root.is_dir() else 1
+        for kind in ("inputs", "outputs"):
+            src = self.level_dir(kind, engine, level)
+            if src.exists():
+                dst = root / str(n) / kind / engine / src.name
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                shutil.move(str(src), str(dst))
+                moved = str(root / str(n))
+        return moved
+
+    def appliance_files(self, kind: str) -> list[Path]:
+        """An appliance receipt's request bodies (``kind`` ``inputs``) or replies (``outputs``):
+        ``<kind>/<engine>/appliance-<section>/<case>/<id>.json``, sorted."""
+        return sorted(self.path.glob(f"{kind}/*/appliance-*/*/*.json"))
+
+    def quality_sets(self) -> list[Path]:
+        """The trajectory sets of the run (``quality/<label>/`` holding an ``index.json``), sorted."""
+        return quality_sets_in(self.path / "quality")
+
+    def evidence_files(self) -> list[Path]:
+        """The run's record copies (``evidence/ev_<id>.json``), sorted."""
+        return sorted(self.evidence_dir.glob("ev_*.json")) if self.evidence_dir.is_dir() else []
 
     @property
     def evidence_dir(self) -> Path:

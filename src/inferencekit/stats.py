@@ -17,13 +17,26 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Iterable, Sequence
+from enum import StrEnum
 
 import numpy as np
 
-__all__ = ["VERDICTS", "PERCENTILES", "summarize", "combine_claims", "wilson_interval", "pooled_mean",
+__all__ = ["Verdict", "VERDICTS", "PERCENTILES", "summarize", "combine_claims", "wilson_interval", "pooled_mean",
            "cluster_bootstrap_ci", "paired_bootstrap_delta", "margin_verdict", "mcnemar_exact"]
 
-VERDICTS = ("PASS", "FAIL", "UNPROVEN", "NOT RUN")
+
+
+class Verdict(StrEnum):
+    """The four verdicts (DESIGN.md, "Verdicts and exit codes"). A member is its own word as a ``str``, so
+    ``Verdict.NOT_RUN == "NOT RUN"`` and records written with either read the same."""
+
+    PASS = "PASS"
+    FAIL = "FAIL"
+    UNPROVEN = "UNPROVEN"
+    NOT_RUN = "NOT RUN"
+
+
+VERDICTS: tuple[str, ...] = tuple(v.value for v in Verdict)
 PERCENTILES = (50, 90, 95, 99)
 
 Units = Sequence[tuple[float, int]]
@@ -45,7 +58,7 @@ def summarize(values: Sequence[float] | np.ndarray) -> dict[str, float | int | N
             "max": float(arr.max()), **{f"p{p}": float(v) for p, v in zip(PERCENTILES, pct)}}
 
 
-def combine_claims(verdicts: Iterable[str]) -> str:
+def combine_claims(verdicts: Iterable[str]) -> Verdict:
     """One verdict for several (DESIGN.md): any FAIL → FAIL; else any UNPROVEN → UNPROVEN; else any
     PASS → PASS; else NOT RUN.
 
@@ -57,10 +70,10 @@ def combine_claims(verdicts: Iterable[str]) -> str:
         if v not in VERDICTS:
             raise ValueError(f"unknown verdict {v!r}")
         seen.add(v)
-    for v in ("FAIL", "UNPROVEN", "PASS"):
+    for v in (Verdict.FAIL, Verdict.UNPROVEN, Verdict.PASS):
         if v in seen:
             return v
-    return "NOT RUN"
+    return Verdict.NOT_RUN
 
 
 def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:

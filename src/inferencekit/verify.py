@@ -1,50 +1,51 @@
-"""``inferencekit verify``: the main job — engine → probe → load → (gates, quality) → one record → card.
+"""The main job (``inferencekit verify``): engine → probe → load → (gates, quality) → one record.
 
-With no ``--base-url`` it starts the embedded engine (llama-cpp-python serving SmolLM2-135M-Instruct
+With no base URL it starts the embedded engine (llama-cpp-python serving SmolLM2-135M-Instruct
 Q4_1), runs every part of the profile against it in one run directory and stops it. Parts the
 profile expects but that are not built yet, or cannot run on the target, are listed as NOT RUN with
 the reason; an expected part that did not run makes the overall verdict UNPROVEN (DESIGN.md:
-missing evidence is never a pass).
+missing evidence is never a pass). No argparse words here: ``commands/verify.py`` is the face.
+
+Also here, because both ``verify`` and ``bench serve`` need it: ``bench_extras``, the gates' requests a
+load carries (the load generator sends them and judges nothing; the gates judge them).
 """
 
 from __future__ import annotations
 
-import asyncio
-import secrets
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from inferencekit.api.loop import run as run_loop
+from inferencekit.api.body import BodyPolicy, body_policy
 from inferencekit.api.client import Client
-from inferencekit.api.detect import detect_engine
-from inferencekit.api.endpoint import Endpoint, normalize_base_url, read_api_key
-from inferencekit.api.probe import probe_endpoint
-from inferencekit.bench.appliance_ops import APPLIANCE_ARGS, appliance_receipt, resolve_metadata, settings_from_args
+from inferencekit.api.detect import EngineInfo, detect_engine
+from inferencekit.api.endpoint import Endpoint
+from inferencekit.api.loop import run as run_loop
+from inferencekit.api.probe import CAPABILITY_FIXED, probe_endpoint
+from inferencekit.api.tokenize import choose_tokenizer
+from inferencekit.bench.appliance_run import APPLIANCE_DEFAULTS, appliance_receipt, resolve_metadata, settings_from_args
 from inferencekit.bench.config import FIXED_FIELDS, ServeConfig
-from inferencekit.bench.plan import parse_levels
+from inferencekit.bench.plan import heaviest_level, parse_levels
 from inferencekit.bench.serve import run_bench
 from inferencekit.data.datasets import load_static
+from inferencekit.data.prompts import load_prompt_set
 from inferencekit.engines.target import serve_target
 from inferencekit.errors import OpError
 from inferencekit.evidence import artifact, build_record, save_record
+from inferencekit.gates import PLANNED_GATES
 from inferencekit.gates.check import check_run_dir
-from inferencekit.gates.ops import gates_record
-from inferencekit.gates.order_collect import ORDER_FIXED
+from inferencekit.gates.probes.load import load_extras
+from inferencekit.gates.probes.order import ORDER_FIXED
+from inferencekit.gates.probes.plan import PROBE_FIXED, ProbeSettings
+from inferencekit.gates.record import gates_record
 from inferencekit.gates.result import Gate, merge_gates
-from inferencekit.gates.probe_plan import LIVE_GATES, ProbeSettings, top_k_off
-from inferencekit.gates.run_ops import GateRunSettings, run_gate_probes
-from inferencekit.api.tokenize import choose_tokenizer
-from inferencekit.data.prompts import load_prompt_set
+from inferencekit.gates.run import GateRunSettings, run_gate_probes
 from inferencekit.quality.verify_tasks import TaskSizes, gsm8k_task, niah_task, sampler_task
-from inferencekit.options import CLIENT_ARGS, check_client_args, parse_json_object, split_extra_body, template_kwargs
-from inferencekit.registry import Arg, Call, Outcome, operation
 from inferencekit.report.progress import ProgressBar
-from inferencekit.report.verify_card import render_verification
 from inferencekit.rundir import RunDir
+from inferencekit.shapes import ExtraRequests, Part
 from inferencekit.stats import combine_claims
 
-__all__ = ["PROFILES", "Profile", "verify"]
+__all__ = ["PROFILES", "Profile", "VerifyRequest", "bench_extras", "plan_verify", "run_verify"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,14 +95,16 @@ PROFILES: dict[str, Profile] = {
 }
 
 
-def _part(name: str, kind: str | None, rec: dict[str, Any] | None, verdict: str | None, reason: str) -> dict[str, Any]:
+def _part(name: str, kind: str | None, rec: dict[str, Any] | None, verdict: str | None, reason: str) -> Part:
     return {"part": name, "kind": kind, "evidence_id": rec["evidence_id"] if rec else None, "verdict": verdict,
             "reason": reason}
 
 
-def verification_record(run: RunDir, profile: Profile, info: dict[str, Any], parts: list[dict[str, Any]],
-                        sub_records: list[dict[str, Any]], headline: list[dict[str, Any]]) -> dict[str, Any]:
-    """One record linking every part; its verdict combines the parts (informational parts excluded)."""
+def verification_record(run: RunDir, profile: Profile, info: dict[str, Any], parts: list[Part],
+                        sub_records: list[dict[str, Any]], headline: list[dict[str, Any]],
+                        notes: list[str]) -> dict[str, Any]:
+    """One record linking every part; its verdict combines the parts (informational parts excluded). ``notes``: the
+    request policy's limitations (``--extra-body`` fields a part set itself and did not send)."""
     judged = [p["verdict"] for p in parts if p["verdict"] is not None]
     verdict = combine_claims("UNPROVEN" if v == "NOT RUN" else v for v in judged)
     not_run = [p["part"] for p in parts if p["verdict"] == "NOT RUN"]
@@ -112,7 +115,7 @@ def verification_record(run: RunDir, profile: Profile, info: dict[str, Any], par
                        identity={"engine": {k: v for k, v in info.items() if k != "models"},
                                  "model": {"id": info.get("model")}, "workload": {"profile": profile.name}},
                        metrics=headline, artifacts=arts, missing=[f"{p}: expected, not run" for p in not_run],
-                       limitations=[f"{p['part']}: {p['reason']}" for p in parts if p["verdict"] == "NOT RUN"],
+                       limitations=[*notes, *(f"{p['part']}: {p['reason']}" for p in parts if p["verdict"] == "NOT RUN")],
                        verdict=verdict,
                        data={"run_dir": str(run.path.resolve()), "profile": profile.name, "parts": parts,
                              "combine": "any FAIL → FAIL; else any UNPROVEN (an expected part NOT RUN counts as "
@@ -122,8 +125,8 @@ def verification_record(run: RunDir, profile: Profile, info: dict[str, Any], par
     return rec
 
 
-def _appliance_plan(prof: Profile, base_url: str | None, metadata: str | None, extra_body: str | None,
-                    chat_template_kwargs: str | None, timeout: float) -> dict[str, Any] | None:
+def _appliance_plan(prof: Profile, base_url: str | None, metadata: str | None, extra_body: dict[str, Any],
+                    chat_template_kwargs: dict[str, Any], timeout: float) -> dict[str, Any] | None:
     """What the appliance part will run with (checked before anything is sent), or None when the profile has none.
 
     Raises:
@@ -131,8 +134,7 @@ def _appliance_plan(prof: Profile, base_url: str | None, metadata: str | None, e
     """
     if not prof.appliance:
         return None
-    defaults = {a.name: a.default for a in APPLIANCE_ARGS}  # bench appliance's own defaults, one place
-    settings = settings_from_args({**defaults, "timeout": timeout, "extra_body": extra_body,
+    settings = settings_from_args({**APPLIANCE_DEFAULTS, "timeout": timeout, "extra_body": extra_body,
                                    "chat_template_kwargs": chat_template_kwargs}, embedded=not base_url)
     if base_url and not metadata:
         raise OpError("--profile full runs the appliance receipt, which needs --metadata FILE with --base-url "
@@ -162,29 +164,30 @@ async def _appliance_part(plan: dict[str, Any] | None, client: Client, info: Any
 
 def _gate_settings(prof: Profile, seed: int, reference_url: str | None) -> GateRunSettings:
     """The live gates of a profile: every gate of its parts that sends probes (spec_exact needs a second engine)."""
-    live = [p.removeprefix("gates: ") for p, _ in prof.expected if p.removeprefix("gates: ") in LIVE_GATES]
+    live = [p.removeprefix("gates: ") for p, _ in prof.expected if p.removeprefix("gates: ") in PLANNED_GATES]
     probes = ProbeSettings(gates=tuple(live), seed=seed, max_tokens=prof.gate_tokens, echo_tokens=max(64, prof.gate_tokens),
                            cache_prompts=prof.cache_prompts, sampling_prompts=prof.sampling_prompts)
     return GateRunSettings(gates=live, probes=probes, reference_url=reference_url)
 
 
 def _gate_parts(run: RunDir, engine: str, gate_runs: list[str], s: GateRunSettings, order_missing: str | None
-                ) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+                ) -> tuple[dict[str, Part], dict[str, Any]]:
     """Every gate judged with ``gates check``'s code — the load replies, the hidden probes and known answers mixed
     into the load, this verify's gate runs (live probes, order draw) — as verify parts by name, and their ``gates``
     record. ``order_missing``: why the profile's order draw could not run (it then counts as UNPROVEN)."""
-    gates, files = check_run_dir(run.path, engine, gate_runs=gate_runs)
+    checked = check_run_dir(run.path, engine, gate_runs=gate_runs)
+    gates = checked.gates
     if order_missing:
         gates = [merge_gates("order", [*([g] if g.verdict != "NOT RUN" else []),
                                        Gate("order", "UNPROVEN", f"BFCL order draw not run: {order_missing}")])
                  if g.gate == "order" else g for g in gates]
-    rec = gates_record(run, gates, engine=engine, files=files, mode="verify",
+    rec = gates_record(run, gates, engine=engine, files=checked.files, mode="verify", notes=checked.notes,
                        settings={"engine": engine, "gate_runs": gate_runs, **s.header()})
     return ({f"gates: {g.gate}": _part(f"gates: {g.gate}", "gates", rec, g.verdict, g.reason)
              for g in gates if g.verdict != "NOT RUN" or g.applicable}, rec)
 
 
-def _bench_part(rec: dict[str, Any]) -> dict[str, Any]:
+def _bench_part(rec: dict[str, Any]) -> Part:
     """The load benchmark as a part: PASS when every load request completed and no level's pace was the client's
     (``bench/pace_judge.py``); its known answers are judged in the order gate's part."""
     levels = rec["data"]["levels"]
@@ -196,14 +199,14 @@ def _bench_part(rec: dict[str, Any]) -> dict[str, Any]:
                  "; ".join(why) if why else "every load request completed and the client kept pace at every level")
 
 
-async def _order_gate(client: Client, info: Any, run: RunDir, prof: Profile, label: str, extra: dict[str, Any],
-                      ctk: dict[str, Any], quiet: bool) -> tuple[list[str], str | None]:
+async def _order_gate(client: Client, info: Any, run: RunDir, prof: Profile, label: str, policy: BodyPolicy,
+                      quiet: bool) -> tuple[list[str], str | None]:
     """The profile's order draw (``gates order`` on the first ``order_samples`` of the BFCL draw, 2 orders): its
     gate-run name, or why it could not run (no bfcl-eval data)."""
     if not prof.order_samples:
         return [], None
     from inferencekit.data.bfcl import bfcl_data_dir, cap_draw, draw
-    from inferencekit.gates.order_ops import order_settings, run_order_gate
+    from inferencekit.gates.order import order_settings, run_order_gate
 
     try:
         d = draw(bfcl_data_dir(None))
@@ -212,8 +215,8 @@ async def _order_gate(client: Client, info: Any, run: RunDir, prof: Profile, lab
     samples, warning = cap_draw(d, prof.order_samples)
     s = order_settings(samples, orders=2, max_tokens=prof.order_tokens, concurrency=1, hermetic=False,
                        draw_info=d.describe(), cap_warning=warning)
-    name, _ = await run_order_gate(client, info, run, samples, s, engine=label,
-                                   extra=split_extra_body(extra, ORDER_FIXED)[0], ctk=ctk, quiet=quiet)
+    name, _ = await run_order_gate(client, info, run, samples, s, engine=label, extra=policy.extra,
+                                   ctk=policy.chat_template_kwargs, quiet=quiet, request_policy=policy.to_json())
     return [name], None
 
 
@@ -222,14 +225,15 @@ QUALITY_PART = "quality: trajectory + score"
 
 async def _quality_part(client: Client, info: Any, run: RunDir, prof: Profile, label: str, reference: str | None,
                         ctk: dict[str, Any], extra: dict[str, Any], quiet: bool
-                        ) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+                        ) -> tuple[Part | None, list[dict[str, Any]]]:
     """``(part, records)``: the engine's greedy trajectories on the profile's dev prompts, the float32 reference's own
-    (in this process), and the engine scored against them (``quality score --reference local``)."""
+    (in this process), and the engine scored against them (``quality score --reference local``). ``extra`` is the
+    ``--extra-body`` object as given (the trajectories' own fields are refused from it, and the record says so)."""
     from inferencekit.quality.reference import LocalReference
     from inferencekit.quality.score_judge import DEFAULT_MARGINS
-    from inferencekit.quality.score_ops import score_record, score_sets
+    from inferencekit.quality.score_run import score_record, score_sets
     from inferencekit.quality.trajectory import TrajectorySettings, collect_engine, select_prompts, write_index
-    from inferencekit.quality.trajectory_ops import local_source, run_local_trajectories, trajectory_record
+    from inferencekit.quality.trajectory_run import TRAJ_FIXED, local_source, run_local_trajectories, trajectory_record
     from inferencekit.quality.trajectory_store import load_set
 
     if not prof.quality_prompts:
@@ -240,7 +244,9 @@ async def _quality_part(client: Client, info: Any, run: RunDir, prof: Profile, l
     pset = load_prompt_set("dev")
     prompts = select_prompts(pset.prompts, prof.quality_prompts)
     pinfo = {**pset.describe(), "selected": [p.id for p in prompts]}
-    s = TrajectorySettings(label=label, max_tokens=prof.quality_tokens, ctk=ctk, extra=extra)
+    policy = body_policy(extra, ctk, fixed=TRAJ_FIXED, operation="quality trajectory")
+    s = TrajectorySettings(label=label, max_tokens=prof.quality_tokens, ctk=policy.chat_template_kwargs,
+                           extra=policy.extra, notes=policy.limitations())
     out_dir = run.path / "quality" / label
     with ProgressBar(quiet) as bar:
         bar.on_level(f"quality trajectories ({label})", len(prompts))
@@ -280,7 +286,7 @@ def _quality_reason(report: dict[str, Any], label: str) -> str:
     return f"{fig(eng)}{floor}; {eng['verdict']['reason']}"
 
 
-def _task_parts(built: dict[str, dict[str, Any]], url: str, run: RunDir, prof: Profile, **kw: Any) -> list[dict[str, Any]]:
+def _task_parts(built: dict[str, Part], url: str, run: RunDir, prof: Profile, **kw: Any) -> list[dict[str, Any]]:
     """Run the profile's quality tasks (``quality/verify_tasks.py``) into ``built`` by part name; their records."""
     if prof.tasks is None:
         return []
@@ -295,80 +301,124 @@ def _task_parts(built: dict[str, dict[str, Any]], url: str, run: RunDir, prof: P
     return recs
 
 
-APPLIANCE_VERIFY_ARGS = (
-    Arg("metadata", "string", "--profile full with --base-url: the appliance metadata file for the appliance receipt "
-        "(`inferencekit bench configure` writes one); required there."),
-    Arg("comparison_id", "string", "--profile full: comparison id of the appliance receipt (default: verify-<run dir "
-        "name>)."),
-)
+def bench_extras(cfg: ServeConfig, info: EngineInfo) -> ExtraRequests | None:
+    """The gates' requests one ``bench serve`` run carries (``--probes``, ``--kat``), for its engine, or None when it
+    asked for neither (``gates/probes/load.py`` plans them; bench only sends them)."""
+    if not cfg.probes and not cfg.kat:
+        return None
+    return load_extras(levels=[lv.label for lv in cfg.levels], heaviest=heaviest_level(cfg.levels), probes=cfg.probes,
+                       kat=cfg.kat, kat_max_tokens=cfg.kat_max_tokens, seed=cfg.seed, model=str(info.model),
+                       max_tokens=cfg.max_tokens, extra=cfg.extra_body, ctk=cfg.chat_template_kwargs,
+                       neutral=info.dialect.neutral_sampling, top_k_off=info.dialect.top_k_off)
 
 
-@operation(("verify",), "The main job: probe, load benchmark, gates and quality in one run, one verdict.",
-           description="Without --base-url, starts the embedded engine (llama.cpp serving SmolLM2-135M-Instruct, both "
-                       "from PyPI) and stops it afterwards. Runs the capability probe, bench serve at several load "
-                       "levels, and the gates and quality checks of the profile, in one run directory; writes one "
-                       "'verification' evidence record linking every part and prints a card. Parts not built yet or "
-                       "not possible on the target are NOT RUN with the reason, which makes the verdict UNPROVEN. Exit "
-                       "0 PASS, 1 FAIL, 3 UNPROVEN.",
-           example="inferencekit verify --profile quick",
-           args=[*CLIENT_ARGS,
-                 Arg("profile", "string", "quick (≤ 5 min on the embedded engine), standard, or full.",
-                     default="quick", choices=tuple(PROFILES)),
-                 Arg("seed", "integer", "Seed for prompt order and salts (default: drawn and recorded)."),
-                 Arg("run_dir", "string", "Run directory (default: runs/<run-id>)."),
-                 Arg("reference_url", "string", "A reference engine (same model, trusted) for the rare_tokens gate: "
-                     "misses it shares are not counted; without one a miss is UNPROVEN."),
-                 Arg("quality_reference", "string", "standard/full: the model's weights for the float32 quality "
-                     "reference ('embedded', a .gguf file or a Hugging Face folder; default 'embedded' on the "
-                     "embedded engine, none with --base-url)."),
-                 *APPLIANCE_VERIFY_ARGS])
-def verify(call: Call, base_url: str | None, model: str | None, api_key_env: str | None, timeout: float,
-           extra_body: str | None, chat_template_kwargs: str | None, profile: str, run_dir: str | None,
-           seed: int | None, metadata: str | None = None, comparison_id: str | None = None,
-           reference_url: str | None = None, quality_reference: str | None = None) -> Outcome:
-    for url in (base_url, reference_url):
-        if url:
-            normalize_base_url(url)
-    read_api_key(api_key_env)
-    check_client_args(timeout)
-    prof = PROFILES[profile]
-    extra = parse_json_object(extra_body, "--extra-body")
-    kept, _refused = split_extra_body(extra, FIXED_FIELDS)
+@dataclass(frozen=True, slots=True)
+class VerifyRequest:
+    """What one ``verify`` was asked: the target, the profile and the options as the user gave them.
+
+    ``extra_body`` is the ``--extra-body`` object as given: each part refuses from it the fields it sets itself
+    (``api.body``), and the record lists what each part refused.
+    """
+
+    profile: Profile
+    base_url: str | None
+    model: str | None
+    api_key_env: str | None
+    timeout: float
+    extra_body: dict[str, Any]
+    chat_template_kwargs: dict[str, Any]
+    run_dir: str | None
+    seed: int
+    gate_seed: int
+    reference_url: str | None = None
+    quality_reference: str | None = None
+    metadata: str | None = None
+    comparison_id: str | None = None
+
+
+@dataclass(slots=True)
+class VerifyPlan:
+    """Everything checked before a request is sent: the load's settings, the gate run's, the prompts and the
+    appliance part's plan, and the request policy of each part that sends requests."""
+
+    request: VerifyRequest
+    cfg: ServeConfig
+    gate_s: GateRunSettings
+    policies: dict[str, BodyPolicy]
+    appliance: dict[str, Any] | None
+    static: Any
+
+    def notes(self) -> list[str]:
+        """Each part's refused ``--extra-body`` fields, one line per part that refused any."""
+        return [f"{part}: {line}" for part, pol in self.policies.items() for line in pol.limitations()]
+
+
+def plan_verify(req: VerifyRequest) -> VerifyPlan:
+    """Check every part's settings before anything is sent.
+
+    Raises:
+        OpError: a bad ``--extra-body`` / ``--chat-template-kwargs``, or a profile part that cannot be planned
+            (``--profile full`` with ``--base-url`` and no ``--metadata``, a bad metadata file).
+    """
+    prof = req.profile
+    load = body_policy(req.extra_body, req.chat_template_kwargs, fixed=FIXED_FIELDS, operation="bench serve")
+    policies = {
+        "capability probe": body_policy(req.extra_body, req.chat_template_kwargs, fixed=CAPABILITY_FIXED,
+                                        operation="probe"),
+        "bench serve": load,
+        "gates": body_policy(req.extra_body, req.chat_template_kwargs, fixed=PROBE_FIXED, operation="gates run"),
+        ORDER_PART: body_policy(req.extra_body, req.chat_template_kwargs, fixed=ORDER_FIXED, operation="gates order"),
+    }
     cfg = ServeConfig(levels=parse_levels(list(prof.concurrency), None), dataset="dev", num_prompts=prof.num_prompts,
-                      warmup=prof.warmup, max_tokens=prof.max_tokens, seed=seed if seed is not None else secrets.randbits(31),
-                      extra_body=kept, chat_template_kwargs=template_kwargs(extra, chat_template_kwargs), timeout_s=timeout,
-                      probes=True, kat=prof.kat, kat_max_tokens=32)
-    gate_s = _gate_settings(prof, secrets.randbits(63), reference_url)
+                      warmup=prof.warmup, max_tokens=prof.max_tokens, seed=req.seed, extra_body=load.extra,
+                      chat_template_kwargs=load.chat_template_kwargs, refused_fields=list(load.refused),
+                      timeout_s=req.timeout, probes=True, kat=prof.kat, kat_max_tokens=32)
+    gate_s = _gate_settings(prof, req.gate_seed, req.reference_url)
+    gate_s.request_policy = policies["gates"].to_json()
+    appliance = _appliance_plan(prof, req.base_url, req.metadata, req.extra_body, req.chat_template_kwargs,
+                                req.timeout)
+    return VerifyPlan(req, cfg, gate_s, policies, appliance, load_static(cfg.dataset))
+
+
+def run_verify(plan: VerifyPlan, *, argv: list[str], operation: str, quiet: bool
+               ) -> tuple[RunDir, dict[str, Any], dict[str, Any]]:
+    """Run every part of the plan in one run dir: ``(run dir, verification record, sub-records by part kind)``.
+
+    Raises:
+        OpError: the server does not answer before the first request (nothing is left in a new run dir).
+    """
+    req, cfg, gate_s, prof = plan.request, plan.cfg, plan.gate_s, plan.request.profile
     dev = list(load_prompt_set("dev").prompts)
-    static = load_static(cfg.dataset)
-    appliance = _appliance_plan(prof, base_url, metadata, extra_body, chat_template_kwargs, timeout)
-    run = RunDir.create(run_dir)
-    run.update_run(command=list(call.argv), operation=call.operation, profile=profile, api_key_env=api_key_env,
-                   bench_config=cfg.to_json(), prompt_set=static[1] if static else None)
+    run = RunDir.create(req.run_dir)
+    run.update_run(command=list(argv), operation=operation, profile=prof.name, api_key_env=req.api_key_env,
+                   bench_config=cfg.to_json(), prompt_set=plan.static[1] if plan.static else None)
 
     async def main(url: str) -> dict[str, Any]:
-        async with Client(Endpoint.parse(url, api_key_env), timeout_s=timeout) as client:
-            info = await detect_engine(client, model)
+        async with Client(Endpoint.parse(url, req.api_key_env), timeout_s=req.timeout) as client:
+            info = await detect_engine(client, req.model)
             run.pin("engine_identity", info.identity())
             run.pin("model", info.model)
             run.pin("chat_template_kwargs", cfg.chat_template_kwargs)
             run.update_run(engine=info.to_dict(), dialect=info.dialect.describe())
-            probe_rec = await probe_endpoint(client, info, run, ctk=cfg.chat_template_kwargs, extra=kept)
-            with ProgressBar(call.quiet) as bar:
-                bench_rec = await run_bench(cfg, client, info, run, static[0] if static else [],
-                                            on_done=bar.on_done, on_level=bar.on_level)
-            gate_s.probes.top_k_off = top_k_off(info.engine)
-            gate_run = await run_gate_probes(client, info, run, gate_s, dev, engine=bench_rec["data"]["engine_label"],
-                                             extra=kept, ctk=cfg.chat_template_kwargs,
+            probe_rec = await probe_endpoint(client, info, run, plan.policies["capability probe"])
+            with ProgressBar(quiet) as bar:
+                bench_rec = await run_bench(cfg, client, info, run, plan.static[0] if plan.static else [],
+                                            on_done=bar.on_done, on_level=bar.on_level,
+                                            extras=bench_extras(cfg, info))
+            label = bench_rec["data"]["engine_label"]
+            gate_s.probes.top_k_off = info.dialect.top_k_off
+            gates = plan.policies["gates"]
+            gate_run = await run_gate_probes(client, info, run, gate_s, dev, engine=label, extra=gates.extra,
+                                             ctk=gates.chat_template_kwargs,
                                              tokenizer=choose_tokenizer(None, client, info.dialect),
-                                             api_key_env=api_key_env, reference_key_env=None, quiet=call.quiet)
-            order_run, order_missing = await _order_gate(client, info, run, prof, bench_rec["data"]["engine_label"],
-                                                         kept, cfg.chat_template_kwargs, call.quiet)
-            app_part, app_rec = await _appliance_part(appliance, client, info, run, comparison_id, api_key_env,
-                                                      call.quiet)
-            q_part, q_recs = await _quality_part(client, info, run, prof, bench_rec["data"]["engine_label"],
-                                                 quality_reference or (None if base_url else "embedded"),
-                                                 cfg.chat_template_kwargs, kept, call.quiet)
+                                             api_key_env=req.api_key_env, reference_key_env=None, quiet=quiet)
+            order_run, order_missing = await _order_gate(client, info, run, prof, label, plan.policies[ORDER_PART],
+                                                         quiet)
+            app_part, app_rec = await _appliance_part(plan.appliance, client, info, run, req.comparison_id,
+                                                      req.api_key_env, quiet)
+            q_part, q_recs = await _quality_part(client, info, run, prof, label,
+                                                 req.quality_reference or (None if req.base_url else "embedded"),
+                                                 cfg.chat_template_kwargs, req.extra_body, quiet)
         return {"info": info, "probe": probe_rec, "bench": bench_rec, "gate_runs": [gate_run, *order_run],
                 "order_missing": order_missing, "app_part": app_part,
                 "app_rec": app_rec, "q_part": q_part, "q_recs": q_recs}
@@ -382,23 +432,22 @@ def verify(call: Call, base_url: str | None, model: str | None, api_key_env: str
         built, gates_rec = _gate_parts(run, label, st["gate_runs"], gate_s, st["order_missing"])
         if st["q_part"]:
             built[QUALITY_PART] = st["q_part"]  # a built part like the gates, found by its name below
-        task_recs = _task_parts(built, url, run, prof, label=label, model=model, api_key_env=api_key_env,
-                                timeout=timeout, extra=kept, ctk=cfg.chat_template_kwargs, quiet=call.quiet)
+        task_recs = _task_parts(built, url, run, prof, label=label, model=req.model, api_key_env=req.api_key_env,
+                                timeout=req.timeout, extra_body=req.extra_body, ctk=cfg.chat_template_kwargs,
+                                quiet=quiet)
         parts += [built.get(name) or _part(name, None, None, "NOT RUN", f"not built yet (the '{issue}' capability)")
                   for name, issue in prof.expected]
         headline = [m for m in bench_rec["metrics"] if m["stat"] in ("p50", "aggregate")
                     and m["name"] in ("ttft_ms", "tpot_ms", "output_throughput")]
         subs = ([probe_rec, bench_rec, gates_rec] + ([st["app_rec"]] if st["app_rec"] else []) + st["q_recs"]
                 + task_recs)
-        rec = verification_record(run, prof, info.to_dict(), parts, subs, headline)
+        rec = verification_record(run, prof, info.to_dict(), parts, subs, headline, plan.notes())
         return rec, {"probe": probe_rec, "bench": bench_rec, "appliance": st["app_rec"]}
 
     try:
-        with serve_target(base_url, run.engine_dir, quiet=call.quiet) as (url, _):
+        with serve_target(req.base_url, run.engine_dir, quiet=quiet) as (url, _):
             rec, subs = finish(url, run_loop(main(url)))
     except OpError:
         run.discard_if_empty()
         raise
-    payload = {"evidence_id": rec["evidence_id"], "verdict": rec["verdict"], "run_dir": str(Path(run.path)),
-               "parts": rec["data"]["parts"], "levels": subs["bench"]["data"]["levels"]}
-    return Outcome(payload, rec["verdict"], lambda console: render_verification(console, rec, subs))
+    return run, rec, subs

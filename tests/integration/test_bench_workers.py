@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import IN_CI
+from tests.conftest import IN_CI, _missing
 from tests.fault_server import fault_server
 
 SSE_SERVER = Path("/work/shared/perf/sse_server.py")
@@ -252,8 +252,11 @@ def _p50(out: dict, name: str) -> float:
 
 
 def test_ray_two_node_cluster_splits_the_level_and_agrees_with_one_process(synthetic_server, tmp_path):
-    ray = pytest.importorskip("ray", reason="bench serve --ray needs Ray (the Makefile installs the [ray] extra)")
-    from ray.cluster_utils import Cluster
+    try:
+        import ray
+        from ray.cluster_utils import Cluster
+    except ImportError as e:
+        _missing("Ray", f"{e} (bench serve --ray needs the [ray] extra; the Makefile installs it)")
 
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "object_store_memory": 80 * 2**20})
     try:

@@ -17,7 +17,7 @@ import pytest
 
 from inferencekit.api.client import Client
 from inferencekit.api.endpoint import Endpoint
-from inferencekit.bench.pace import CLIENT_FILE
+from inferencekit.rundir import CLIENT_FILE
 from inferencekit.bench.pace_judge import judge_client_pace
 from inferencekit.bench.plan import LevelSpec, Planner, request_body
 from inferencekit.bench.runner import LoadRunner

@@ -143,8 +143,13 @@ def test_bench_kat_compares_known_answers_alone_and_under_load(llama_server_engi
                          "--num-prompts", "8", "--max-tokens", "16", "--warmup", "0", "--kat", "4",
                          "--kat-max-tokens", "24", "--run-dir", str(run)])
     rec = json.loads((run / "evidence" / f"{out['evidence_id']}.json").read_text())
-    kat = rec["data"]["kat"]
-    assert kat["verdict"] in ("PASS", "FAIL") and out["verdict"] == kat["verdict"]
+    assert "kat" not in rec["data"]  # the bench record lists the known answers; the order gate judges them
+    assert rec["data"]["extra_requests"] == {"kat/alone": 4, "kat/load": 4}
+    gates = json.loads((run / "evidence" / f"{out['gates_evidence_id']}.json").read_text())
+    kat = next(g for g in gates["data"]["gates"] if g["gate"] == "order")
+    assert [g["gate"] for g in gates["data"]["gates"]] == ["order"]  # only the gate its extra requests feed
+    assert kat["verdict"] in ("PASS", "FAIL") and out["verdict"] == kat["verdict"] == gates["verdict"]
+    assert out["gates"]["order"]["verdict"] == kat["verdict"]
     assert code == {"PASS": 0, "FAIL": 1}[kat["verdict"]]
     assert "4 known-answer requests alone vs inside load level c4" in kat["reason"]
     assert kat["metrics"]["samples"] == 4 and kat["metrics"]["unmeasured"] == 0

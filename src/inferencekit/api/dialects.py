@@ -2,20 +2,22 @@
 
 Per engine: where tokenize lives and how its body and reply look, how to get generated token ids,
 how to bypass or reset the prompt/prefix cache, where the parallel capacity is reported, and which
-options it is known to drop silently. Observed behaviour is in ../shared/ENGINES.md; SGLang's
-native API follows its docs (``/tokenize``, ``/flush_cache``, ``/get_server_info``).
+options it is known to drop silently, the value that turns top-k off, and how a cold prefill misses
+the cache. The replies each engine was observed to send are recorded in ``tests/fixtures/replies/<engine>/``;
+SGLang's native API follows its docs (``/tokenize``, ``/flush_cache``, ``/get_server_info``).
 
 ``detect.py`` decides which dialect a URL speaks; everything else asks the dialect.
 """
 
 from __future__ import annotations
 
+import secrets
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Dialect", "DIALECTS", "dialect", "ENGINE_NAMES"]
+__all__ = ["Dialect", "DIALECTS", "dialect", "ENGINE_NAMES", "PrefillIsolation"]
 
 
 def _tokens_list(reply: Any) -> list[int] | None:
@@ -38,6 +40,34 @@ def _text_of(reply: Any) -> str | None:
             if isinstance(reply.get(k), str):
                 return reply[k]
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class PrefillIsolation:
+    """How one engine's cold prefill misses the cache (the appliance receipt, ``bench/appliance_collect.py``).
+
+    ``form``: prompts as ``"token ids"`` or ``"text"``; ``cold_fields`` / ``warm_fields``: request fields
+    given the pair's random salt; ``reset_path``: POST before each cold request; ``random_prefix``: the
+    text form starts with a random tag (changes the model input; the only isolation some engines allow).
+    ``bypass`` / ``bypass_description``: fields that make one decode or concurrency request compute its
+    whole prompt without changing the model input (so a re-run of one comparison id, whose prompts are
+    byte-identical, is not served from the previous run's cache); empty where the engine has none."""
+
+    name: str
+    description: str
+    form: str
+    cold_fields: Callable[[str], dict[str, Any]] = lambda salt: {}
+    warm_fields: Callable[[str], dict[str, Any]] = lambda salt: {}
+    reset_path: str | None = None
+    random_prefix: bool = False
+    bypass: Callable[[], dict[str, Any]] = lambda: {}
+    bypass_description: str = ("none: the engine offers no per-request cache bypass; prompt-cache hits show as "
+                               "cached_prompt_tokens where the server reports them")
+
+
+RANDOM_PREFIX = PrefillIsolation(
+    "random-prefix", "a random text prefix per pair: the engine offers no cache control and reports no cached tokens, "
+    "so coldness is not server-verified", "text", random_prefix=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +99,9 @@ class Dialect:
             reply ``{"prompt": …}``); its text is then tokenized with ``special_tokenize_body``.
         special_tokenize_body: text → a ``tokenize_path`` body that reads special tokens (``<|im_start|>``) as
             the server does when it tokenizes a rendered chat prompt.
+        top_k_off: the ``top_k`` value that turns top-k sampling off (-1 on vLLM and SGLang; 0 on llama.cpp,
+            where k ≤ 0 is off).
+        prefill_isolation: how a cold prefill request misses the prompt cache (``PrefillIsolation``).
     """
 
     name: str
@@ -88,6 +121,8 @@ class Dialect:
     chat_tokenize_body: Callable[[list[dict[str, Any]], dict[str, Any]], dict[str, Any]] | None = None
     template_path: str | None = None
     special_tokenize_body: Callable[[str], dict[str, Any]] | None = None
+    top_k_off: int = 0
+    prefill_isolation: PrefillIsolation = RANDOM_PREFIX
 
     def parse_tokens(self, reply: Any) -> list[int] | None:
         """Token ids from a tokenize reply, or None when the shape is not understood."""
@@ -132,11 +167,19 @@ DIALECTS: dict[str, Dialect] = {
         cache_bypass=lambda: {"cache_salt": uuid.uuid4().hex},
         cache_reset_path="/reset_prefix_cache",
         id_fields={"return_tokens_as_token_ids": True, "return_token_ids": True},
-        chat_tokenize_body=_vllm_chat_tokenize),
+        chat_tokenize_body=_vllm_chat_tokenize, top_k_off=-1,
+        prefill_isolation=PrefillIsolation(
+            "cache_salt", "cache_salt: a random salt per cold/warm pair (vLLM prefix-cache isolation)", "token ids",
+            cold_fields=lambda s: {"cache_salt": s}, warm_fields=lambda s: {"cache_salt": s},
+            bypass=lambda: {"cache_salt": secrets.token_urlsafe(24)},
+            bypass_description="cache_salt: a random salt per request")),
     "sglang": Dialect(
         "sglang", tokenize_path="/tokenize", tokenize_body=lambda t: {"prompt": t, "add_special_tokens": False},
         detokenize_path="/detokenize", detokenize_body=lambda ids: {"tokens": ids},
-        cache_reset_path="/flush_cache", capacity_path="/get_server_info", capacity_of=_sglang_capacity),
+        cache_reset_path="/flush_cache", capacity_path="/get_server_info", capacity_of=_sglang_capacity,
+        top_k_off=-1,
+        prefill_isolation=PrefillIsolation("flush_cache", "POST /flush_cache before each cold request (SGLang radix "
+                                           "cache)", "token ids", reset_path="/flush_cache")),
     "llama-server": Dialect(
         "llama-server", tokenize_path="/tokenize", tokenize_body=lambda t: {"content": t, "add_special": False},
         detokenize_path="/detokenize", detokenize_body=lambda ids: {"tokens": ids},
@@ -145,7 +188,11 @@ DIALECTS: dict[str, Dialect] = {
         cache_bypass=lambda: {"cache_prompt": False},
         capacity_path="/props", capacity_of=_slots,
         template_path="/apply-template",
-        special_tokenize_body=lambda t: {"content": t, "add_special": True, "parse_special": True}),
+        special_tokenize_body=lambda t: {"content": t, "add_special": True, "parse_special": True},
+        prefill_isolation=PrefillIsolation(
+            "cache_prompt:false", "cache_prompt: false on the cold request (llama.cpp skips its prompt cache); the "
+            "warm replay uses the cache", "token ids", cold_fields=lambda s: {"cache_prompt": False},
+            bypass=lambda: {"cache_prompt": False}, bypass_description="cache_prompt: false on every request")),
     "llama-cpp-python": Dialect(
         "llama-cpp-python", tokenize_path="/extras/tokenize", tokenize_body=lambda t: {"input": t},
         detokenize_path="/extras/detokenize", detokenize_body=lambda ids: {"tokens": ids},

@@ -16,46 +16,13 @@ Definitions (the bench metric manifest, ``bench/manifest.py``):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, TypedDict
+from typing import Any
 
 import orjson
 
+from inferencekit.shapes import ReplyFile, is_ok
+
 __all__ = ["ReplyFile", "derive", "rederive", "is_ok"]
-
-
-class ReplyFile(TypedDict, total=False):
-    """JSON shape of ``outputs/<engine>/.../<id>.json``."""
-
-    id: str
-    request_id: str
-    engine: str
-    endpoint: str
-    level: str
-    bucket: str
-    salt: str
-    scheduled_ns: int
-    sent_ns: int
-    status: int
-    error: str
-    events: list[list[Any]]
-    done: bool
-    text: str
-    reasoning: str
-    tool_calls: list[dict[str, Any]]
-    token_ids: list[int]
-    logprobs: list[dict[str, Any]]
-    prompt_token_ids: list[int]
-    finish_reason: str | None
-    usage: dict[str, Any] | None
-    server_timings: dict[str, Any]
-    ttft_ms: float | None
-    ttfo_ms: float | None
-    e2el_ms: float | None
-    itl_ms: list[float]
-    chunks: int
-    n_streamed: int | None
-    streamed_method: str | None
-    dropped_fields: list[str]
 
 
 def _legacy_logprobs(lp: dict[str, Any]) -> list[dict[str, Any]]:
@@ -212,8 +179,3 @@ def rederive(reply: dict[str, Any]) -> dict[str, Any]:
     if stream_error and not out.get("error"):
         out["error"] = stream_error
     return out
-
-
-def is_ok(reply: dict[str, Any]) -> bool:
-    """A finished, successful reply: HTTP 200, no recorded error."""
-    return reply.get("status") == 200 and not reply.get("error")

@@ -21,7 +21,8 @@ from typing import Any
 
 from inferencekit.api.detect import EngineInfo
 from inferencekit.bench.appliance_collect import NONCE_VERSION, Collector, load_prompts
-from inferencekit.bench.appliance_judge import RECEIPT_FORMAT, receipt_verdict
+from inferencekit.bench.appliance_judge import receipt_verdict
+from inferencekit.evidence.receipt import RECEIPT_FORMAT
 from inferencekit.evidence import artifact, build_record, metric, save_record, tool_identity
 from inferencekit.rundir import RunDir, write_bytes, write_json
 
@@ -109,7 +110,7 @@ async def run_appliance(col: Collector, *, label: str, comparison_id: str, metad
     receipt["run"]["finished_at"] = _now()
     verdict, reasons = receipt_verdict(receipt)
     receipt["verdict"] = verdict
-    receipt["limitations"] = reasons + _engine_limitations(receipt, info)
+    receipt["limitations"] = reasons + _engine_limitations(receipt, info) + list(settings.notes)
     write_json(receipt_path(run), receipt, indent=True)
     partial.unlink(missing_ok=True)
     return receipt
@@ -168,7 +169,7 @@ def appliance_record(run: RunDir, receipt: dict[str, Any], info: EngineInfo) -> 
     if card.is_file():
         arts.append(artifact(card, run.path, "card"))
     for kind, role in (("inputs", "request"), ("outputs", "reply")):
-        for p in sorted(run.path.glob(f"{kind}/*/appliance-*/*/*.json")):
+        for p in run.appliance_files(kind):
             arts.append(artifact(p, run.path, role))
     metrics = []
     for name, sec in receipt["decode"].items():

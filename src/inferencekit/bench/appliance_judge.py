@@ -24,11 +24,9 @@ from inferencekit.api.reply import is_ok
 
 __all__ = ["percentile_nearest", "summary", "decode_row", "prefill_row", "validate_structured_output",
            "completion_validation", "decode_section", "prefill_section", "concurrency_round",
-           "concurrency_section", "receipt_verdict", "cached_prompt_tokens", "STRUCTURED_LENGTH",
-           "RECEIPT_FORMAT"]
+           "concurrency_section", "receipt_verdict", "cached_prompt_tokens", "STRUCTURED_LENGTH"]
 
 STRUCTURED_LENGTH = 50  # objects the structured workload asks for
-RECEIPT_FORMAT = "inferencekit.appliance.v1"  # the receipt's "format" (docs/appliance.md)
 
 
 def percentile_nearest(values: Sequence[float], fraction: float) -> float:

@@ -15,9 +15,10 @@ from typing import Any
 import orjson
 
 from inferencekit.errors import OpError
+from inferencekit.rundir import write_json
 
 __all__ = ["PLACEHOLDER", "PREFILL_GENERATED_TOKENS", "REQUIRED_FIELDS", "check_metadata", "check_prefill_depths",
-           "field_problems", "load_metadata"]
+           "field_problems", "load_metadata", "check_target", "write_metadata"]
 
 PLACEHOLDER = "CHANGE ME"
 PREFILL_GENERATED_TOKENS = 8  # max_tokens of every prefill request
@@ -155,3 +156,23 @@ def check_prefill_depths(depths: list[int], context_limit: int, generated: int =
         if depth + generated > context_limit:
             raise OpError(f"prefill depth {depth} + {generated} generated tokens = {depth + generated} exceeds the "
                           f"declared context_limit {context_limit}; use depths ≤ {context_limit - generated}")
+
+
+def check_target(path: Path, force: bool) -> None:
+    if path.is_dir():
+        raise OpError(f"--output {str(path)!r} is a directory; name a file")
+    if path.exists() and not force:
+        raise OpError(f"{str(path)!r} already exists; pass --force to overwrite it")
+
+
+def write_metadata(path: Path, metadata: dict[str, Any], force: bool) -> None:
+    """Atomically write ``metadata`` (indented JSON) to ``path``.
+
+    Raises:
+        OpError: ``path`` exists and ``force`` is false, is a directory, or cannot be written.
+    """
+    check_target(path, force)
+    try:
+        write_json(path, metadata, indent=True)
+    except OSError as e:
+        raise OpError(f"cannot write {str(path)!r}: {e.strerror or e}") from None

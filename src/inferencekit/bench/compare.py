@@ -7,21 +7,15 @@ lists what breaks that (the ``bench compare`` operation refuses such a pair unle
 cache-isolation method, verdict) and is shown, never refused; ``compare_receipts`` gives one row per
 figure present in both, with the ratio B/A and whether the difference exceeds the run-to-run noise.
 
-Everything here is a pure function of the two receipt dicts, except ``load_receipt``.
+Everything here is a pure function of the two receipt dicts (``evidence/receipt.py`` reads them).
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from inferencekit.bench.appliance_judge import RECEIPT_FORMAT
-from inferencekit.errors import OpError
-
-__all__ = ["ABSENT", "RECEIPT_FORMAT", "Difference", "compare_receipts", "load_receipt", "receipt_differences", "receipt_integrity",
-           "receipt_notes"]
+__all__ = ["ABSENT", "Difference", "compare_receipts", "receipt_differences", "receipt_notes"]
 
 
 #: The value a ``Difference`` holds for a field present in one receipt only.
@@ -56,82 +50,6 @@ class Difference:
 
     def to_dict(self) -> dict[str, Any]:
         return {"field": self.field, "a": self.a, "b": self.b}
-
-
-_SECTION_TYPES = {"protocol": dict, "tool": dict, "run": dict, "settings": dict, "decode": dict, "prefill": dict,
-                  "concurrency": dict, "skipped": dict, "limitations": list}
-
-
-def receipt_file(path: str | Path) -> Path:
-    """The receipt file behind ``path``: the file itself, or a run directory's ``appliance/receipt.json``.
-
-    Raises:
-        OpError: nothing there (the message names the path looked for).
-    """
-    p = Path(path)
-    if p.is_dir():
-        inner = p / "appliance" / "receipt.json"
-        if not inner.is_file():
-            raise OpError(f"{p} is a directory without appliance/receipt.json ({inner} does not exist; give a receipt "
-                          "file or the run directory of a bench appliance run)")
-        return inner
-    if not p.exists():
-        raise OpError(f"{p}: no such receipt file or run directory")
-    return p
-
-
-def receipt_integrity(path: str | Path) -> tuple[str, str]:
-    """``(status, message)``: whether the receipt still matches the ``appliance`` record made with it.
-
-    ``status`` is ``"intact"`` (the record beside it in its run dir lists this receipt and every reply file
-    with unchanged SHA-256), ``"changed"`` (the record names what differs), or ``"unchecked"`` (a copy
-    outside its run dir, or no record there). A content id shows edits; it is not a signature.
-    """
-    from inferencekit.evidence import integrity_problem
-
-    p = receipt_file(path).resolve()
-    run_dir = p.parent.parent
-    run_json = run_dir / "run.json"
-    if p.parent.name != "appliance" or not run_json.is_file():
-        return "unchecked", f"{p} is not inside its run dir: not checked against its evidence record"
-    try:
-        rec_id = json.loads(run_json.read_text()).get("appliance_record")
-        record = json.loads((run_dir / "evidence" / f"{rec_id}.json").read_text()) if rec_id else None
-    except (OSError, json.JSONDecodeError):
-        record = None
-    if not isinstance(record, dict):
-        return "unchecked", f"{run_dir} holds no appliance record for {p.name}: not checked"
-    problem = integrity_problem(record, run_dir)
-    if problem:
-        return "changed", f"{p} no longer matches its evidence record {record.get('evidence_id')}: {problem}"
-    return "intact", f"matches evidence record {record.get('evidence_id')}"
-
-
-def load_receipt(path: str | Path) -> dict[str, Any]:
-    """Read an appliance receipt: a receipt JSON file, or a run directory holding ``appliance/receipt.json``.
-
-    Returns:
-        The receipt as a dict (docs/appliance.md, Receipt).
-
-    Raises:
-        OpError: the path (or the run directory's receipt) does not exist, is not readable JSON, is
-            not a JSON object, its ``format`` is not ``inferencekit.appliance.v1``, or a top-level
-            section has the wrong JSON type. The message names the path.
-    """
-    p = receipt_file(path)
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise OpError(f"{p}: not a readable JSON receipt ({e})") from None
-    if not isinstance(doc, dict):
-        raise OpError(f"{p}: not an appliance receipt (a JSON {type(doc).__name__}, expected an object with "
-                      f"\"format\": \"{RECEIPT_FORMAT}\")")
-    if doc.get("format") != RECEIPT_FORMAT:
-        raise OpError(f"{p}: not an appliance receipt (format {doc.get('format')!r}, expected {RECEIPT_FORMAT!r})")
-    for key, typ in _SECTION_TYPES.items():
-        if doc.get(key) is not None and not isinstance(doc[key], typ):
-            raise OpError(f"{p}: damaged receipt: {key!r} is not a JSON {'object' if typ is dict else 'array'}")
-    return doc
 
 
 def _obj(x: Any) -> dict[str, Any]:

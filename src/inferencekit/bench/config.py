@@ -10,8 +10,8 @@ from inferencekit.bench.plan import LevelSpec
 __all__ = ["ServeConfig", "FIXED_FIELDS"]
 
 # Request fields bench serve sets itself; --extra-body may not override them.
-FIXED_FIELDS = {"model", "messages", "prompt", "max_tokens", "stream", "stream_options", "temperature",
-                "ignore_eos", "return_token_ids", "logprobs", "top_logprobs"}
+FIXED_FIELDS = frozenset({"model", "messages", "prompt", "max_tokens", "stream", "stream_options", "temperature",
+                          "ignore_eos", "return_token_ids", "logprobs", "top_logprobs"})
 
 
 @dataclass(slots=True)
@@ -39,10 +39,11 @@ class ServeConfig:
     tokenizer: str | None = None
     extra_body: dict[str, Any] = field(default_factory=dict)
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+    refused_fields: list[str] = field(default_factory=list)  # --extra-body fields not sent (bench serve sets them)
     timeout_s: float = 600.0
     engine_label: str | None = None
-    probes: bool = False
-    kat: int = 0  # known-answer requests alone, then inside the heaviest level (bench/kat.py)
+    probes: bool = False  # the caller mixes in the hidden probes (gates/probes/load.py); bench only sends them
+    kat: int = 0  # the caller mixes in known-answer requests alone, then inside the heaviest level
     kat_max_tokens: int = 64
     workers: int = 1  # client processes per level (bench/workers.py); with ray, Ray actors
     ray: str | None = None  # --ray: a Ray cluster address ("default": RAY_ADDRESS or a local Ray), None = no Ray

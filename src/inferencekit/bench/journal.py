@@ -31,7 +31,7 @@ import numpy as np
 import orjson
 
 from inferencekit.api.client import Exchange
-from inferencekit.rundir import RunDir, write_json
+from inferencekit.rundir import RunDir, journal_paths, write_json
 
 __all__ = ["Journal", "JOURNAL_NAME", "journal_paths", "read_journal", "materialise", "encode_record"]
 
@@ -39,11 +39,6 @@ JOURNAL_NAME = "journal.jsonl"
 SWITCH_INTERVAL_S = 0.0005
 BURST, BURST_PAUSE_S, BURST_MAX_S = 16, 0.02, 0.5
 _STOP = object()
-
-
-def journal_paths(level_dir: Path) -> list[Path]:
-    """The journals of one level: ``journal.jsonl`` and, with ``--workers``, ``journal-w<i>.jsonl``."""
-    return sorted(level_dir.glob("journal*.jsonl"))
 
 
 def encode_record(key: str, bucket: str, meta: dict[str, Any], ex: Exchange) -> bytes:
@@ -178,14 +173,23 @@ def read_journal(path: Path) -> tuple[list[dict[str, Any]], int]:
 
 def materialise(run: RunDir, engine: str, level: str, path: Path,
                 extra_meta: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
-    """Write the input and reply file of every journal record, yield each reply, then delete the journal.
+    """Write the input and reply file of every journal record, yield each load reply, then delete the journal.
 
-    ``extra_meta`` is added to every reply (``--workers``: the worker and its clock anchor)."""
+    A record whose meta names a ``folder`` is an extra request the caller mixed into the level (hidden probe,
+    known answer): its files go to ``inputs|outputs/<engine>/<folder>/<id>.json`` and it is not yielded (it is
+    not a load request). ``extra_meta`` is added to every reply (``--workers``: the worker and its clock anchor).
+    """
     records, _torn = read_journal(path)
     for rec in records:
         ex = rec["exchange"]
+        meta = dict(rec["meta"])
+        folder = meta.pop("folder", None)
+        reply = ex.to_reply(**meta, **(extra_meta or {}))
+        if folder is not None:
+            write_json(run.special_path(engine, folder, rec["key"], kind="inputs"), ex.body)
+            write_json(run.special_path(engine, folder, rec["key"]), reply)
+            continue
         write_json(run.input_path(engine, level, rec["bucket"], rec["key"]), ex.body)
-        reply = ex.to_reply(**rec["meta"], **(extra_meta or {}))
         write_json(run.output_path(engine, level, rec["bucket"], rec["key"]), reply)
         yield reply
     path.unlink()

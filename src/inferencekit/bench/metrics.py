@@ -11,46 +11,10 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from inferencekit.api.reply import is_ok
+from inferencekit.shapes import is_ok, n_out, reply_end_ns, reply_start_ns
 from inferencekit.stats import summarize
 
 __all__ = ["n_out", "level_metrics", "reply_start_ns", "reply_end_ns", "meets_slo"]
-
-
-def n_out(reply: Mapping[str, Any], retokenized: int | None = None) -> tuple[int | None, str | None]:
-    """(N_out, source): usage.completion_tokens, else the streamed count, else the re-tokenized count."""
-    u = (reply.get("usage") or {}).get("completion_tokens")
-    if isinstance(u, int) and not isinstance(u, bool):
-        return u, "usage"
-    s = reply.get("n_streamed")
-    if isinstance(s, int):
-        return s, f"streamed:{reply.get('streamed_method')}"
-    if retokenized is not None:
-        return retokenized, "retokenized"
-    return None, None
-
-
-def _clock(reply: Mapping[str, Any]) -> int:
-    """Offset from the reply's perf_counter stamps to the wall clock (``--workers``/``--ray`` replies carry
-    their process's ``clock_offset_ns``; 0 otherwise, one process's clock throughout)."""
-    off = reply.get("clock_offset_ns")
-    return off if isinstance(off, int) else 0
-
-
-def reply_start_ns(reply: Mapping[str, Any]) -> int | None:
-    """Absolute send time of a reply on the level's common clock (see ``_clock``)."""
-    sent = reply.get("sent_ns")
-    return sent + _clock(reply) if isinstance(sent, int) else None
-
-
-def reply_end_ns(reply: Mapping[str, Any]) -> int | None:
-    """Absolute end of a reply (its last event of any kind), ns on the level's common clock: the client's
-    perf_counter, or the wall clock when replies come from several processes (``clock_offset_ns``)."""
-    evs = reply.get("events") or []
-    start = reply_start_ns(reply)
-    if start is None:
-        return None
-    return start + (int(evs[-1][0]) if evs else 0)
 
 
 def _tpot_ms(reply: Mapping[str, Any], n: int | None) -> float | None:

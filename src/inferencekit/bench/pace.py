@@ -23,10 +23,9 @@ import numpy as np
 
 from inferencekit.stats import summarize
 
-__all__ = ["LoopLagMonitor", "LAG_INTERVAL_MS", "CLIENT_FILE", "process_identity"]
+__all__ = ["LoopLagMonitor", "LAG_INTERVAL_MS", "process_identity"]
 
 LAG_INTERVAL_MS = 5.0
-CLIENT_FILE = "client.json"  # outputs/<engine>/load-<level>/client.json: each client process's figures
 
 
 def process_identity() -> dict[str, Any]:

@@ -19,7 +19,7 @@ from inferencekit.data.prompts import Prompt
 from inferencekit.errors import OpError
 from inferencekit.rundir import SALT_PATTERN
 
-__all__ = ["LevelSpec", "PlannedRequest", "Planner", "parse_levels", "request_body", "SALT_PATTERN",
+__all__ = ["LevelSpec", "PlannedRequest", "Planner", "heaviest_level", "parse_levels", "request_body", "SALT_PATTERN",
            "parse_slo"]
 
 
@@ -211,3 +211,12 @@ def request_body(req: PlannedRequest, *, model: str, max_tokens: int | None, str
     if ctk and p.messages is not None:
         body["chat_template_kwargs"] = ctk
     return body
+
+
+def heaviest_level(levels: Sequence[LevelSpec]) -> str:
+    """Label of the level with the most load: the highest request rate when any level is open-loop, else the
+    highest concurrency; the last such level on a tie."""
+    open_ = [lv for lv in levels if lv.mode == "open"]
+    if open_:
+        return max(reversed(open_), key=lambda lv: lv.rate or 0.0).label
+    return max(reversed(list(levels)), key=lambda lv: lv.concurrency).label

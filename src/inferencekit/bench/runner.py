@@ -2,8 +2,10 @@
 
 Collect only: each finished exchange is appended raw to the level's journal at once (nothing
 finished is lost), and the per-request input and reply files are written from it after the level
-(``bench/journal.py``), off the timing path. Nothing here judges; metrics come later from the files
-(``bench/metrics.py``).
+(``bench/journal.py``), off the timing path. The extra requests a caller mixes into a level (hidden
+probes, known answers: ``shapes.ExtraRequests``) go through the same journal into their own folders.
+Nothing here judges; metrics come later from the files (``bench/metrics.py``), verdicts on the extra
+requests from the gates.
 """
 
 from __future__ import annotations
@@ -18,11 +20,11 @@ from typing import Any
 
 from inferencekit.api.client import Client, Exchange
 from inferencekit.bench.journal import JOURNAL_NAME, Journal, materialise
-from inferencekit.bench.pace import CLIENT_FILE, LoopLagMonitor, process_identity
+from inferencekit.bench.pace import LoopLagMonitor, process_identity
 from inferencekit.bench.plan import LevelSpec, PlannedRequest, Planner
 from inferencekit.bench.schedule import arrival_offsets_s
-from inferencekit.gates.probe_plan import OPTIONAL_FIELDS
-from inferencekit.rundir import RunDir, write_json
+from inferencekit.rundir import CLIENT_FILE, PROBES_FOLDER, RunDir, write_json
+from inferencekit.shapes import ExtraRequests, ProbeRecord
 
 __all__ = ["LoadRunner", "LevelOutcome", "endpoint_path"]
 
@@ -64,17 +66,19 @@ class LoadRunner:
         body_for: PlannedRequest → JSON body.
         optional: request fields that may be dropped when the server rejects them (HTTP 400).
         on_done: progress callback ``(level label, ok)`` called after each reply is written.
+        extras: requests the caller mixes in (``shapes.ExtraRequests``); their own ``optional`` fields apply to them.
     """
 
     def __init__(self, client: Client, run: RunDir, engine: str, body_for: Callable[[PlannedRequest], dict[str, Any]],
-                 *, optional: tuple[str, ...] = (), on_done: Progress | None = None) -> None:
+                 *, optional: tuple[str, ...] = (), on_done: Progress | None = None,
+                 extras: ExtraRequests | None = None) -> None:
         self.client = client
         self.run = run
         self.engine = engine
         self.body_for = body_for
         self.optional = optional
         self.on_done = on_done
-        self.probes: dict[str, list[dict[str, Any]]] = {}  # level label → hidden probes to mix in (bench --probes)
+        self.extras: ExtraRequests = extras or {"alone": [], "by_level": {}, "optional": []}
 
     def _meta(self, req: PlannedRequest, level: str | None, scheduled_ns: int | None,
               dispatched_ns: int | None = None) -> dict[str, Any]:
@@ -109,29 +113,37 @@ class LoadRunner:
             self.on_done(level, ex.ok)
         return ex
 
-    async def send_probe(self, probe: dict[str, Any], level: str | None) -> None:
-        """Send one hidden probe (inside a level, or alone when ``level`` is None); its body goes to
-        ``inputs/<engine>/<folder>/<id>.json`` and its reply (with the level it ran in) to
-        ``outputs/<engine>/<folder>/<id>.json`` at once. ``folder`` is the probe's own (``bench serve --kat``:
-        ``kat/alone``, ``kat/load``), else ``probes``."""
-        out = self.run.special_path(self.engine, probe.get("folder", "probes"), probe["id"])
-        write_json(self.run.path / "inputs" / out.relative_to(self.run.path / "outputs"), probe["body"])
-        ex = await self.client.post(probe["endpoint"], probe["body"], optional=self.optional_probe)
-        meta = {"id": probe["id"], "engine": self.engine, **({"level": level} if level else {})}
-        write_json(out, ex.to_reply(**meta, probe_kind=probe["kind"]))
-        if self.on_done and level is None:  # a level's progress counts its load requests only
-            self.on_done(probe.get("folder", "probes"), ex.ok)
+    def _extra_meta(self, probe: ProbeRecord, level: str | None) -> dict[str, Any]:
+        return {"id": probe["id"], "engine": self.engine, **({"level": level} if level else {}),
+                "probe_kind": probe["kind"]}
 
-    optional_probe = OPTIONAL_FIELDS  # what the live gates may drop on a 400 (one list, gates/probe_plan.py)
+    async def send_alone(self, probe: ProbeRecord) -> None:
+        """Send one extra request outside any level (``ExtraRequests.alone``) and write its body to
+        ``inputs/<engine>/<folder>/<id>.json`` and its reply to ``outputs/<engine>/<folder>/<id>.json`` at once
+        (no level is running, so nothing is timed meanwhile)."""
+        folder = probe.get("folder", PROBES_FOLDER)
+        out = self.run.special_path(self.engine, folder, probe["id"])
+        write_json(self.run.special_path(self.engine, folder, probe["id"], kind="inputs"), probe["body"])
+        ex = await self.client.post(probe["endpoint"], probe["body"], optional=self.extras["optional"])
+        write_json(out, ex.to_reply(**self._extra_meta(probe, None)))
+        if self.on_done:
+            self.on_done(folder, ex.ok)
 
-    def _probe_turns(self, label: str, n: int | None) -> tuple[list[dict[str, Any]], int]:
-        """This level's unsent probes and how many load requests go between two of them."""
-        todo = [p for p in self.probes.get(label, ()) if self.unsent(p)]
+    async def _send_extra(self, probe: ProbeRecord, level: str, journal: Journal) -> None:
+        """Send one extra request inside a level: its exchange goes to the level's journal, and ``materialise`` writes
+        it to its own folder after the level (no parsing or file writes on the loop while the level runs)."""
+        ex = await self.client.post(probe["endpoint"], probe["body"], optional=self.extras["optional"])
+        journal.append(probe["id"], "", {**self._extra_meta(probe, level), "folder": probe.get("folder", PROBES_FOLDER)},
+                       ex)
+
+    def _probe_turns(self, label: str, n: int | None) -> tuple[list[ProbeRecord], int]:
+        """This level's unsent extra requests and how many load requests go between two of them."""
+        todo = [p for p in self.extras["by_level"].get(label, ()) if self.unsent(p)]
         return todo, max(1, (n or 64) // (len(todo) + 1)) if todo else 0
 
-    def unsent(self, probe: dict[str, Any]) -> bool:
-        """False once the probe's reply file exists (a resumed run does not send it again)."""
-        return not self.run.special_path(self.engine, probe.get("folder", "probes"), probe["id"]).is_file()
+    def unsent(self, probe: ProbeRecord) -> bool:
+        """False once the request's reply file exists (a resumed run does not send it again)."""
+        return not self.run.special_path(self.engine, probe.get("folder", PROBES_FOLDER), probe["id"]).is_file()
 
     async def preconnect(self, n: int) -> int:
         """Open ``n`` keep-alive connections before a level (``GET /v1/models`` on each, at once), so its first
@@ -200,7 +212,7 @@ class LoadRunner:
             while (remaining[0] > 0 and time.monotonic() < deadline) or probes:
                 if probes and (taken[0] >= every or remaining[0] <= 0 or time.monotonic() >= deadline):
                     taken[0] = 0
-                    await self.send_probe(probes.pop(0), spec.label)
+                    await self._send_extra(probes.pop(0), spec.label, journal)
                     continue
                 remaining[0] -= 1
                 taken[0] += 1
@@ -227,11 +239,11 @@ class LoadRunner:
 
         probes, every = self._probe_turns(spec.label, count)
 
-        async def probe(p: dict[str, Any]) -> None:
+        async def probe(p: ProbeRecord) -> None:
             if cap is None:
-                return await self.send_probe(p, spec.label)
+                return await self._send_extra(p, spec.label, journal)
             async with cap:
-                return await self.send_probe(p, spec.label)
+                return await self._send_extra(p, spec.label, journal)
 
         start_ns = start_at_ns or time.perf_counter_ns()
         side: list[asyncio.Task[None]] = []

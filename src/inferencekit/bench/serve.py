@@ -13,35 +13,37 @@ from __future__ import annotations
 
 import asyncio
 import random
-import shutil
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from inferencekit.api.body import BodyPolicy
 from inferencekit.api.client import Client
-from inferencekit.api.detect import EngineInfo
+from inferencekit.api.detect import EngineInfo, detect_engine
 from inferencekit.api.reply import is_ok
 from inferencekit.api.tokenize import TokenizeError, Tokenizer, choose_tokenizer
 from inferencekit.bench.config import ServeConfig
 from inferencekit.bench.journal import materialise
-from inferencekit.bench.kat import KAT_ALONE, KAT_LOAD, heaviest_level, judge_kat, kat_probes, read_kat
 from inferencekit.bench.manifest import METRICS_MANIFEST
 from inferencekit.bench.metrics import level_metrics
-from inferencekit.bench.pace import CLIENT_FILE
 from inferencekit.bench.pace_judge import judge_client_pace
 from inferencekit.bench.plan import LevelSpec, PlannedRequest, Planner, request_body
 from inferencekit.bench.runner import LevelOutcome, LoadRunner
 from inferencekit.bench.split import Share, split_level
 from inferencekit.bench.workers import ProcessPool, WorkerTask, run_level_split
+from inferencekit.data.datasets import build_dynamic
 from inferencekit.data.prompts import Prompt
 from inferencekit.evidence import artifact, build_record, metric, save_record
-from inferencekit.gates.result import Gate
-from inferencekit.stats import combine_claims
-from inferencekit.rundir import RunDir, read_json, write_json
+from inferencekit.rundir import (CLIENT_FILE, KAT_ALONE, KAT_LOAD, PROBES_FOLDER, RETOKENIZED_FILE, RunDir, read_json,
+                                 write_json)
+from inferencekit.shapes import ExtraRequests
 
-__all__ = ["run_bench", "load_level_replies", "bench_record"]
+__all__ = ["EXTRA_ROLES", "run_bench", "load_level_replies", "bench_record", "prepare_serve"]
 
 Progress = Callable[[str, bool], None]
+# artifact roles of the extra requests' replies in the bench record, by folder (rundir.EXTRA_FOLDERS)
+EXTRA_ROLES = {PROBES_FOLDER: "hidden probe reply", KAT_ALONE: "known-answer reply", KAT_LOAD: "known-answer reply"}
 
 
 def load_level_replies(run: RunDir, engine: str, label: str) -> list[dict[str, Any]]:
@@ -52,30 +54,6 @@ def load_level_replies(run: RunDir, engine: str, label: str) -> list[dict[str, A
         if isinstance(r, dict):
             out.append({**r, "_key": p.stem, "_path": str(p)})
     return out
-
-
-def _supersede(run: RunDir, engine: str, label: str) -> str | None:
-    """Move an interrupted level's files to ``superseded/<n>/``; returns the new folder (None if nothing)."""
-    moved = None
-    root = run.path / "superseded"
-    n = len(list(root.iterdir())) + 1 if root.is_dir() else 1
-    for kind in ("inputs", "outputs"):
-        src = run.level_dir(kind, engine, label)
-        if src.exists():
-            dst = root / str(n) / kind / engine / src.name
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            shutil.move(str(src), str(dst))
-            moved = str(root / str(n))
-    return moved
-
-
-def _used_keys(run: RunDir, engine: str) -> list[str]:
-    """File stems of every request already sent in this run (superseded ones too)."""
-    stems = [p.stem for p in (run.path / "outputs" / engine).glob("**/*.json")] if (run.path / "outputs").is_dir() else []
-    sup = run.path / "superseded"
-    if sup.is_dir():
-        stems += [p.stem for p in sup.glob(f"*/outputs/{engine}/**/*.json")]
-    return [s for s in stems if s != "retokenized"]
 
 
 async def _retokenize(tok: Tokenizer, replies: Sequence[dict[str, Any]], limit: int = 4) -> dict[str, int]:
@@ -93,25 +71,6 @@ async def _retokenize(tok: Tokenizer, replies: Sequence[dict[str, Any]], limit: 
     return out
 
 
-def hidden_probes_by_level(cfg: ServeConfig, info: EngineInfo, labels: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
-    """``bench serve --probes``: the hidden-probe groups (from the packaged dev prompts, tagged at random with a
-    seed derived from the run's), dealt to the levels round robin, one group at a time."""
-    from inferencekit.data.prompts import load_prompt_set
-    from inferencekit.gates.probe_plan import load_probe_bodies, top_k_off
-
-    probes = load_probe_bodies(list(load_prompt_set("dev").prompts), seed=random.Random(f"{cfg.seed}:probes").getrandbits(62),
-                               model=str(info.model), max_tokens=cfg.max_tokens or 64, top_k_off=top_k_off(info.engine),
-                               sampling_prompts=4, extra=cfg.extra_body, ctk=cfg.chat_template_kwargs,
-                               neutral=info.dialect.neutral_sampling)
-    groups: dict[str, list[dict[str, Any]]] = {}
-    for p in probes:
-        groups.setdefault(p["key"], []).append(p)
-    out: dict[str, list[dict[str, Any]]] = {label: [] for label in labels}
-    for i, group in enumerate(groups.values()):
-        out[labels[i % len(labels)]].extend(group)
-    return out
-
-
 def _fixed_fields(cfg: ServeConfig, info: EngineInfo) -> dict[str, Any]:
     fixed: dict[str, Any] = {"temperature": cfg.temperature}
     if cfg.ignore_eos:
@@ -123,7 +82,7 @@ def _fixed_fields(cfg: ServeConfig, info: EngineInfo) -> dict[str, Any]:
 
 async def run_bench(cfg: ServeConfig, client: Client, info: EngineInfo, run: RunDir, prompts: Sequence[Prompt], *,
                     on_done: Progress | None = None, on_level: Callable[[str, int], None] | None = None,
-                    resume: bool = False) -> dict[str, Any]:
+                    resume: bool = False, extras: ExtraRequests | None = None) -> dict[str, Any]:
     """Run every level of ``cfg`` into ``run`` and return the ``bench`` record (saved).
 
     Args:
@@ -131,6 +90,10 @@ async def run_bench(cfg: ServeConfig, client: Client, info: EngineInfo, run: Run
         on_done: progress callback per finished request ``(level, ok)``.
         on_level: called with ``(label, planned requests or 0 for duration mode)`` as each level starts.
         resume: keep finished levels already on disk.
+        extras: requests the caller mixes in (hidden probes, known answers; ``shapes.ExtraRequests``): the
+            ``alone`` ones are sent after the warm-up, the others inside their level. They are recorded in their
+            folders and listed in the record, never judged here and never in a level's metrics; a resumed run
+            sends only those without a reply file.
     """
     engine = cfg.engine_label or info.engine
     fixed = _fixed_fields(cfg, info)
@@ -144,13 +107,11 @@ async def run_bench(cfg: ServeConfig, client: Client, info: EngineInfo, run: Run
 
     planner = Planner(prompts, cfg.seed)
     if resume:
-        for journal in (run.path / "outputs" / engine).glob("load-*/journal*.jsonl"):
+        for journal in run.journals(engine):
             # a client that died mid-level left its finished exchanges here: recover them as files
             list(materialise(run, engine, journal.parent.name.removeprefix("load-"), journal))
-        planner.restore(_used_keys(run, engine))
-    runner = LoadRunner(client, run, engine, body_for, optional=optional, on_done=on_done)
-    if cfg.probes:
-        runner.probes = hidden_probes_by_level(cfg, info, [lv.label for lv in cfg.levels])
+        planner.restore(run.sent_keys(engine))
+    runner = LoadRunner(client, run, engine, body_for, optional=optional, on_done=on_done, extras=extras)
     # the client processes first: a Ray cluster that cannot be reached (or is too small) stops the run before
     # anything is sent
     pool = open_pool(cfg) if cfg.workers > 1 or cfg.ray is not None else None
@@ -173,8 +134,11 @@ async def _run_with_pool(cfg: ServeConfig, client: Client, info: EngineInfo, run
         await runner.warmup(planner, cfg.warmup)
     state["warmup_done"] = True
     run.update_run(bench_state=state)
-    if cfg.kat:
-        await _known_answers_alone(cfg, info, runner, on_level)
+    alone = [p for p in runner.extras["alone"] if runner.unsent(p)]
+    if alone and on_level:
+        on_level("extra requests, alone", len(alone))
+    for p in alone:
+        await runner.send_alone(p)
     ran: list[str] = []
     for spec in cfg.levels:
         st = state["levels"].get(spec.label, {})
@@ -182,7 +146,7 @@ async def _run_with_pool(cfg: ServeConfig, client: Client, info: EngineInfo, run
                                                   load_level_replies(run, engine, spec.label)):
             continue
         if st or run.level_dir("outputs", engine, spec.label).exists():
-            moved = _supersede(run, engine, spec.label)
+            moved = run.supersede_level(engine, spec.label)
             if moved:
                 state["superseded"].append({"level": spec.label, "to": moved})
         state["levels"][spec.label] = {"state": "running", "attempt": int(st.get("attempt", 0)) + 1}
@@ -207,7 +171,7 @@ async def _run_with_pool(cfg: ServeConfig, client: Client, info: EngineInfo, run
     if tok is not None:
         for label in ran:  # levels kept from before keep their counts (and the files their record hashed)
             counts = await _retokenize(tok, load_level_replies(run, engine, label))
-            write_json(run.level_dir("outputs", engine, label) / "retokenized.json",
+            write_json(run.level_dir("outputs", engine, label) / RETOKENIZED_FILE,
                        {"tokenizer": tok.source, "counts": dict(sorted(counts.items()))})
     return bench_record(run, cfg, info, engine, retok_source=tok.source if tok else None, fixed=fixed)
 
@@ -216,10 +180,11 @@ async def _split_level(pool: Any, cfg: ServeConfig, client: Client, run: RunDir,
                        planner: Planner, runner: LoadRunner, body_kw: dict[str, Any], optional: tuple[str, ...],
                        prompts: Sequence[Prompt], n_req: int | None, seed: int, on_done: Progress | None) -> LevelOutcome:
     """One level sent by the pool's processes (``--workers`` / ``--ray``), merged into the run dir; the planner then
-    continues after the draws they used. Hidden probes and known answers of the level go with process 0."""
+    continues after the draws they used. The level's extra requests (hidden probes, known answers) go with process 0."""
     shares = split_level(spec, pool.size, num_requests=n_req, seed=seed)
     used = list(planner.used.elements())
-    probes = [p for p in runner.probes.get(spec.label, []) if runner.unsent(p)]
+    mixed = [p for p in runner.extras["by_level"].get(spec.label, []) if runner.unsent(p)]
+    extras: ExtraRequests = {"alone": [], "by_level": {spec.label: mixed}, "optional": runner.extras["optional"]}
     dealt: dict[int, list[PlannedRequest]] = {}
     if n_req is not None:  # the level's requests drawn here as one client would draw them, dealt in blocks
         for share in shares:
@@ -230,7 +195,7 @@ async def _split_level(pool: Any, cfg: ServeConfig, client: Client, run: RunDir,
                           timeout_s=cfg.timeout_s, engine=engine, run_path=str(run.path) if pool.shared_fs else None,
                           prompts=list(prompts), planner_seed=planner.seed, used_keys=used, body=body_kw,
                           optional=optional, rejected_fields=sorted(client.rejected_fields), duration_s=cfg.duration_s,
-                          probes=probes if share.worker == 0 else [], requests=dealt.get(share.worker))
+                          extras=extras if share.worker == 0 else None, requests=dealt.get(share.worker))
 
     outcome = await run_level_split(pool, run, engine, shares, make_task, on_done=on_done)
     for _ in range(max(outcome.client.get("draws") or [0])):  # duration mode: past the furthest process's draws
@@ -248,20 +213,6 @@ def open_pool(cfg: ServeConfig) -> Any:
     return ProcessPool(cfg.workers)
 
 
-async def _known_answers_alone(cfg: ServeConfig, info: EngineInfo, runner: LoadRunner,
-                               on_level: Callable[[str, int], None] | None) -> None:
-    """``--kat``: send the known-answer requests one at a time (those not on disk yet), then queue their copies
-    for the heaviest level."""
-    kat = kat_probes(cfg.kat, model=str(info.model), max_tokens=cfg.kat_max_tokens, extra=cfg.extra_body,
-                     ctk=cfg.chat_template_kwargs)
-    todo = [p for p in ({**p, "folder": KAT_ALONE} for p in kat) if runner.unsent(p)]
-    if todo and on_level:
-        on_level("known answers, alone", len(todo))
-    for p in todo:
-        await runner.send_probe(p, None)
-    runner.probes.setdefault(heaviest_level(cfg.levels), []).extend({**p, "folder": KAT_LOAD} for p in kat)
-
-
 def bench_record(run: RunDir, cfg: ServeConfig, info: EngineInfo, engine: str, *, retok_source: str | None,
                  fixed: dict[str, Any]) -> dict[str, Any]:
     """Judge the files of a finished run into the ``bench`` record (pure but for reading files and saving)."""
@@ -276,7 +227,7 @@ def bench_record(run: RunDir, cfg: ServeConfig, info: EngineInfo, engine: str, *
     limitations: list[str] = []
     for spec in cfg.levels:
         replies = load_level_replies(run, engine, spec.label)
-        rt_file = run.level_dir("outputs", engine, spec.label) / "retokenized.json"
+        rt_file = run.level_dir("outputs", engine, spec.label) / RETOKENIZED_FILE
         rt = read_json(rt_file)
         m = level_metrics(replies, slo=cfg.slo, retokenized=(rt or {}).get("counts"), open_loop=spec.mode == "open")
         client_file = run.level_dir("outputs", engine, spec.label) / CLIENT_FILE
@@ -294,7 +245,7 @@ def bench_record(run: RunDir, cfg: ServeConfig, info: EngineInfo, engine: str, *
             dropped.update(r.get("dropped_fields") or [])
             usage_seen = usage_seen or bool(r.get("usage"))
             artifacts.append(artifact(Path(r["_path"]), run.path, "reply"))
-        for p in sorted(run.level_dir("inputs", engine, spec.label).glob("*/*.json")):
+        for p in run.level_files("inputs", engine, spec.label, gz=False):
             artifacts.append(artifact(p, run.path, "request"))
         if rt_file.is_file():
             artifacts.append(artifact(rt_file, run.path, "retokenized counts"))
@@ -320,7 +271,7 @@ def bench_record(run: RunDir, cfg: ServeConfig, info: EngineInfo, engine: str, *
             a, b = what.split("_vs_")
             limitations.append(f"token counts disagree: {a} ≠ {b} on {n_dis} of {n_cmp} replies (an EOS or a "
                                "merged multi-byte character can explain one token; more needs the token_count gate)")
-    if cfg.retokenize and not any((run.level_dir("outputs", engine, s.label) / "retokenized.json").is_file()
+    if cfg.retokenize and not any((run.level_dir("outputs", engine, s.label) / RETOKENIZED_FILE).is_file()
                                   for s in cfg.levels):
         missing.append("re-tokenized counts: this engine has no known tokenize endpoint and no --tokenizer was given")
     if cfg.ignore_eos and "ignore_eos" in info.dialect.ignores:
@@ -335,12 +286,12 @@ def bench_record(run: RunDir, cfg: ServeConfig, info: EngineInfo, engine: str, *
                            "many tokens it carried; the server computed that extra output for every token")
     if dropped:
         limitations.append(f"the server rejected optional fields {sorted(dropped)} (HTTP 400); they were dropped")
-    kat = None
-    if cfg.kat:
-        rows, kat_files, kat_level = read_kat(run.path, engine)
-        kat = judge_kat(rows, kat_level)
-        artifacts += [artifact(run.path / f, run.path, "known-answer reply") for f in kat_files]
-        limitations += [f"known answers: {x}" for x in kat.limitations]
+    policy = BodyPolicy("bench serve", cfg.extra_body, cfg.chat_template_kwargs, tuple(cfg.refused_fields))
+    limitations += policy.limitations()
+    extra_counts: dict[str, int] = {}
+    for folder, path in run.extra_replies(engine):
+        extra_counts[folder] = extra_counts.get(folder, 0) + 1
+        artifacts.append(artifact(path, run.path, EXTRA_ROLES.get(folder, "extra request reply")))
     failed = total - ok
     if failed:
         limitations.append(f"{failed} of {total} requests failed (see each level's errors); `inferencekit bench serve "
@@ -352,33 +303,65 @@ def bench_record(run: RunDir, cfg: ServeConfig, info: EngineInfo, engine: str, *
                f"{len(cfg.levels)} level(s) " + ", ".join(
                    f"{lbl}: TTFT p50 {_fmt(v['ttft_ms']['p50'])} ms, {_fmt(v['throughput']['output_throughput_tok_s'])} tok/s"
                    for lbl, v in levels.items())
-               + (f"; known answers alone vs under load: {kat.verdict}" if kat else ""))
+               + (f"; extra requests (judged by the gates): {extra_counts}" if extra_counts else ""))
     run_json = run.read_run()
     rec = build_record(
         kind="bench", claim_class="observed", summary=summary,
         identity={"engine": {k: v for k, v in info.to_dict().items() if k != "models"}, "model": {"id": info.model},
                   "workload": workload},
         metrics=metrics, artifacts=artifacts, missing=missing, limitations=limitations,
-        verdict=_bench_verdict(failed, kat, invalid),
+        verdict=_bench_verdict(failed, invalid),
         data={"run_dir": str(run.path.resolve()), "engine_label": engine, "levels": levels, "config": cfg.to_json(),
-              "request_fields_fixed": fixed, "retokenizer": retok_source, "dropped_fields": sorted(dropped),
+              "request_fields_fixed": fixed, "request_policy": policy.to_json(), "retokenizer": retok_source,
+              "dropped_fields": sorted(dropped),
               "pins": run_json.get("pins"), "history": run_json.get("bench_state"),
               "resumes": run_json.get("resumes", []), "metrics_manifest": METRICS_MANIFEST,
-              **({"kat": kat.to_json()} if kat else {})})
+              "extra_requests": extra_counts})
     save_record(rec, run)
     run.update_run(bench_record=rec["evidence_id"])
     return rec
 
 
-def _bench_verdict(failed: int, kat: Gate | None, invalid: Sequence[str] = ()) -> str | None:
+def _bench_verdict(failed: int, invalid: Sequence[str] = ()) -> str | None:
     """None (a measurement) unless something is wrong: failed requests, or a level whose pace the client set
-    (``bench/pace_judge.py``), make it UNPROVEN; with ``--kat`` the known-answer comparison's verdict counts too
-    (a KAT that could not run counts as UNPROVEN)."""
-    parts = ["UNPROVEN"] if failed or invalid else []
-    if kat is not None:
-        parts.append("UNPROVEN" if kat.verdict == "NOT RUN" else kat.verdict)
-    return combine_claims(parts) if parts else None
+    (``bench/pace_judge.py``), make it UNPROVEN. The extra requests mixed in are judged by the gates, not here."""
+    return "UNPROVEN" if failed or invalid else None
 
 
 def _fmt(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.1f}"
+
+
+async def prepare_serve(cfg: ServeConfig, client: Client, run: RunDir, model: str | None,
+                        static: tuple[list[Prompt], dict[str, Any]] | None, *, argv: Sequence[str], operation: str,
+                        api_key_env: str | None, resume: bool = False, quiet: bool = False
+                        ) -> tuple[EngineInfo, list[Prompt]]:
+    """Detect the engine, pin identity/model/template kwargs, resolve the dataset, write run.json (the command line
+    ``argv`` and ``operation`` as given; on ``resume`` the command is added to ``resumes``).
+
+    Raises:
+        OpError: the server does not answer, or the run dir pins another engine, model or template kwargs.
+    """
+    info = await detect_engine(client, model)
+    run.pin("engine_identity", info.identity())
+    run.pin("model", info.model)
+    run.pin("chat_template_kwargs", cfg.chat_template_kwargs)
+    if static is None:
+        n = (cfg.num_prompts or 32) * len(cfg.levels) + cfg.warmup
+        tok = choose_tokenizer(cfg.tokenizer, client, info.dialect)
+        prompts, desc = await build_dynamic(cfg.dataset, n=n, seed=cfg.seed, tokenizer=tok, client=client,
+                                            input_len=cfg.input_len, max_tokens=cfg.max_tokens)
+    else:
+        prompts, desc = static
+    if desc.get("truncated") and not quiet:
+        print(f"inferencekit: note: the {desc.get('name', cfg.dataset)} data file is truncated; "
+              f"{desc.get('conversations')} complete conversations were read (recorded in run.json)",
+              file=sys.stderr)
+    if resume:
+        resumes = run.read_run().get("resumes", [])
+        run.update_run(resumes=[*resumes, {"command": list(argv), "engine": info.to_dict()}])
+    else:
+        run.update_run(command=list(argv), operation=operation, engine=info.to_dict(),
+                       dialect=info.dialect.describe(), api_key_env=api_key_env, prompt_set=desc,
+                       bench_config=cfg.to_json())
+    return info, prompts

@@ -30,7 +30,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,12 +38,12 @@ from inferencekit.api.loop import run as run_loop
 from inferencekit.api.client import Client
 from inferencekit.api.endpoint import Endpoint
 from inferencekit.bench.journal import materialise
-from inferencekit.bench.pace import CLIENT_FILE
 from inferencekit.bench.plan import PlannedRequest, Planner, request_body
 from inferencekit.bench.runner import LevelOutcome, LoadRunner
 from inferencekit.bench.split import ListPlanner, Share, StridedPlanner
 from inferencekit.data.prompts import Prompt
-from inferencekit.rundir import RunDir, write_bytes, write_json
+from inferencekit.rundir import CLIENT_FILE, RunDir, write_bytes, write_json
+from inferencekit.shapes import ExtraRequests
 
 __all__ = ["WorkerTask", "LevelWorker", "ProcessPool", "run_level_split", "clock_skew"]
 
@@ -68,7 +68,7 @@ class WorkerTask:
     optional: tuple[str, ...]
     rejected_fields: list[str]
     duration_s: float | None
-    probes: list[dict[str, Any]] = field(default_factory=list)
+    extras: ExtraRequests | None = None  # the level's extra requests (process 0 only), ``by_level`` keyed by its label
     requests: list[PlannedRequest] | None = None  # the share's requests, drawn by the parent (count mode)
 
 
@@ -119,9 +119,7 @@ class LevelWorker:
         started_wall_ns = time.time_ns()
         async with Client(Endpoint.parse(t.url, t.api_key_env), timeout_s=t.timeout_s) as client:
             client.rejected_fields.update(t.rejected_fields)
-            runner = LoadRunner(client, run, t.engine, body_for, optional=t.optional, on_done=on_done)
-            if t.probes:
-                runner.probes = {share.spec.label: list(t.probes)}
+            runner = LoadRunner(client, run, t.engine, body_for, optional=t.optional, on_done=on_done, extras=t.extras)
             name = f"journal-w{share.worker}.jsonl"
             outcome: LevelOutcome = await runner.run_level(
                 share.spec, source, num_requests=share.num_requests, duration_s=t.duration_s,

@@ -22,9 +22,10 @@ from typing import Any
 
 from inferencekit.engines.recipes import Recipe, recipe
 from inferencekit.errors import OpError
+from inferencekit.rundir import data_home, read_json
 
 __all__ = ["RunningEngine", "free_port", "start_engine", "stop_engine", "log_tail", "http_ok", "pid_alive",
-           "port_free"]
+           "port_free", "state_dir", "engine_states"]
 
 _SIGNAL_HINTS = {
     signal.SIGILL: "illegal instruction: the binary uses a CPU feature this machine does not enable (a llama.cpp "
@@ -197,3 +198,19 @@ def stop_engine(eng: RunningEngine | dict[str, Any], grace_s: float = 10.0) -> N
     pid = eng.pid if isinstance(eng, RunningEngine) else int(eng["pid"])
     _terminate(pid, grace_s)
 
+
+
+def state_dir() -> Path:
+    """Where ``engine up`` keeps one state file per engine it left running (``$INFERENCEKIT_HOME/engines``)."""
+    return data_home() / "engines"
+
+
+def engine_states() -> list[dict[str, Any]]:
+    """The state files of the engines ``engine up`` started, by name, each with its ``_file`` path added."""
+    d = state_dir()
+    out = []
+    for p in sorted(d.glob("*.json")) if d.is_dir() else []:
+        s = read_json(p)
+        if isinstance(s, dict):
+            out.append({**s, "_file": str(p)})
+    return out

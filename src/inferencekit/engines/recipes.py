@@ -22,7 +22,7 @@ from pathlib import Path
 from inferencekit.engines.model import EMBEDDED_MODEL_NAME, embedded_gguf
 from inferencekit.errors import OpError
 
-__all__ = ["Recipe", "ENGINES", "recipe", "cache_root", "llama_server_binary", "vllm_install"]
+__all__ = ["DEFAULT_CONTEXT", "Recipe", "ENGINES", "recipe", "cache_root", "llama_server_binary", "vllm_install"]
 
 ENGINES = ("llama-cpp-python", "llama-server", "vllm")
 LLAMA_CPP_VERSION = "0.3.36"
@@ -82,7 +82,10 @@ class Recipe:
     model_name: str = EMBEDDED_MODEL_NAME
 
 
-def recipe(engine: str, port: int, *, threads: int | None = None, parallel: int = 4, ctx_size: int = 4096,
+DEFAULT_CONTEXT = 4096  # context length in tokens an engine is started with (per slot for llama-server)
+
+
+def recipe(engine: str, port: int, *, threads: int | None = None, parallel: int = 4, ctx_size: int = DEFAULT_CONTEXT,
            extra: tuple[str, ...] = ()) -> Recipe:
     """The command that starts ``engine`` on ``127.0.0.1:port``.
 

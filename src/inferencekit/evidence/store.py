@@ -12,8 +12,9 @@ from typing import Any
 from inferencekit.errors import OpError
 from inferencekit.rundir import RunDir, data_home, read_json, write_bytes
 from inferencekit.evidence.canonical import canonical_json
+from inferencekit.evidence.record import integrity_problems
 
-__all__ = ["Store", "save_record", "resolve_record", "record_base"]
+__all__ = ["Store", "check_tree", "save_record", "resolve_record", "record_base"]
 
 
 def _default_root() -> Path:
@@ -90,3 +91,24 @@ def resolve_record(id_or_path: str, store: Store | None = None) -> tuple[dict[st
     if not isinstance(rec, dict) or "evidence_id" not in rec:
         raise OpError(f"{str(p)!r} is not an evidence record")
     return rec, p
+
+
+def check_tree(record: dict[str, Any], path: Path, seen: set[str] | None = None) -> list[dict[str, Any]]:
+    """Check ``record`` and, recursively, every record it lists as an artifact of role ``record``.
+
+    Returns one row per record: ``{evidence_id, kind, path, problems}``.
+    """
+    seen = seen if seen is not None else set()
+    base = record_base(path, record)
+    rows = [{"evidence_id": record.get("evidence_id"), "kind": record.get("kind"), "path": str(path),
+             "base": str(base) if base else None, "artifacts": len(record.get("artifacts", [])),
+             "problems": integrity_problems(record, base)}]
+    seen.add(str(record.get("evidence_id")))
+    for a in record.get("artifacts", []):
+        if a.get("role") != "record" or base is None:
+            continue
+        sub_path = base / a["path"]
+        sub = read_json(sub_path)
+        if isinstance(sub, dict) and str(sub.get("evidence_id")) not in seen:
+            rows.extend(check_tree(sub, sub_path, seen))
+    return rows

@@ -1,159 +1,277 @@
 """``gates check RUN_DIR``: judge a recorded run offline, with the same code the live gates use.
 
-Three sources, each judged and then merged per gate (``merge_gates``):
+This module reads; the judges (``gates/judges/``) decide. From a run dir it reads, through
+``rundir.py``'s readers:
 
-- the run-dir gates on the load replies (../shared/seeds/000, with DESIGN.md's departure: the load
-  folders ``load-*/`` are read too): token_count, output_length, unique_prompts;
-- every gate run's probe log ``probes/<gate-run>.jsonl`` (``gates run``): the live gates re-judged
-  from the recorded replies with the settings in the log's header;
-- the hidden probes a load mixed in (``bench serve --probes``, ``outputs/<engine>/probes/``):
-  hidden_probes judged as probes sent under load;
-- the known-answer requests of ``bench serve --kat`` (``outputs/<engine>/kat/``): the order gate,
-  alone vs under load.
+- the load replies and request bodies (token_count, output_length, unique_prompts; DESIGN.md's
+  departure from the seed: the load folders ``load-*/`` are read too) into ``RunRows``;
+- every gate run's probe log ``probes/<gate-run>.jsonl`` into a ``ProbeRun`` each (the live gates
+  re-judged from the recorded replies with the settings in the log's header);
+- the hidden probes a load mixed in (``bench serve --probes``, ``outputs/<engine>/probes/``) and the
+  known answers of ``bench serve --kat`` (``outputs/<engine>/kat/``) into ``RunRows`` too.
 
-A live gate with no probe replies in the run dir is NOT RUN, not applicable, with the reason.
+Then every gate of ``GATES`` gets its parts (run dir first, then each gate run), merged into one
+``Gate`` (``merge_gates``). A live gate with no probe replies in the run dir is NOT RUN, not
+applicable, with the reason.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from inferencekit.bench.kat import judge_kat, read_kat
-from inferencekit.gates.judge_probes import judge_gate_run
-from inferencekit.gates.live_hidden import gate_hidden_probes
-from inferencekit.gates.probe_collect import probe_logs, read_probe_log
-from inferencekit.gates.result import GATES, Gate, merge_gates
-from inferencekit.gates.rundir_checks import gate_output_length_static, gate_unique_prompts
-from inferencekit.gates.token_count import count_row, gate_token_count
-from inferencekit.rundir import read_json
+from inferencekit.gates import GATES
+from inferencekit.gates.inputs import LengthInputs, ProbeRun, RunRows
+from inferencekit.gates.judges.order import compare_sample
+from inferencekit.gates.judges.output_length import exact_length_of, forcing_options, reply_length
+from inferencekit.gates.judges.token_count import count_row
+from inferencekit.gates.judges.unique_prompts import request_row
+from inferencekit.gates.probes.collect import read_probe_log
+from inferencekit.gates.result import Gate, merge_gates
+from inferencekit.rundir import (KAT_ALONE, KAT_LOAD, PROBES_FOLDER, RETOKENIZED_FILE, RunDir, file_key, read_json,
+                                 walk_engine_folder)
+from inferencekit.shapes import CountRow, ProbeRecord, is_ok
 
-__all__ = ["engines_in", "token_rows", "check_run_dir", "LIVE_GATES", "load_probe_records", "gate_run_parts"]
+__all__ = ["Checked", "check_run_dir", "engines_in", "judge_probe_log", "load_requests", "output_lengths",
+           "read_run_rows", "token_rows"]
 
-LIVE_GATES = ("caching", "spec_exact", "hidden_probes", "rare_tokens")
-RETOK_TOL = 0.02  # re-tokenized count tolerance of the token_count gate (the seed's value)
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """What ``check_run_dir`` found: one ``Gate`` per row of ``GATES`` (in its order), the files judged (paths
+    relative to the run dir) and notes on the reading (a torn probe-log line, refused ``--extra-body`` fields)."""
+
+    gates: list[Gate]
+    files: list[str]
+    notes: list[str]
 
 
 def engines_in(run_dir: Path) -> list[str]:
     """Engine labels with outputs in ``run_dir`` (``outputs/<engine>/``) or probe logs (``probes/``), sorted."""
-    base = run_dir / "outputs"
-    labels = {p.name for p in base.iterdir() if p.is_dir()} if base.is_dir() else set()
-    for path in probe_logs(run_dir):
+    run = RunDir(run_dir)
+    labels = set(run.engines())
+    for path in run.gate_run_logs():
         engine = read_probe_log(path)[0].get("engine")
         if isinstance(engine, str):
             labels.add(engine)
     return sorted(labels)
 
 
-def token_rows(run_dir: Path, engine: str) -> tuple[list[dict[str, Any]], str | None, list[str]]:
+def _rel(run: RunDir, path: Path) -> str:
+    return path.relative_to(run.path).as_posix()
+
+
+def token_rows(run_dir: Path, engine: str) -> tuple[list[CountRow], str | None, list[str]]:
     """Count rows of every load reply of ``engine`` (``count_row``), the re-tokenizer named in the levels'
     ``retokenized.json`` (None when no level has one), and the reply files read (relative paths).
 
     A reply's ``max_tokens`` comes from its request body (``inputs/…``, same relative path)."""
-    rows: list[dict[str, Any]] = []
+    run = RunDir(run_dir)
+    rows: list[CountRow] = []
     files: list[str] = []
     tokenizer = None
-    for level in sorted((run_dir / "outputs" / engine).glob("load-*")):
-        if not level.is_dir():
-            continue
-        retok = read_json(level / "retokenized.json") or {}
+    for level in run.levels(engine):
+        retok = read_json(run.level_dir("outputs", engine, level) / RETOKENIZED_FILE) or {}
         counts = retok.get("counts") or {}
         tokenizer = tokenizer or retok.get("tokenizer")
-        for path in sorted(level.glob("*/*.json")):
+        for path in run.replies(engine, level):
             reply = read_json(path)
             if not isinstance(reply, dict):
                 continue
-            rel = path.relative_to(run_dir)
-            body = read_json(run_dir / "inputs" / rel.relative_to("outputs")) or {}
+            body = read_json(run.input_of(path)) or {}
             mt = body.get("max_tokens") if isinstance(body, dict) else None
-            row = count_row(f"{level.name}/{path.parent.name}/{path.stem}", reply,
+            row = count_row(f"load-{level}/{path.parent.name}/{path.stem}", reply,
                             max_tokens=mt if isinstance(mt, int) else None, retokenized=counts.get(path.stem))
-            files.append(rel.as_posix())
+            files.append(_rel(run, path))
             if row is not None:
                 rows.append(row)
     return rows, tokenizer, files
 
 
-def load_probe_records(run_dir: Path, engine: str) -> tuple[list[dict[str, Any]], list[str]]:
+def _key(level: str | None, path: Path) -> str:
+    """``<id>[~k]`` for a top-level request, ``load-<level>/<id>[~k]`` for a load request (ids repeat across levels,
+    so the level is part of the key)."""
+    return file_key(path) if level is None else f"load-{level}/{file_key(path)}"
+
+
+def output_lengths(outputs: Path) -> dict[str, dict[str, Any]]:
+    """Generated length of every reply of one engine's outputs folder (``outputs/<engine>``, of this run dir or
+    another's; top-level buckets and load levels, not the warm-up or the extra requests' folders), by ``_key``:
+    ``{"source" (relative to the folder), "bucket", "level", "length", "method", "problem"}`` (``reply_length``)."""
+    out: dict[str, dict[str, Any]] = {}
+    for level, p in walk_engine_folder(outputs):
+        length, method, problem = reply_length(read_json(p))
+        out[_key(level, p)] = {"source": p.relative_to(outputs).as_posix(), "bucket": p.parent.name, "level": level,
+                               "length": length, "method": method, "problem": problem}
+    return out
+
+
+def exact_requests(run: RunDir, engine: str) -> dict[str, tuple[int, frozenset[str], str]]:
+    """``{key: (max_tokens, forcing options, source)}`` for one engine's exact-length request bodies."""
+    out = {}
+    for level, p in run.walk("inputs", engine):
+        body = read_json(p)
+        want = exact_length_of(body) if isinstance(body, dict) else None
+        if want is not None:
+            out[_key(level, p)] = (want, forcing_options(body), _rel(run, p))
+    return out
+
+
+def load_requests(run: RunDir) -> list[dict[str, Any]]:
+    """One ``request_row`` per load request of every engine: the request bodies of each level, or its reply files
+    when the level holds no bodies."""
+    rows: list[dict[str, Any]] = []
+    levels = sorted({(e, lv) for kind in ("inputs", "outputs") for e in run.load_engines(kind)
+                     for lv in run.levels(e, kind)})
+    for engine, level in levels:
+        bodies = run.level_files("inputs", engine, level)
+        from_inputs = bool(bodies)
+        for p in bodies or run.level_files("outputs", engine, level):
+            row = request_row(_rel(run, p), engine, level, file_key(p).split("~", 1)[0], read_json(p),
+                              from_inputs=from_inputs)
+            if row is not None:
+                rows.append(row)
+    return rows
+
+
+def load_probe_records(run: RunDir, engine: str) -> tuple[list[ProbeRecord], list[str]]:
     """The hidden-probe records a load mixed in (``outputs/<engine>/probes/<key>.<kind>.json``, bodies from
     ``inputs/…``), and the files read."""
-    records, files = [], []
-    for path in sorted((run_dir / "outputs" / engine / "probes").glob("*.json")):
+    records: list[ProbeRecord] = []
+    files = []
+    for path in run.extra_files(engine, PROBES_FOLDER):
         reply = read_json(path)
         key, _, kind = path.stem.rpartition(".")
         if not isinstance(reply, dict) or not key:
             continue
-        body = read_json(run_dir / "inputs" / engine / "probes" / path.name) or {}
+        body = read_json(run.input_of(path)) or {}
         records.append({"id": path.stem, "kind": kind, "key": key, "meta": {}, "body": body, "reply": reply})
-        files.append(path.relative_to(run_dir).as_posix())
+        files.append(_rel(run, path))
     return records, files
 
 
-def gate_run_parts(run_dir: Path, engine: str, gate_runs: list[str] | None = None
-                   ) -> tuple[dict[str, list[Gate]], list[str], list[str]]:
-    """Gates judged from the probe logs of ``engine`` (all, or those named in ``gate_runs``): parts by gate
-    name, the log files read, and notes (e.g. torn lines)."""
+def read_kat(run: RunDir, engine: str) -> tuple[list[dict[str, Any]], list[str], str | None]:
+    """``compare_sample`` rows (alone first, then under load) of every known-answer request of ``engine``, the reply
+    files read (relative paths) and the level the load copies ran in (None when none did)."""
+    alone = {p.stem: p for p in run.extra_files(engine, KAT_ALONE)}
+    load = {p.stem: p for p in run.extra_files(engine, KAT_LOAD)}
+    rows, files, level = [], [], None
+    for key in sorted(set(alone) | set(load)):
+        a = read_json(alone[key]) if key in alone else None
+        b = read_json(load[key]) if key in load else None
+        level = level or (b or {}).get("level")
+        files += [_rel(run, p) for p in (alone.get(key), load.get(key)) if p is not None]
+        rows.append(compare_sample(key, [("alone", a if isinstance(a, dict) else None),
+                                         ("under load", b if isinstance(b, dict) else None)]))
+    return rows, files, level
+
+
+def read_run_rows(run_dir: Path, engine: str, *, reference: Path | None = None, length_tolerance: float = 0.10,
+                  max_length_outliers: float = 0.10, ignored_options: Sequence[str] | None = None
+                  ) -> tuple[RunRows, list[str]]:
+    """Everything the gates judge from ``run_dir``'s own files for ``engine``, and the files read.
+
+    Args:
+        reference: another engine's outputs folder (same layout) for output_length's comparison.
+        length_tolerance, max_length_outliers: output_length's per-prompt tolerance and allowed share of outliers.
+        ignored_options: options the engine drops (None: the dialect's, from run.json).
+    """
+    run = RunDir(run_dir)
+    counts, tokenizer, files = token_rows(run.path, engine)
+    lengths = output_lengths(run.path / "outputs" / engine)
+    ignored = tuple(ignored_options if ignored_options is not None else
+                    (run.read_run().get("dialect") or {}).get("known_ignored_options") or ())
+    ref = output_lengths(reference) if reference is not None else None
+    length_inputs = LengthInputs(lengths, exact_requests(run, engine), ref, str(reference) if reference else "",
+                                 length_tolerance, max_length_outliers, ignored) if lengths else None
+    mixed, mixed_files = load_probe_records(run, engine)
+    kat_rows, kat_files, kat_level = read_kat(run, engine)
+    rows = RunRows(engine=engine, has_load=bool(files), count_rows=counts, tokenizer=tokenizer, lengths=length_inputs,
+                   requests=load_requests(run), journals=[_rel(run, p) for p in run.journals()],
+                   mixed_probes=mixed, kat_rows=kat_rows, kat_level=kat_level)
+    return rows, files + mixed_files + kat_files
+
+
+def judge_probe_log(header: dict[str, Any], records: Sequence[ProbeRecord], *, where: str = "live"
+                    ) -> dict[str, Gate]:
+    """The gates one gate run asked for (``header["settings"]["gates"]``) that have a live part, by name.
+
+    A gate that needs an answered probe (``GateSpec.needs_answer``) is NOT RUN when the endpoint answered none.
+    """
+    run = ProbeRun(header, records, where)
+    asked = [GATES[g] for g in run.settings.get("gates") or () if g in GATES and GATES[g].judge_probes is not None]
+    answered = any(r.get("reply") and is_ok(r["reply"] or {}) for r in records
+                   if not str(r.get("kind", "")).endswith("_reference"))
+    out: dict[str, Gate] = {}
+    for spec in asked:
+        assert spec.judge_probes is not None
+        if spec.needs_answer and not answered:
+            first = next((r["reply"].get("error") for r in records if r.get("reply") and (r["reply"] or {}).get("error")),
+                         None)
+            out[spec.name] = Gate(spec.name, "NOT RUN", "the endpoint answered no probe"
+                                  + (f" (first error: {first[:200]})" if first else ""))
+        else:
+            out[spec.name] = spec.judge_probes(run)
+    return out
+
+
+def _gate_run_parts(run: RunDir, engine: str, gate_runs: Sequence[str] | None
+                    ) -> tuple[dict[str, list[Gate]], list[str], list[str]]:
+    """Gates judged from the probe logs of ``engine`` (all, or those named in ``gate_runs``): parts by gate name,
+    the log files read, and notes (torn lines, refused ``--extra-body`` fields)."""
     parts: dict[str, list[Gate]] = {}
     files, notes = [], []
-    for path in probe_logs(run_dir):
+    for path in run.gate_run_logs():
         if gate_runs is not None and path.stem not in gate_runs:
             continue
         header, records, bad = read_probe_log(path)
         if header.get("engine") not in (None, engine):
             continue
-        rel = path.relative_to(run_dir).as_posix()
+        rel = _rel(run, path)
         files.append(rel)
         if bad:
             notes.append(f"{rel}: {bad} unreadable line(s) skipped (a write cut short?)")
-        for name, gate in judge_gate_run(header, records).items():
+        refused = ((header.get("settings") or {}).get("request_policy") or {}).get("refused_fields") or []
+        if refused:
+            notes.append(f"{rel}: --extra-body fields {', '.join(refused)} were not sent: the probes set them "
+                         "themselves")
+        for name, gate in judge_probe_log(header, records).items():
             parts.setdefault(name, []).append(gate)
     return parts, files, notes
 
 
 def check_run_dir(run_dir: Path, engine: str, *, reference: Path | None = None, length_tolerance: float = 0.10,
-                  max_length_outliers: float = 0.10, gate_runs: list[str] | None = None
-                  ) -> tuple[list[Gate], list[str]]:
-    """Every gate judged from the files of ``run_dir`` alone, in ``GATES`` order, and the files read.
+                  max_length_outliers: float = 0.10, gate_runs: Sequence[str] | None = None,
+                  only: Sequence[str] | None = None) -> Checked:
+    """Every gate of ``GATES`` judged from ``run_dir`` for ``engine`` (module docstring).
 
     Args:
-        engine: the ``outputs/<engine>/`` label to judge.
-        reference: another engine's outputs folder (same layout) for the output_length comparison.
+        reference: another engine's outputs folder for output_length's per-prompt comparison.
         length_tolerance, max_length_outliers: output_length's per-prompt tolerance and allowed share of
             outliers (the seed's defaults, 10% and 10%).
         gate_runs: judge only these probe logs (``probes/<name>.jsonl`` stems); None = all of them.
+        only: judge only these gates (e.g. those a load's extra requests feed); None = every gate.
     """
-    run = read_json(run_dir / "run.json") or {}
-    ignored = tuple((run.get("dialect") or {}).get("known_ignored_options") or ())
-    rows, tokenizer, files = token_rows(run_dir, engine)
-    has_load = bool(files)
-    parts, logs, notes = gate_run_parts(run_dir, engine, gate_runs)
+    rows, files = read_run_rows(run_dir, engine, reference=reference, length_tolerance=length_tolerance,
+                                max_length_outliers=max_length_outliers)
+    parts, logs, notes = _gate_run_parts(RunDir(run_dir), engine, gate_runs)
     files += logs
-    static = {
-        "token_count": gate_token_count(rows, retok_tol=RETOK_TOL, tokenizer=tokenizer),
-        "output_length": gate_output_length_static(run_dir, engine, reference=reference, tol=length_tolerance,
-                                                   max_outliers=max_length_outliers, ignored_options=ignored),
-        "unique_prompts": gate_unique_prompts(run_dir),
-    }
-    for name, gate in static.items():
-        if not has_load and gate.verdict == "NOT RUN":
-            gate.applicable = False  # nothing of the load to judge (e.g. a run dir of gates order alone)
-        if has_load or name not in parts or gate.verdict != "NOT RUN":
-            parts.setdefault(name, []).insert(0, gate)
-    kat_rows, kat_files, kat_level = read_kat(run_dir, engine)
-    if kat_rows:
-        parts.setdefault("order", []).append(judge_kat(kat_rows, kat_level))
-        files += kat_files
-    mixed, mixed_files = load_probe_records(run_dir, engine)
-    if mixed:
-        parts.setdefault("hidden_probes", []).append(gate_hidden_probes(mixed, where="load"))
-        files += mixed_files
     out = []
-    for name in GATES:
-        if name in parts:
-            gate = merge_gates(name, parts[name])
+    for spec in GATES.values():
+        if only is not None and spec.name not in only:
+            continue
+        mine = list(parts.get(spec.name, ()))
+        from_run = spec.judge_run(rows) if spec.judge_run is not None else None
+        if from_run is not None:
+            if not rows.has_load and from_run.verdict == "NOT RUN":
+                from_run = from_run.replace(applicable=False)  # nothing of the load to judge (a gates order run dir)
+            if rows.has_load or not mine or from_run.verdict != "NOT RUN":
+                mine.insert(0, from_run)
+        if mine:
+            out.append(merge_gates(spec.name, mine))
         else:
-            gate = Gate(name, "NOT RUN", "a live gate: it needs probes sent to a server, and this run dir holds no "
-                        "probe replies for it", applicable=False)
-        gate.limitations.extend(notes if name == GATES[0] else [])
-        out.append(gate)
-    return out, files
+            out.append(Gate(spec.name, "NOT RUN", "a live gate: it needs probes sent to a server, and this run dir "
+                            "holds no probe replies for it", applicable=False))
+    return Checked(out, files, notes)

@@ -2,67 +2,77 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from inferencekit.stats import combine_claims
+from inferencekit.stats import VERDICTS, Verdict, combine_claims
 
-__all__ = ["GATES", "VERDICTS", "Gate", "merge_gates", "overall"]
-
-# The seven gates of ../shared/seeds/000, then the order gate (../shared/seeds/004); the order is the report's.
-GATES = ("caching", "token_count", "output_length", "unique_prompts", "spec_exact", "hidden_probes", "rare_tokens",
-         "order")
-VERDICTS = ("PASS", "FAIL", "UNPROVEN", "NOT RUN")
+__all__ = ["Gate", "merge_gates", "overall"]
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Gate:
-    """A gate's verdict.
+    """A gate's verdict (frozen: a change is a new ``Gate``, made with ``replace`` or ``with_limitations``).
 
     Attributes:
-        gate: one of ``GATES``.
-        verdict: PASS, FAIL, UNPROVEN or NOT RUN.
+        gate: the gate's name, a key of ``inferencekit.gates.GATES``.
+        verdict: PASS, FAIL, UNPROVEN or NOT RUN (``stats.Verdict``; a plain string of one is accepted).
         reason: one line a person reads first: what decided the verdict, with counts.
         metrics: the figures behind it (JSON-able), e.g. ``{"replies_checked": 40, "mismatches": 0}``.
         details: the rows that decided it (offending requests first, each naming its file or key).
         limitations: what the verdict cannot see.
         applicable: the inputs asked for (or allowed) this gate, so NOT RUN counts as UNPROVEN overall.
+
+    Raises:
+        ValueError: a verdict outside the four.
     """
 
     gate: str
-    verdict: str
+    verdict: Verdict
     reason: str
-    metrics: dict[str, Any] = field(default_factory=dict)
-    details: list[dict[str, Any]] = field(default_factory=list)
-    limitations: list[str] = field(default_factory=list)
+    metrics: Mapping[str, Any] = field(default_factory=dict)
+    details: tuple[Mapping[str, Any], ...] = ()
+    limitations: tuple[str, ...] = ()
     applicable: bool = True
 
     def __post_init__(self) -> None:
-        if self.gate not in GATES:
-            raise ValueError(f"unknown gate {self.gate!r}")
         if self.verdict not in VERDICTS:
             raise ValueError(f"unknown verdict {self.verdict!r}")
+        object.__setattr__(self, "verdict", Verdict(self.verdict))
+        object.__setattr__(self, "details", tuple(self.details))
+        object.__setattr__(self, "limitations", tuple(self.limitations))
+
+    def replace(self, **changes: Any) -> Gate:
+        """A copy with ``changes`` (``dataclasses.replace``)."""
+        return dataclasses.replace(self, **changes)
+
+    def with_limitations(self, more: Iterable[str]) -> Gate:
+        """A copy with ``more`` appended to the limitations."""
+        return dataclasses.replace(self, limitations=(*self.limitations, *more))
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        """The JSON form stored in a ``gates`` record (``data.gates``)."""
+        return {"gate": self.gate, "verdict": str(self.verdict), "reason": self.reason, "metrics": dict(self.metrics),
+                "details": [dict(d) for d in self.details], "limitations": list(self.limitations),
+                "applicable": self.applicable}
 
 
-def merge_gates(name: str, parts: Iterable[Gate]) -> Gate:
+def merge_gates(name: str, parts: Sequence[Gate]) -> Gate:
     """One gate from several checks of it (e.g. live probes and the run dir): verdicts combined by
-    ``combine_claims``, reasons joined with their part's verdict, metrics / details / limitations kept."""
-    parts = list(parts)
+    ``combine_claims``, reasons joined with their part's verdict, metrics (``part1``, ``part2``, …), details and
+    limitations kept; applicable when any part is."""
     if len(parts) == 1:
         return parts[0]
-    metrics: dict[str, Any] = {}
-    for i, p in enumerate(parts):
-        metrics[f"part{i + 1}"] = p.metrics
+    metrics = {f"part{i + 1}": dict(p.metrics) for i, p in enumerate(parts)}
     return Gate(name, combine_claims(p.verdict for p in parts), "; ".join(f"{p.verdict}: {p.reason}" for p in parts),
-                metrics, [d for p in parts for d in p.details], [x for p in parts for x in p.limitations],
+                metrics, tuple(d for p in parts for d in p.details), tuple(x for p in parts for x in p.limitations),
                 any(p.applicable for p in parts))
 
 
-def overall(gates: Iterable[Gate]) -> str:
+def overall(gates: Iterable[Gate]) -> Verdict:
     """The verdict of a set of gates: ``combine_claims``, a NOT RUN gate that was applicable counting as
     UNPROVEN (DESIGN.md: missing evidence is never a pass)."""
-    return combine_claims("UNPROVEN" if g.verdict == "NOT RUN" and g.applicable else g.verdict for g in gates)
+    return combine_claims(Verdict.UNPROVEN if g.verdict == Verdict.NOT_RUN and g.applicable else g.verdict
+                          for g in gates)

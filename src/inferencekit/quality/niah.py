@@ -1,12 +1,12 @@
-"""Needle in a haystack without a server: haystacks, the grid, scoring and the heat-map.
+"""Needle in a haystack without a server: haystacks, the grid and scoring.
 
-Everything here is a pure function of its arguments (``write_heatmap`` aside, which writes one
-file); the operation that measures chars per token, sends the requests and writes
-``quality/niah/`` lives elsewhere.
+Everything here is a pure function of its arguments; the job that measures chars per token, sends
+the requests and writes ``quality/niah/`` is ``quality/niah_run.py``, the heat-map page
+``report/niah_heatmap.py``.
 
-**Haystack.** Filler prose is generated from small word lists with a ``random.Random`` keyed by
-``(seed, length_tokens, trial)``: no external text, no digits, and none of the needle's words, so
-the needle is the only number and the only mention of a code. The filler is the same for every
+**Haystack.** Filler prose (``data/niah_filler.py``) is generated from small word lists with a
+``random.Random`` keyed by ``(seed, length_tokens, trial)``: no external text, no digits, and none of
+the needle's words, so the needle is the only number and the only mention of a code. The filler is the same for every
 depth of one (length, trial): cells in a column differ only in where the needle sits.
 
 **Size.** A haystack is sized in characters: ``round(length_tokens * chars_per_token)``, needle
@@ -32,18 +32,15 @@ digits, no-break spaces).
 
 from __future__ import annotations
 
-import html
-import io
 import math
 import random
 import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TypedDict
 
-from inferencekit.rundir import write_bytes
+from inferencekit.data.niah_filler import filler
 from inferencekit.stats import wilson_interval
 
 __all__ = [
@@ -60,12 +57,10 @@ __all__ = [
     "NiahCell",
     "NiahRow",
     "build_case",
-    "calibration_text",
     "case_id",
     "found",
     "plan_grid",
     "score_grid",
-    "write_heatmap",
 ]
 
 ASSUMED_CHARS_PER_TOKEN = 4.0
@@ -82,73 +77,6 @@ _CODE_STRIDE = 2_718_281  # odd, digit sum 29, ends in 1: coprime with 9,000,000
 # --------------------------------------------------------------------------- filler words
 # Plain village prose, written for this module. No digits and none of the needle's words
 # ("remember", "vault", "access", "code").
-
-_ADJECTIVES = ("quiet", "patient", "tired", "cheerful", "old", "young", "careful", "curious", "busy",
-               "gentle", "stubborn", "clever", "sleepy", "proud")
-_PEOPLE = ("baker", "gardener", "fisherman", "librarian", "carpenter", "shepherd", "painter", "traveller",
-           "miller", "weaver", "potter", "sailor", "farmer", "teacher", "blacksmith", "innkeeper")
-_ACTIONS = ("repaired the wooden fence", "counted the empty baskets", "painted a small boat",
-            "carried water up the hill", "swept the front steps", "mended an old fishing net",
-            "planted a row of beans", "read a letter twice", "fed the noisy geese", "stacked the firewood",
-            "washed the blue curtains", "tuned a battered fiddle", "sharpened the kitchen knives",
-            "tied up the restless goat", "polished the brass lantern", "baked a loaf of dark bread")
-_PLACES = ("near the river", "behind the old market", "on the northern hill", "beside the stone bridge",
-           "at the edge of the forest", "in the narrow lane", "under the tall elms", "by the harbour wall",
-           "outside the chapel", "in the walled garden")
-_TIMES = ("before the rain began", "early in the morning", "after the long winter", "while the bells rang",
-          "late in the afternoon", "as the fog lifted", "on a windy evening", "during the harvest")
-_ENDINGS = ("and then went home", "without saying a word", "while the neighbours watched",
-            "humming an old tune", "and felt rather pleased", "as the cat looked on")
-_GOODS = ("apples", "pears", "bread", "rope", "nails", "candles", "cheese", "salt", "wool", "honey", "ink",
-          "soap", "flour", "beans", "lamps", "thread", "buttons", "onions", "plums", "string", "paper",
-          "jam", "eggs", "tea")
-
-
-def _filler_sentence(rng: random.Random) -> str:
-    """One sentence of filler: who, what, and optionally where, when and how."""
-    who = f"{rng.choice(('The', 'A'))} {rng.choice(_ADJECTIVES)} {rng.choice(_PEOPLE)}"
-    parts = [rng.choice(_ACTIONS)]
-    if rng.random() < 0.7:
-        parts.append(rng.choice(_PLACES))
-    when = rng.choice(_TIMES) if rng.random() < 0.6 else None
-    if rng.random() < 0.35:
-        parts.append(rng.choice(_ENDINGS))
-    body = " ".join(parts)
-    if when is not None and rng.random() < 0.5:
-        return f"{when[0].upper()}{when[1:]}, {who[0].lower()}{who[1:]} {body}."
-    return f"{who} {body}" + (f" {when}." if when else ".")
-
-
-def _list_sentence(rng: random.Random, room: int) -> str | None:
-    """A sentence whose length can be tuned item by item, the one closest to ``room`` characters
-    (None when leaving the room empty is closer)."""
-    person = rng.choice(_PEOPLE)
-    goods = rng.sample(_GOODS, len(_GOODS))
-    best: str | None = None
-    best_gap = room
-    for k in range(1, len(goods) + 1):
-        items = goods[0] if k == 1 else ", ".join(goods[:k - 1]) + " and " + goods[k - 1]
-        s = f"The {person} also bought {items}."
-        if abs(room - len(s)) < best_gap:
-            best, best_gap = s, abs(room - len(s))
-        if len(s) > room:
-            break
-    return best
-
-
-def calibration_text(sentences: int = 60, seed: int = 0) -> str:
-    """Filler of the kind the haystacks are made of, for measuring chars per token.
-
-    Args:
-        sentences: how many filler sentences, joined by single spaces.
-        seed: seed of the word choices.
-
-    Returns:
-        The text. The caller tokenizes it (no special tokens) and divides its length in characters
-        by the token count to get the ``chars_per_token`` that ``build_case`` takes.
-    """
-    rng = random.Random(f"inferencekit-niah-calibration/{seed}")
-    return " ".join(_filler_sentence(rng) for _ in range(sentences))
 
 
 # --------------------------------------------------------------------------- cases
@@ -258,24 +186,6 @@ def _code(seed: int, length_tokens: int, trial: int) -> str:
     return str(1_000_000 + (base + trial * _CODE_STRIDE) % _CODE_SPACE)
 
 
-def _filler(rng: random.Random, room: int) -> list[str]:
-    """Sentences that, joined by single spaces, take close to ``room`` characters: whole filler
-    sentences while they fit, then the list sentence that comes closest (off by at most half of one
-    list item, or half the shortest list sentence when none is closer than leaving the room empty)."""
-    out: list[str] = []
-    used = -1  # the join adds one space fewer than sentences
-    while True:
-        s = _filler_sentence(rng)
-        if used + 1 + len(s) > room:
-            break
-        out.append(s)
-        used += 1 + len(s)
-    last = _list_sentence(rng, room - used - 1)
-    if last is not None:
-        out.append(last)
-    return out
-
-
 def build_case(length_tokens: int, depth: float, trial: int, seed: int, chars_per_token: float) -> NiahCase:
     """Build one haystack with its needle and the chat that asks for the code.
 
@@ -304,14 +214,14 @@ def build_case(length_tokens: int, depth: float, trial: int, seed: int, chars_pe
     needle = NEEDLE_TEMPLATE.format(code=code)
     target_chars = round(length_tokens * chars_per_token)
     rng = random.Random(f"inferencekit-niah-filler/{seed}/{length_tokens}/{trial}")
-    filler = _filler(rng, target_chars - len(needle) - 1) if target_chars > len(needle) + 1 else []
-    # boundary i is the start of filler sentence i (i == len(filler): after the last one)
+    sentences = filler(rng, target_chars - len(needle) - 1) if target_chars > len(needle) + 1 else []
+    # boundary i is the start of filler sentence i (i == len(sentences): after the last one)
     starts = [0]
-    for s in filler:
+    for s in sentences:
         starts.append(starts[-1] + len(s) + 1)
     aim = depth * max(starts[-1] - 1, 0)
     index = min(range(len(starts)), key=lambda i: (abs(starts[i] - aim), i))
-    haystack = " ".join([*filler[:index], needle, *filler[index:]])
+    haystack = " ".join([*sentences[:index], needle, *sentences[index:]])
     content = f"{_INTRO}\n\n{TEXT_BEGIN}\n{haystack}\n{TEXT_END}\n\n{QUESTION}"
     return NiahCase(id=case_id(length_tokens, depth, trial), length_tokens=length_tokens, depth=depth,
                     trial=trial, code=code, needle=needle, messages=(Message(role="user", content=content),),
@@ -335,7 +245,7 @@ def plan_grid(lengths: Sequence[int], depths: Sequence[float], trials: int, seed
         _check_depth(d)
     _check_trial(trials, "trials", low=1)
     _check_ratio(chars_per_token)
-    if len(set(lengths)) != len(lengths) or len({_fmt_depth(float(d)) for d in depths}) != len(depths):
+    if len(set(lengths)) != len(lengths) or len({case_id(0, float(d), 0) for d in depths}) != len(depths):
         raise ValueError(f"NIAH lengths {list(lengths)!r} / depths {list(depths)!r} list a value twice; "
                          "each (length, depth) cell must be unique")
     return [build_case(n, float(d), t, seed, chars_per_token)
@@ -467,132 +377,4 @@ def score_grid(cases: Sequence[NiahCase], replies: Mapping[str, str | None],
 
 # --------------------------------------------------------------------------- heat-map
 
-_CSS = """
-body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:2em auto;max-width:1000px;color:#1b1b1b;
-padding:0 1em}
-h1{font-size:1.35em}
-figure{margin:1em 0}
-figure svg{max-width:100%;height:auto}
-figcaption,p.note{color:#444;font-size:.92em}
-table{border-collapse:collapse;margin:.8em 0}
-th,td{border:1px solid #ccc;padding:.25em .6em;text-align:right;font-variant-numeric:tabular-nums}
-th:first-child{text-align:left}
-"""
 
-
-def _mpl_text(s: str) -> str:
-    return s.replace("$", r"\$")  # a "$" would start mathtext
-
-
-def _fmt_depth(d: float) -> str:
-    return case_id(0, d, 0).split("-")[1][1:]
-
-
-def _heatmap_svg(result: Mapping[str, Any], label: str) -> str:
-    """The chart as an inline ``<svg>`` element: vector cells, no embedded raster."""
-    import matplotlib
-    import numpy as np
-    from matplotlib.figure import Figure
-
-    lengths, depths = list(result["lengths"]), list(result["depths"])
-    cells = {(c["length_tokens"], c["depth"]): c for c in result["cells"]}
-    grid = [[cells[(n, d)]["accuracy"] if (n, d) in cells else math.nan for n in lengths] for d in depths]
-    sent = {b["length_tokens"]: b["prompt_tokens_mean"] for b in result.get("by_length", [])}
-    xticks = [f"{n}" + (f"\n(sent ≈ {sent[n]:.0f})" if sent.get(n) is not None else "") for n in lengths]
-    width = min(3.2 + 1.3 * max(len(lengths), 1), 14.0)
-    height = min(2.2 + 0.7 * max(len(depths), 1), 12.0)
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "inferencekit-niah"}):
-        fig = Figure(figsize=(width, height), layout="constrained")  # no pyplot: no backend or window state
-        ax = fig.subplots()
-        cmap = matplotlib.colormaps["RdYlGn"].with_extremes(bad="#d9d9d9")  # grey: a cell not run
-        mesh = ax.pcolormesh(np.ma.masked_invalid(np.array(grid, dtype=float)), cmap=cmap, vmin=0.0, vmax=1.0,
-                             edgecolors="white", linewidth=1.5)
-        for i, d in enumerate(depths):
-            for j, n in enumerate(lengths):
-                c = cells.get((n, d))
-                if c is None:
-                    ax.text(j + 0.5, i + 0.5, "not run", ha="center", va="center", fontsize=9, color="#333333")
-                    continue
-                dark = 0.25 < c["accuracy"] < 0.75
-                colour = "#1b1b1b" if dark else "#ffffff"
-                ax.text(j + 0.5, i + 0.5, f"{c['hits']}/{c['trials']}", ha="center", va="center", fontsize=11,
-                        fontweight="bold", color=colour)
-                if c["failed"]:
-                    ax.text(j + 0.5, i + 0.22, f"{c['failed']} failed", ha="center", va="center", fontsize=8,
-                            color=colour)
-        ax.set_xticks([j + 0.5 for j in range(len(lengths))], xticks)
-        ax.set_yticks([i + 0.5 for i in range(len(depths))], [_fmt_depth(d) for d in depths])
-        ax.invert_yaxis()  # depth 0 (start of the text) on top
-        ax.set_xlabel("target haystack length (tokens)")
-        ax.set_ylabel("needle depth (0 = start, 1 = end)")
-        ax.set_title(_mpl_text(f"Needle in a haystack: {label}"))
-        bar = fig.colorbar(mesh, ax=ax, label="accuracy (share of trials)")
-        if bar.solids is not None:
-            bar.solids.set_rasterized(False)  # vector, not an embedded PNG
-            bar.solids.set_edgecolor("face")  # no hairlines between the strips
-        buf = io.StringIO()
-        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
-    text = buf.getvalue()
-    return text[text.index("<svg"):].strip()
-
-
-def _pct(x: float | None) -> str:
-    return "–" if x is None else f"{100 * x:.0f}%"
-
-
-def _table(result: Mapping[str, Any]) -> str:
-    head = "".join(f"<th>{n} tok</th>" for n in result["lengths"])
-    cells = {(c["length_tokens"], c["depth"]): c for c in result["cells"]}
-    body = []
-    for d in result["depths"]:
-        tds = []
-        for n in result["lengths"]:
-            c = cells.get((n, d))
-            if c is None:
-                tds.append("<td>not run</td>")
-                continue
-            lo, hi = c["ci95"]
-            fail = f", {c['failed']} failed" if c["failed"] else ""
-            tok = c["prompt_tokens_mean"]
-            sent = f"<br>sent {tok:.0f} tok" if tok is not None else "<br>sent: unknown"
-            tds.append(f"<td>{c['hits']}/{c['trials']} ({_pct(c['accuracy'])}, CI {_pct(lo)}–{_pct(hi)}{fail})"
-                       f"{sent}</td>")
-        body.append(f"<tr><th>depth {html.escape(_fmt_depth(d))}</th>{''.join(tds)}</tr>")
-    return f"<table><tr><th></th>{head}</tr>{''.join(body)}</table>"
-
-
-def write_heatmap(result: Mapping[str, Any], path: Path, *, label: str, measurement: str) -> Path:
-    """Write the grid as one self-contained HTML page: an inline SVG heat-map and a table.
-
-    Args:
-        result: ``score_grid``'s return value.
-        path: the ``.html``/``.htm`` file to write, or a folder to write ``heatmap.html`` into.
-        label: the model/engine the grid ran against, shown in the title.
-        measurement: how chars per token was obtained, e.g. ``"measured with the engine's /tokenize:
-            4.31 chars/token"`` or ``"assumed 4.0 chars/token (no tokenize endpoint)"``; shown in the
-            caption.
-
-    Returns:
-        The file written (atomically, via ``rundir.write_bytes``). The page loads nothing from
-        outside and holds no script.
-    """
-    out = path if path.suffix.lower() in (".html", ".htm") else path / "heatmap.html"
-    acc, ci = result.get("accuracy"), result.get("ci95")
-    overall = (f"{result['hits']}/{result['n']} found ({_pct(acc)}, 95% Wilson CI {_pct(ci[0])}–{_pct(ci[1])})"
-               if acc is not None and ci else "no cases")
-    if result.get("failed"):
-        overall += f"; {result['failed']} request(s) failed and count as misses"
-    caption = ("Columns: target haystack length in tokens; haystacks were sized in characters from "
-               f"{measurement}. Under each length, the mean prompt_tokens the server reported (usage), which "
-               "adds the instruction, the question and the chat template: that is the real context length. "
-               "Rows: needle depth. Colour: accuracy; each cell: hits/trials.")
-    page = (f"<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-            f"<title>Needle in a haystack: {html.escape(label)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
-            f"<h1>Needle in a haystack: {html.escape(label)}</h1>\n"
-            f"<p class=\"note\">Overall: {html.escape(overall)}.</p>\n"
-            f"<figure>\n{_heatmap_svg(result, label)}\n<figcaption>{html.escape(caption)}</figcaption>\n</figure>\n"
-            f"{_table(result)}\n"
-            "<p class=\"note\">Intervals are 95% Wilson score intervals per cell. The filler is synthetic: this "
-            "tests retrieval of one planted fact, not long-context reasoning.</p>\n</body>\n</html>\n")
-    write_bytes(out, page.encode("utf-8"))
-    return out

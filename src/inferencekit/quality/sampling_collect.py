@@ -50,6 +50,7 @@ class SamplingPlan:
     top_logprobs: int = 20
     concurrency: int = 1
     ctk: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # the request policy's limitations (refused --extra-body fields)
 
 
 def seed_block(index: int, seeds: int) -> range:

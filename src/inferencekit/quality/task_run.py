@@ -274,12 +274,13 @@ def write_new(path: Path, data: bytes) -> Path:
     return candidate
 
 
-def open_task_run(run_dir: str | None, call: Any) -> RunDir:
-    """An existing run dir (``--run-dir`` with a run.json: the task is added to it) or a new one."""
+def open_task_run(run_dir: str | None, argv: Sequence[str], operation: str) -> RunDir:
+    """An existing run dir (``--run-dir`` with a run.json: the task is added to it) or a new one, whose run.json
+    then records the command line ``argv`` and the ``operation``."""
     existing = bool(run_dir) and (Path(str(run_dir)) / "run.json").is_file()
     run = RunDir.open(str(run_dir)) if existing else RunDir.create(run_dir)
     if not existing:
-        run.update_run(command=list(call.argv), operation=call.operation)
+        run.update_run(command=list(argv), operation=operation)
     return run
 
 

@@ -49,6 +49,7 @@ class TrajectorySettings:
     concurrency: int = 1
     ctk: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # the request policy's limitations (refused --extra-body fields)
 
     def tokens_for(self, p: Prompt) -> int:
         return int(self.max_tokens or p.max_tokens or DEFAULT_MAX_TOKENS)

@@ -19,7 +19,7 @@ from inferencekit.evidence.canonical import sha256_file
 from inferencekit.evidence.record import compute_id
 from inferencekit.evidence.store import Store
 from inferencekit.quality.trajectory import INDEX_FORMAT, TRAJ_FORMAT
-from inferencekit.rundir import read_json
+from inferencekit.rundir import RunDir, quality_sets_in, read_json
 
 __all__ = ["TrajectorySet", "label_dirs", "load_set", "run_of"]
 
@@ -66,8 +66,7 @@ def label_dirs(paths: Sequence[str | Path]) -> list[Path]:
             continue
         if not d.is_dir():
             raise OpError(f"trajectories: {p} is not a directory")
-        base = d / "quality" if (d / "quality").is_dir() else d
-        out.extend(sorted(c for c in base.iterdir() if (c / "index.json").is_file()))
+        out.extend(RunDir(d).quality_sets() if (d / "quality").is_dir() else quality_sets_in(d))
     if not out:
         raise OpError(f"no trajectory folders (with index.json) under {', '.join(map(str, paths))}")
     return out
@@ -82,7 +81,7 @@ def _listed_by_record(d: Path, index_sha: str, store: Store | None) -> str | Non
                         for a in rec.get("artifacts") or []))
 
     run = run_of(d)
-    candidates = sorted((run / "evidence").glob("ev_*.json")) if run and (run / "evidence").is_dir() else []
+    candidates = RunDir(run).evidence_files() if run else []
     edited = False
     for group in (candidates, (store or Store()).all()):
         for path in group:

@@ -12,8 +12,14 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from inferencekit.api.body import body_policy
 from inferencekit.data.prompts import load_prompt_set
 from inferencekit.errors import OpError
+from inferencekit.data.gsm8k import load_gsm8k
+from inferencekit.quality.gsm8k_run import GSM_FIXED, gsm8k_settings, run_builtin
+from inferencekit.quality.niah_run import NIAH_FIXED, run_niah
+from inferencekit.quality.sampling_collect import SamplingPlan
+from inferencekit.quality.sampling_run import DEFAULT_SETTINGS, OWN_FIELDS, run_sampling_check
 from inferencekit.quality.trajectory import select_prompts
 from inferencekit.rundir import RunDir
 
@@ -46,15 +52,14 @@ def _measured(rec: dict[str, Any]) -> Result:
 
 
 def sampler_task(url: str, run: RunDir, sizes: TaskSizes, *, label: str, model: str | None, api_key_env: str | None,
-                 timeout: float, extra: dict[str, Any], ctk: dict[str, Any], quiet: bool) -> Result:
+                 timeout: float, extra_body: dict[str, Any], ctk: dict[str, Any], quiet: bool) -> Result:
     """``quality sampling`` with its default settings (temperature 1, top_k 20, top_p 1, min_p 0; --extra-body's
     fields over them) on ``sizes.sampler_prompts`` dev prompts × ``sizes.sampler_seeds`` draws."""
-    from inferencekit.quality.sampling_collect import SamplingPlan
-    from inferencekit.quality.sampling_ops import DEFAULT_SETTINGS, run_sampling_check
-
+    policy = body_policy(extra_body, ctk, fixed=OWN_FIELDS, operation="quality sampling")
     pset = load_prompt_set("dev")
     prompts = select_prompts(pset.prompts, sizes.sampler_prompts)
-    plan = SamplingPlan(send={**DEFAULT_SETTINGS, **extra}, seeds=sizes.sampler_seeds, ctk=ctk)
+    plan = SamplingPlan(send={**DEFAULT_SETTINGS, **policy.extra}, seeds=sizes.sampler_seeds,
+                        ctk=policy.chat_template_kwargs, notes=policy.limitations())
     try:
         rec = run_sampling_check(url, run, prompts, plan, label=label, model=model, api_key_env=api_key_env,
                                  timeout=timeout, margin=sizes.sampler_margin, resamples=2000, bootstrap_seed=0,
@@ -66,33 +71,33 @@ def sampler_task(url: str, run: RunDir, sizes: TaskSizes, *, label: str, model: 
 
 
 def gsm8k_task(url: str, run: RunDir, sizes: TaskSizes, *, label: str, model: str | None, api_key_env: str | None,
-               timeout: float, extra: dict[str, Any], ctk: dict[str, Any], quiet: bool) -> Result:
+               timeout: float, extra_body: dict[str, Any], ctk: dict[str, Any], quiet: bool) -> Result:
     """``quality gsm8k`` over the packaged test split in order, concurrency from the server, stopped by
     ``sizes.gsm8k_budget_s``: the subset that fits is recorded as such."""
-    from inferencekit.quality.gsm8k import load_gsm8k
-    from inferencekit.quality.gsm8k_ops import gsm8k_settings, run_builtin
-
+    policy = body_policy(extra_body, ctk, fixed=GSM_FIXED, operation="quality gsm8k")
     data = load_gsm8k(None)
-    s = gsm8k_settings(data, max_tokens=sizes.gsm8k_max_tokens, ctk=ctk, backend="builtin", seed=0)
+    s = gsm8k_settings(data, max_tokens=sizes.gsm8k_max_tokens, ctk=policy.chat_template_kwargs or None,
+                       backend="builtin", seed=0)
     try:
-        rec = run_builtin(url, run, data, list(data.items), s, extra, None, label=label, model=model,
+        rec = run_builtin(url, run, data, list(data.items), s, policy.extra, None, label=label, model=model,
                           api_key_env=api_key_env, timeout=timeout, concurrency=0,
-                          deadline=time.monotonic() + sizes.gsm8k_budget_s, budget=sizes.gsm8k_budget_s, quiet=quiet)
+                          deadline=time.monotonic() + sizes.gsm8k_budget_s, budget=sizes.gsm8k_budget_s, quiet=quiet,
+                          notes=policy.limitations())
     except OpError as e:
         return "NOT RUN", str(e), []
     return _measured(rec)
 
 
 def niah_task(url: str, run: RunDir, sizes: TaskSizes, *, label: str, model: str | None, api_key_env: str | None,
-              timeout: float, extra: dict[str, Any], ctk: dict[str, Any], quiet: bool) -> Result:
+              timeout: float, extra_body: dict[str, Any], ctk: dict[str, Any], quiet: bool) -> Result:
     """``quality niah`` on the profile's grid (``sizes.niah_lengths`` × depths × trials), greedy, one at a time."""
-    from inferencekit.quality.niah_ops import run_niah
-
+    policy = body_policy(extra_body, ctk, fixed=NIAH_FIXED, operation="quality niah")
     s = {"lengths": list(sizes.niah_lengths), "depths": list(sizes.niah_depths), "trials": sizes.niah_trials,
-         "max_tokens": 32, "seed": 0, "concurrency": 1, "temperature": 0.0, "chat_template_kwargs": ctk or None}
+         "max_tokens": 32, "seed": 0, "concurrency": 1, "temperature": 0.0,
+         "chat_template_kwargs": policy.chat_template_kwargs or None}
     try:
-        rec = run_niah(url, None, run, s, extra, label=label, model=model, api_key_env=api_key_env, timeout=timeout,
-                       quiet=quiet)
+        rec = run_niah(url, None, run, s, policy.extra, label=label, model=model, api_key_env=api_key_env,
+                       timeout=timeout, quiet=quiet, notes=policy.limitations())
     except OpError as e:
         return "NOT RUN", str(e), []
     return _measured(rec)

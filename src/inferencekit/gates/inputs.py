@@ -1,0 +1,92 @@
+"""What a gate's judge is handed: one gate run's probe records, or the rows read from a run directory.
+
+Judges (``gates/judges/<gate>.py``) are pure: they take these, never a run directory. ``gates/check.py``
+builds both from the files (through ``rundir.py``'s readers), and ``gates run`` / ``gates order`` build
+a ``ProbeRun`` from the probe log they just wrote, so a live run and an offline re-judgement go
+through the same code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from inferencekit.shapes import CountRow, ProbeRecord
+
+__all__ = ["LengthInputs", "ProbeRun", "RunRows"]
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeRun:
+    """One gate run's probe records and the settings they were sent with.
+
+    Attributes:
+        header: the probe log's header: ``settings`` (the gates asked, each gate's own settings), ``engine``,
+            ``engine_info``, ``known_ignored_options``, ``tokenizer`` and ``retokenized`` (counts by probe id).
+        records: the probe records (planned probe + ``reply``), in send order.
+        where: ``"live"`` for a gate run's own probes, ``"load"`` for hidden probes mixed into a load.
+    """
+
+    header: Mapping[str, Any]
+    records: Sequence[ProbeRecord]
+    where: str = "live"
+
+    @property
+    def settings(self) -> Mapping[str, Any]:
+        """``header["settings"]`` (``{}`` when absent)."""
+        return self.header.get("settings") or {}
+
+
+@dataclass(frozen=True, slots=True)
+class LengthInputs:
+    """What output_length's run-dir part judges, read from one engine's folders.
+
+    Attributes:
+        lengths: generated length of every reply by key (``<id>[~k]`` or ``load-<level>/<id>[~k]``):
+            ``{"source", "bucket", "level", "length", "method", "problem"}`` (``gates/check.py``
+            ``output_lengths``).
+        exact: the exact-length requests by the same key: ``(max_tokens, forcing options, source file)``.
+        reference: another engine's lengths by key (``--reference-outputs``), None without one.
+        reference_name: where the reference came from, for the reason.
+        tolerance, max_outliers: per-prompt length tolerance and allowed share of outliers (the seed's 10%, 10%).
+        ignored_options: options the engine's dialect is known to drop (``ignore_eos`` on llama-cpp-python).
+    """
+
+    lengths: Mapping[str, Mapping[str, Any]]
+    exact: Mapping[str, tuple[int, frozenset[str], str]]
+    reference: Mapping[str, Mapping[str, Any]] | None = None
+    reference_name: str = ""
+    tolerance: float = 0.10
+    max_outliers: float = 0.10
+    ignored_options: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RunRows:
+    """Everything the gates judge from a run directory's files, for one engine.
+
+    Attributes:
+        engine: the engine label (``outputs/<engine>/``).
+        has_load: the run dir holds load replies of this engine (``load-*/``).
+        count_rows: one ``CountRow`` per load reply (token_count).
+        tokenizer: the re-tokenizer named in the levels' ``retokenized.json`` (None: none ran).
+        lengths: output_length's inputs.
+        requests: one row per load request of every engine (unique_prompts): ``{"source", "engine", "level",
+            "key", "salt", "prompt"}``.
+        journals: load levels whose journal was never turned into files (an interrupted run).
+        mixed_probes: the hidden probes a load mixed in (``outputs/<engine>/probes/``).
+        kat_rows: ``compare_sample`` rows of the known answers alone vs under load (``kat/``).
+        kat_level: the level the known answers ran in under load (None: none did).
+    """
+
+    engine: str
+    has_load: bool = False
+    count_rows: Sequence[CountRow] = ()
+    tokenizer: str | None = None
+    lengths: LengthInputs | None = None
+    requests: Sequence[Mapping[str, Any]] = ()
+    journals: Sequence[str] = ()
+    mixed_probes: Sequence[ProbeRecord] = ()
+    kat_rows: Sequence[Mapping[str, Any]] = ()
+    kat_level: str | None = None

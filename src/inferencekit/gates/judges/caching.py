@@ -1,0 +1,231 @@
+"""The caching gate, live: does the engine answer repeated or near-repeated prompts from a cache?
+
+A benchmark that replays prompts measures a cache, not the engine, when one is on. Two probe families
+(planned by ``gates/probe_plan.py``, read here as probe records, ``gates/probe_records.py``):
+
+- timing pairs: ``cache_first`` then ``cache_repeat`` of the same prompt (same ``key``). Per pair,
+  TTFT speedup = first TTFT / repeat TTFT and decode speedup = repeat decode tok/s / first decode tok/s
+  (``probe_records.decode_tok_s``). A repeat that streams all its tokens in one instant counts as a
+  decode speedup of ``ALL_AT_ONCE_SPEEDUP`` (nothing was decoded).
+- perturbed echoes: ``echo_orig`` copies a nonce, ``echo_perturbed`` the same prompt with one character
+  of the nonce changed (meta ``{"nonce": sent, "orig": the original}``). The old string coming back for
+  the new prompt (and the new one not) is a near-duplicate (semantic) cache hit.
+
+Rules and the threshold follow the seed's ``gate_caching`` (``../shared/seeds/000`` (ops/gates.py)):
+a speedup counts when its median exceeds ``1 + threshold`` *and* at least 2/3 of the pairs exceed it
+(one lucky pair is not a cache). The cause is told apart: a decode speedup means replies are replayed
+(output cache); a TTFT-only speedup means the prompt's prefix is cached (prefix cache), which makes
+replayed benchmarks fast without any output being reused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import inferencekit.gates.records as pr
+from inferencekit.gates.inputs import ProbeRun
+from inferencekit.gates.result import Gate
+from inferencekit.shapes import ProbeRecord, ReplyFile, generated_text
+
+__all__ = ["ALL_AT_ONCE_SPEEDUP", "CACHE_KINDS", "DEFAULT_THRESHOLD", "EchoRow", "TimingPair", "echo_rows",
+           "gate_caching", "judge_probes", "timing_pairs", "typical_speedup"]
+
+ALL_AT_ONCE_SPEEDUP = 1e6  # decode speedup recorded for a repeat whose tokens all arrived in one instant
+CACHE_KINDS = ("cache_first", "cache_repeat", "echo_orig", "echo_perturbed")
+DEFAULT_THRESHOLD = 0.10  # relative repeat speedup tolerated before a cache is called (the seed's value)
+_DETAILS_CAP = 50
+
+
+@dataclass(frozen=True, slots=True)
+class TimingPair:
+    """One first-seen / repeat pair. Times in ms, rates in tokens/s, speedups as ratios (> 1: repeat faster)."""
+
+    key: str
+    first_ttft_ms: float | None
+    repeat_ttft_ms: float | None
+    first_decode_tok_s: float | None
+    repeat_decode_tok_s: float | None
+    ttft_speedup: float | None
+    decode_speedup: float | None
+    repeat_all_at_once: bool
+    same_text: bool
+
+
+@dataclass(frozen=True, slots=True)
+class EchoRow:
+    """One original / perturbed echo pair: which string the perturbed prompt got back."""
+
+    key: str
+    sent: str
+    orig: str
+    echoed_new: bool
+    echoed_old: bool
+    got: str
+
+    @property
+    def cache_hit(self) -> bool:
+        """The previous answer came back for the changed prompt."""
+        return self.echoed_old and not self.echoed_new
+
+    @property
+    def inconclusive(self) -> bool:
+        """The model copied neither string: nothing can be said."""
+        return not self.echoed_old and not self.echoed_new
+
+
+def _ratio(num: float | None, den: float | None) -> float | None:
+    return num / den if num and den else None
+
+
+def _pair(key: str, first: ReplyFile, repeat: ReplyFile) -> TimingPair:
+    first_rate, repeat_rate = pr.decode_tok_s(first), pr.decode_tok_s(repeat)
+    instant = pr.all_at_once(repeat)
+    decode = _ratio(repeat_rate, first_rate)
+    if decode is None and instant and first_rate:
+        decode = ALL_AT_ONCE_SPEEDUP
+    return TimingPair(key, first.get("ttft_ms"), repeat.get("ttft_ms"), first_rate, repeat_rate,
+                      _ratio(first.get("ttft_ms"), repeat.get("ttft_ms")), decode, instant,
+                      generated_text(first) == generated_text(repeat))
+
+
+def timing_pairs(records: Iterable[ProbeRecord]) -> list[TimingPair]:
+    """A ``TimingPair`` for each key whose ``cache_first`` and ``cache_repeat`` both came back usable."""
+    groups = pr.by_kind(records)
+    repeats = {rec.get("key"): pr.ok_reply(rec) for rec in groups.get("cache_repeat", [])}
+    pairs = []
+    for rec in groups.get("cache_first", []):
+        first, repeat = pr.ok_reply(rec), repeats.get(rec.get("key"))
+        if first is not None and repeat is not None:
+            pairs.append(_pair(str(rec.get("key")), first, repeat))
+    return pairs
+
+
+def echo_rows(records: Iterable[ProbeRecord]) -> list[EchoRow]:
+    """An ``EchoRow`` for each perturbed echo whose original also came back usable."""
+    groups = pr.by_kind(records)
+    originals = {rec.get("key"): pr.ok_reply(rec) for rec in groups.get("echo_orig", [])}
+    rows = []
+    for rec in groups.get("echo_perturbed", []):
+        reply = pr.ok_reply(rec)
+        if reply is None or originals.get(rec.get("key")) is None:
+            continue  # reported among the failed probes
+        meta = rec.get("meta") or {}
+        sent, orig = str(meta.get("nonce", "")), str(meta.get("orig", ""))
+        text = generated_text(reply)
+        rows.append(EchoRow(str(rec.get("key")), sent, orig, bool(sent) and sent in text,
+                            bool(orig) and orig in text, text[:200]))
+    return rows
+
+
+def typical_speedup(speedups: Sequence[float | None], threshold: float) -> bool:
+    """The median speedup exceeds ``1 + threshold`` and so do at least 2/3 of the measured pairs."""
+    measured = [x for x in speedups if x is not None]
+    mid = pr.median(measured)
+    if mid is None or mid <= 1 + threshold:
+        return False
+    beyond = sum(x > 1 + threshold for x in measured)
+    return 3 * beyond >= 2 * len(measured)
+
+
+def _fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.2f}×"
+
+
+def _causes(ttft_mid: float | None, decode_mid: float | None, ttft_hit: bool, decode_hit: bool,
+            hits: Sequence[EchoRow]) -> list[tuple[str, str]]:
+    """``[(cause, sentence), ...]`` for each cache the probes show, output cache first."""
+    found: list[tuple[str, str]] = []
+    if decode_hit:
+        also = f" and reach the first token {_fmt(ttft_mid)} faster" if ttft_hit else ""
+        pace = ("stream all their tokens in one instant" if decode_mid is not None and decode_mid >= ALL_AT_ONCE_SPEEDUP
+                else f"decode {_fmt(decode_mid)} faster than first-seen ones")
+        found.append(("output_cache", (
+            f"repeated prompts {pace}{also}: replies are replayed rather than generated (output caching)")))
+    if hits:
+        found.append(("semantic_cache", (
+            f"{len(hits)} prompt(s) changed in one character got the previous prompt's string back (a near-duplicate "
+            "/ semantic output cache)")))
+    if ttft_hit and not decode_hit:
+        found.append(("prefix_cache", (
+            f"repeated prompts reach the first token {_fmt(ttft_mid)} faster than first-seen ones while decoding at "
+            "the same rate: a prefix (prompt) cache is on, so a benchmark that replays its prompts would report "
+            "inflated TTFT; disable the prefix cache for timing (llama.cpp: send `cache_prompt: false`; vLLM: "
+            "`--no-enable-prefix-caching`, or a fresh `cache_salt` per request) or give every round unique prompts")))
+    return found
+
+
+def gate_caching(records: Sequence[ProbeRecord], threshold: float = DEFAULT_THRESHOLD) -> Gate:
+    """The caching gate from live probe records.
+
+    Args:
+        records: probe records (any kinds; ``CACHE_KINDS`` are read).
+        threshold: relative speedup tolerated before a cache is called (0.10: repeats up to 1.10× faster).
+
+    Verdicts, in order:
+
+    - NOT RUN: no caching probe in the records;
+    - FAIL: a typical decode speedup (``typical_speedup``: cause ``output_cache``), any perturbed echo
+      answered with the old string (``semantic_cache``), or a typical TTFT speedup without a decode one
+      (``prefix_cache``, with how to switch the prefix cache off);
+    - UNPROVEN: a caching probe failed (evidence, not noise); nothing could be judged; or the repeat
+      timing is incomplete (no TTFT or no decode speedup measured);
+    - PASS: otherwise, naming the medians and the limit.
+
+    Metrics: ``ttft_speedup_median``, ``decode_speedup_median``, ``pairs``, ``perturbed_pairs`` (judged:
+    at least one string echoed), ``perturbed_cache_hits``, ``perturbed_inconclusive``, ``failed_probes``,
+    ``threshold``, ``cause`` (the first of ``causes``, None without a FAIL) and ``causes``.
+    Source: the seed's ``gate_caching`` (``../shared/seeds/000`` (ops/gates.py)).
+    """
+    probes = [rec for rec in records if rec.get("kind") in CACHE_KINDS]
+    if not probes:
+        return Gate("caching", "NOT RUN", "no caching probe was sent")
+    fails = pr.failed(probes)
+    pairs = timing_pairs(probes)
+    echoes = echo_rows(probes)
+    ttft_all = [p.ttft_speedup for p in pairs]
+    decode_all = [p.decode_speedup for p in pairs]
+    ttft_mid, decode_mid = pr.median(ttft_all), pr.median(decode_all)
+    hits = [e for e in echoes if e.cache_hit]
+    unclear = [e for e in echoes if e.inconclusive]
+    causes = _causes(ttft_mid, decode_mid, typical_speedup(ttft_all, threshold),
+                     typical_speedup(decode_all, threshold), hits)
+    metrics: dict[str, Any] = {
+        "ttft_speedup_median": ttft_mid, "decode_speedup_median": decode_mid, "pairs": len(pairs),
+        "perturbed_pairs": len(echoes) - len(unclear), "perturbed_cache_hits": len(hits),
+        "perturbed_inconclusive": len(unclear), "failed_probes": len(fails), "threshold": threshold,
+        "cause": causes[0][0] if causes else None, "causes": [c for c, _ in causes]}
+    timing_rows = [asdict(p) for p in pairs][:_DETAILS_CAP]
+    limitations = []
+    if unclear:
+        limitations.append(f"{len(unclear)} perturbed echo probe(s) were inconclusive: the model copied neither the "
+                           "original nor the changed string, so a near-duplicate cache could not be tested on them")
+    timing_complete = ttft_mid is not None and decode_mid is not None
+    if not timing_complete:
+        limitations.append("the repeat timing is incomplete (no TTFT or no decode speedup could be measured): the "
+                           "timing half of the gate is weaker")
+    if causes:
+        hit_rows = [{**asdict(e), "problem": "old string echoed for the changed prompt"} for e in hits]
+        return Gate("caching", "FAIL", "; ".join(s for _, s in causes), metrics,
+                    hit_rows + timing_rows + fails, limitations)
+    if fails:
+        return Gate("caching", "UNPROVEN", f"{pr.fail_note(fails, 'caching probe')}: the cache check lacks their "
+                    "answers, and a probe the server will not answer may be the one a cache would give away",
+                    metrics, fails + timing_rows, limitations)
+    if not pairs and len(echoes) == len(unclear):
+        return Gate("caching", "UNPROVEN", "no first/repeat pair was timed and no perturbed echo pair could be "
+                    "judged", metrics, timing_rows, limitations)
+    if not timing_complete:
+        return Gate("caching", "UNPROVEN", f"no perturbed prompt was answered from a cache "
+                    f"({len(echoes) - len(unclear)} judged), but the repeat timing could not be measured",
+                    metrics, timing_rows, limitations)
+    return Gate("caching", "PASS", f"repeats are not faster than first-seen prompts: median speedup TTFT "
+                f"{_fmt(ttft_mid)}, decode {_fmt(decode_mid)} (limit {1 + threshold:.2f}×); "
+                f"0/{len(echoes) - len(unclear)} perturbed prompts answered from a cache", metrics,
+                timing_rows, limitations)
+
+
+def judge_probes(run: ProbeRun) -> Gate:
+    """The caching gate on one gate run's probes, with the run's ``threshold`` (default ``DEFAULT_THRESHOLD``)."""
+    return gate_caching(run.records, threshold=float(run.settings.get("threshold", DEFAULT_THRESHOLD)))

@@ -1,0 +1,293 @@
+"""The order gate's judgement: the same request must get the same reply whatever ran before it (pure).
+
+At temperature 0 a reply is meant to be a function of its own request. The gate sends one draw of
+requests in several orders (``gates order``), or the same known-answer requests alone and inside
+the heaviest load level (``bench serve --kat``), and compares every sample's replies across those
+runs, byte for byte, on five fields (``COMPARED``): the visible text, the reasoning text, the tool
+calls (name and the *raw* argument string, in order; call ids are per-request names and are not
+compared), ``finish_reason`` and the server's ``usage.completion_tokens``.
+
+A sample is
+
+- ``AGREE``: every run answered and all five fields are identical;
+- ``DIFFER``: two answered runs differ in a field (shown: the first differing field, the position
+  in it and a window of both values);
+- ``UNMEASURED``: a run's request failed or never ran, and the runs that did answer agree. A
+  failure is never counted as agreement (two failures would "agree" trivially).
+
+The verdict (DESIGN.md, the order gate; the rule of ../shared/seeds/004 with its departure):
+VACUOUS FAIL when every answered reply is empty (nothing was compared); else FAIL on any DIFFER;
+else UNPROVEN on any UNMEASURED (the seed failed these; DESIGN.md makes them UNPROVEN); else PASS.
+No sample at all is NOT RUN.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+import dataclasses
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from inferencekit.api.reply import rederive
+from inferencekit.gates.inputs import ProbeRun, RunRows
+from inferencekit.gates.result import Gate, merge_gates
+from inferencekit.shapes import is_ok
+
+__all__ = [
+    "COMPARED",
+    "OrderSettings",
+    "compare_sample",
+    "fingerprint",
+    "first_difference",
+    "judge_kat",
+    "judge_order",
+    "judge_order_log",
+    "judge_probes",
+    "judge_run",
+    "order_label",
+    "order_permutation",
+    "order_rows",
+]
+
+COMPARED = ("text", "reasoning", "tool_calls", "finish_reason", "completion_tokens")
+WINDOW = 24  # characters of context shown on each side of a difference
+
+
+@dataclass(slots=True)
+class OrderSettings:
+    """One order-gate run: what was sent and how (stored in the probe log's header, ``settings.order``).
+
+    Attributes:
+        sample_ids: the draw's ids in canonical order (after any cap).
+        orders: orders issued (2..6).
+        max_tokens: generation cap per request (recorded: a different cap is a different regime).
+        concurrency: requests in flight at once.
+        regimes: ``["as-served"]`` or ``["cache-off", "cache-on"]`` (``--hermetic``).
+        cache_bypass: the fields the cache-off regime sent (names; vLLM's salt differs per request).
+        draw: the draw's description (source, files' SHA-256, selection rule, draw id).
+        cap_warning: what a ``--sample-cap`` selected, or None.
+    """
+
+    sample_ids: list[str]
+    orders: int = 2
+    max_tokens: int = 512
+    concurrency: int = 1
+    regimes: list[str] = dataclasses.field(default_factory=lambda: ["as-served"])
+    cache_bypass: list[str] = dataclasses.field(default_factory=list)
+    draw: dict[str, Any] = dataclasses.field(default_factory=dict)
+    cap_warning: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> OrderSettings:
+        """The settings stored in a probe log's header (unknown keys ignored)."""
+        return cls(**{k: v for k, v in raw.items() if k in cls.__dataclass_fields__})
+
+    def describe(self, regime: str) -> str:
+        return f"{len(self.sample_ids)}-sample draw in {self.orders} orders, T=0, max_tokens {self.max_tokens}, " \
+               f"concurrency {self.concurrency} ({regime})"
+
+
+def order_label(k: int) -> str:
+    """Name of the ``k``-th order: ``canonical``, ``reversed``, then ``rotation-<k>``."""
+    return ("canonical", "reversed")[k] if k < 2 else f"rotation-{k}"
+
+
+def order_permutation(k: int, n: int, orders: int) -> list[int]:
+    """Sample indices of the ``k``-th of ``orders`` orders of an ``n``-sample draw.
+
+    0 is the draw as is; 1 reverses it, which changes what ran before every sample; k ≥ 2 rotates
+    the canonical order to start at sample ``k·n // orders`` (a different history before each
+    sample, the same neighbours but one)."""
+    if k == 0 or n == 0:
+        return list(range(n))
+    if k == 1:
+        return list(range(n - 1, -1, -1))
+    start = (k * n // orders) % n
+    return [(start + i) % n for i in range(n)]
+
+
+def fingerprint(reply: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The compared fields of a finished reply, re-derived from its raw events; None when the request
+    failed (not HTTP 200, an error recorded, a stream cut short) or there is no reply.
+
+    ``tool_calls`` is a list of ``{"name", "arguments"}`` with the argument string exactly as streamed;
+    ``completion_tokens`` is None when the server sent no usage."""
+    if not reply or not is_ok(dict(reply)):
+        return None
+    r = rederive(dict(reply)) if reply.get("events") else dict(reply)
+    if not is_ok(r):
+        return None
+    usage = r.get("usage") or {}
+    return {"text": r.get("text") or "", "reasoning": r.get("reasoning") or "",
+            "tool_calls": [{"name": c.get("name") or "", "arguments": c.get("arguments") or ""}
+                           for c in r.get("tool_calls") or ()],
+            "finish_reason": r.get("finish_reason"), "completion_tokens": usage.get("completion_tokens")}
+
+
+def is_empty(fp: Mapping[str, Any]) -> bool:
+    """No generated output on any channel (no text, no reasoning, no tool call)."""
+    return not fp["text"] and not fp["reasoning"] and not fp["tool_calls"]
+
+
+def _string_diff(field: str, a: str, b: str) -> dict[str, Any]:
+    i = next((j for j, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    lo = max(0, i - WINDOW)
+    return {"field": field, "position": i, "a": a[lo:i + WINDOW], "b": b[lo:i + WINDOW],
+            "a_length": len(a), "b_length": len(b)}
+
+
+def first_difference(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The first field (in ``COMPARED`` order) where two fingerprints differ, or None when equal.
+
+    Returns ``{"field", "position", "a", "b"}``: for a string field the character index of the first
+    difference (the length of the shorter one when one is a prefix of the other) with a window of
+    ``WINDOW`` characters either side from each value; for tool calls the field names the call
+    (``tool_calls[1].arguments``) or is ``tool_calls.count``; for finish_reason and completion_tokens
+    the two values, position None."""
+    for field in COMPARED:
+        x, y = a[field], b[field]
+        if x == y:
+            continue
+        if field in ("text", "reasoning"):
+            return _string_diff(field, x, y)
+        if field == "tool_calls":
+            for i, (cx, cy) in enumerate(zip(x, y)):
+                for part in ("name", "arguments"):
+                    if cx[part] != cy[part]:
+                        return _string_diff(f"tool_calls[{i}].{part}", cx[part], cy[part])
+            return {"field": "tool_calls.count", "position": min(len(x), len(y)), "a": len(x), "b": len(y)}
+        return {"field": field, "position": None, "a": x, "b": y}
+    return None
+
+
+def compare_sample(sample_id: str, replies: Sequence[tuple[str, Mapping[str, Any] | None]]) -> dict[str, Any]:
+    """One sample across runs.
+
+    Args:
+        replies: ``(run label, reply file or None)`` per run, the reference run first (canonical, or
+            "alone"); None means the request never ran.
+
+    Returns:
+        ``{"sample_id", "status", "runs", "empty", "difference", "failed"}``: status AGREE, DIFFER or
+        UNMEASURED (module docstring); ``difference`` (DIFFER only) is ``first_difference`` of the first
+        answered run against the first run that differs from it, with ``a_run`` and ``b_run`` named;
+        ``failed`` lists ``{"run", "error"}`` of the runs without an answer; ``empty`` is True when every
+        answered run's reply is empty.
+    """
+    answered: list[tuple[str, dict[str, Any]]] = []
+    failed = []
+    for label, reply in replies:
+        fp = fingerprint(reply)
+        if fp is None:
+            failed.append({"run": label, "error": ((reply or {}).get("error") or
+                                                   ("no reply recorded" if not reply else
+                                                    f"HTTP {(reply or {}).get('status')}"))[:300]})
+        else:
+            answered.append((label, fp))
+    difference = None
+    if answered:
+        ref_label, ref = answered[0]
+        for label, fp in answered[1:]:
+            d = first_difference(ref, fp)
+            if d is not None:
+                difference = {"a_run": ref_label, "b_run": label, **d}
+                break
+    status = "DIFFER" if difference else ("UNMEASURED" if failed else "AGREE")
+    return {"sample_id": sample_id, "status": status, "runs": [label for label, _ in replies],
+            "empty": bool(answered) and all(is_empty(fp) for _, fp in answered), "difference": difference,
+            "failed": failed, "answered": len(answered),
+            "usage_seen": any(fp["completion_tokens"] is not None for _, fp in answered)}
+
+
+def _show(d: Mapping[str, Any]) -> str:
+    where = f" at {d['position']}" if d.get("position") is not None else ""
+    return f"{d['field']}{where} ({d['a_run']} {d['a']!r} vs {d['b_run']} {d['b']!r})"
+
+
+def judge_order(rows: Sequence[Mapping[str, Any]], *, what: str) -> Gate:
+    """The order gate on ``compare_sample`` rows (module docstring: VACUOUS, FAIL, UNPROVEN, PASS).
+
+    Args:
+        what: what was compared, for the reason, e.g. ``"40-sample BFCL draw in 2 orders (cache on)"``.
+
+    Returns:
+        an ``order`` Gate; metrics ``samples, agree, differ, unmeasured, replies_answered, empty_replies``
+        and ``vacuous`` (bool); details: DIFFER rows, then UNMEASURED rows, then the AGREE sample ids.
+    """
+    n = len(rows)
+    by = {s: [r for r in rows if r["status"] == s] for s in ("AGREE", "DIFFER", "UNMEASURED")}
+    answered = sum(r["answered"] for r in rows)
+    vacuous = answered > 0 and all(r["empty"] for r in rows if r["answered"])
+    metrics = {"samples": n, "agree": len(by["AGREE"]), "differ": len(by["DIFFER"]),
+               "unmeasured": len(by["UNMEASURED"]), "replies_answered": answered,
+               "empty_replies": sum(1 for r in rows if r["empty"]), "vacuous": vacuous}
+    details = [dict(r) for r in by["DIFFER"] + by["UNMEASURED"]]
+    if by["AGREE"]:
+        details.append({"status": "AGREE", "sample_ids": [r["sample_id"] for r in by["AGREE"]]})
+    limitations = []
+    if answered and not any(r["usage_seen"] for r in rows):
+        limitations.append("the server sent no usage in these replies, so completion_tokens was not compared")
+    if n == 0:
+        return Gate("order", "NOT RUN", f"{what}: no sample to compare", metrics, details, limitations)
+    if vacuous:
+        return Gate("order", "FAIL", f"VACUOUS: {what}: all {answered} answered replies were empty (no text, "
+                    "reasoning or tool call), so nothing was compared; an endpoint that returns nothing is not "
+                    "order-independent by default", metrics, details, limitations)
+    if by["DIFFER"]:
+        first = by["DIFFER"][0]
+        return Gate("order", "FAIL", f"{what}: {len(by['DIFFER'])} of {n} samples answered differently depending "
+                    f"on what ran before them; first: {first['sample_id']}: {_show(first['difference'])}",
+                    metrics, details, limitations)
+    if by["UNMEASURED"]:
+        first = by["UNMEASURED"][0]
+        return Gate("order", "UNPROVEN", f"{what}: {len(by['UNMEASURED'])} of {n} samples UNMEASURED (a request "
+                    f"failed or never ran; first: {first['sample_id']} in {first['failed'][0]['run']}: {first['failed'][0]['error']}); "
+                    f"the {len(by['AGREE'])} measured samples agree, a failure is not agreement",
+                    metrics, details, limitations)
+    fields = "text, reasoning, tool calls with raw arguments, finish_reason, " + (
+        "completion_tokens" if not limitations else "not completion_tokens: the server sent no usage")
+    return Gate("order", "PASS", f"{what}: all {n} samples byte-identical in every run ({fields})", metrics, details,
+                limitations)
+
+
+def order_rows(records: Sequence[Mapping[str, Any]], sample_ids: Sequence[str], orders: int, regime: str
+               ) -> list[dict[str, Any]]:
+    """``compare_sample`` rows of one regime, in canonical draw order; a sample an order never answered
+    (the run was cut short) is compared with None there, which makes it UNMEASURED."""
+    got: dict[tuple[str, str], Mapping[str, Any]] = {}
+    for r in records:
+        meta = r.get("meta") or {}
+        if r.get("kind") == "order" and meta.get("regime") == regime:
+            got[(str(r.get("key")), str(meta.get("order")))] = r.get("reply") or {}
+    labels = [order_label(k) for k in range(orders)]
+    return [compare_sample(sid, [(lb, got.get((sid, lb))) for lb in labels]) for sid in sample_ids]
+
+
+def judge_order_log(header: Mapping[str, Any], records: Sequence[Mapping[str, Any]]) -> Gate:
+    """The order gate of one ``gates order`` run from its probe log: each regime judged on its own
+    (the reason names the regime), then combined (any FAIL → FAIL, …)."""
+    raw = (header.get("settings") or {}).get("order") or {}
+    s = OrderSettings.from_json(raw)
+    parts = [judge_order(order_rows(records, s.sample_ids, s.orders, regime), what=s.describe(regime))
+             for regime in s.regimes]
+    gate = merge_gates("order", parts) if parts else Gate("order", "NOT RUN", "the log names no regime")
+    return gate.with_limitations([s.cap_warning] if s.cap_warning else [])
+
+
+def judge_kat(rows: Sequence[Mapping[str, Any]], level: str | None) -> Gate:
+    """The order gate on known-answer requests alone vs under load (``bench serve --kat``; ``judge_order``)."""
+    where = f"inside load level {level}" if level else "under load (no copy ran under load)"
+    return judge_order(rows, what=f"{len(rows)} known-answer requests alone vs {where}")
+
+
+def judge_probes(run: ProbeRun) -> Gate:
+    """The order gate on one ``gates order`` run's probe log (each regime, then combined)."""
+    return judge_order_log(run.header, run.records)
+
+
+def judge_run(rows: RunRows) -> Gate | None:
+    """The order gate on the known answers a load mixed in (``rows.kat_rows``), None when it mixed in none."""
+    return judge_kat(rows.kat_rows, rows.kat_level) if rows.kat_rows else None

@@ -1,0 +1,368 @@
+"""The token_count gate: does the count an engine reports match the tokens it actually produced?
+
+An engine is paid (and benchmarked) by the tokens it says it generated. This gate sets up to three
+independent counts of each reply side by side and asks that they agree:
+
+- ``usage``: ``usage.completion_tokens`` as the engine reports it;
+- ``streamed``: the tokens the stream itself carried — token ids where the engine sent them, else
+  logprob entries (one per generated token);
+- ``retokenized``: the generated text (reasoning, then the answer) run through the model's tokenizer
+  by the caller (``--tokenizer``); None without one.
+
+The rules, allowances and verdicts follow the token_count gate of the seed
+(``../shared/seeds/000``, ``ops/gates.py``); the code here is new. Everything is pure: the caller
+reads the reply files (run dir ``outputs/…``, ``load-*/`` and ``probes/``, or live probe replies),
+counts the text and passes the numbers in.
+
+Row shape (``count_row``)::
+
+    {"key": str, "usage": int | None, "streamed": int | None, "streamed_method": "token_ids" |
+     "logprobs" | None, "retokenized": int | None, "finish_reason": str | None, "max_tokens": int | None}
+
+Keys name the reply; live probes prefix them with their kind (``"count:…"``, ``"ignore_eos:…"``,
+``"rare:…"``, ``"echo_orig:…"``, ``"echo_perturbed:…"``), and the prefixes in ``RETOK_EXEMPT``
+change how the re-tokenized count is judged (see ``judge_counts``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from inferencekit.gates.inputs import ProbeRun, RunRows
+from inferencekit.gates.result import Gate
+from inferencekit.shapes import CountRow, ProbeRecord, ReplyFile, generated_text, is_ok
+
+__all__ = ["COPY_PROBES", "COUNTED_KINDS", "RETOK_EXEMPT", "RETOK_TOL", "count_row", "gate_token_count",
+           "judge_counts", "judge_probes", "judge_run", "lossy_text", "probe_count_part", "text_covers",
+           "unstreamed_at_cut"]
+
+# Probe kinds whose text is not a fair re-tokenization target. After EOS (ignore_eos) an engine may
+# generate special tokens and strip them from the text; a string the model copies (rare tokens, echo
+# probes) can be produced as a non-canonical split that re-tokenizes to a different length.
+RETOK_EXEMPT = ("ignore_eos:", "rare:", "echo_orig:", "echo_perturbed:")
+# The copy probes among them ask for no logprobs: with usage and the text as their only counts, the gap
+# is set aside and the row does not count as checked (the count probes are what check usage).
+COPY_PROBES = ("rare:", "echo_orig:", "echo_perturbed:")
+
+_AFTER_EOS = "tokens counted but not streamed (special tokens after EOS?)"
+_AT_CUT = "tokens counted but not streamed (a partial character held back at the cut?)"
+# llama-server streams the byte-fallback tokens of one multi-byte character (e.g. "À" as two byte tokens)
+# as one event with one logprob entry: the stream is short of usage while the text re-tokenizes to usage
+# (observed 30 Nov 2026: usage 16, 15 streamed ids, re-tokenized 16, on French text).
+_MERGED = "tokens counted but streamed as one entry (byte tokens of a multi-byte character?)"
+_DETAILS_CAP = 50
+_SIDE_CAP = 20
+RETOK_TOL = 0.02  # re-tokenized count tolerance (relative, at least 2 tokens): the seed's value
+# Probe kinds whose counts the gate checks: the count probes, and the exact-length and copy probes with their
+# allowances (RETOK_EXEMPT). Sampled (T=1) text is left out: a sampled token sequence need not be the tokenizer's
+# own split of its text.
+COUNTED_KINDS = ("count", "ignore_eos", "rare", "echo_orig", "echo_perturbed")
+
+
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _streamed(reply: dict[str, Any]) -> tuple[int | None, str | None]:
+    """Tokens the stream carried: token ids if any came, else logprob entries, else None.
+
+    Reads the ``token_ids`` / ``logprobs`` arrays of a reply file; a summary without them (a probe line)
+    falls back on its recorded ``n_streamed`` / ``streamed_method``. An empty stream counts as none.
+    """
+    ids, lps = reply.get("token_ids"), reply.get("logprobs")
+    if isinstance(ids, list) and ids:
+        return len(ids), "token_ids"
+    if isinstance(lps, list) and lps:
+        return len(lps), "logprobs"
+    if ids is None and lps is None:
+        n, how = _int(reply.get("n_streamed")), reply.get("streamed_method")
+        if n and how in ("token_ids", "logprobs"):
+            return n, how
+    return None, None
+
+
+def lossy_text(reply: dict[str, Any]) -> bool:
+    """The streamed text lost bytes: a logprob entry whose token piece is empty (a partial UTF-8 character
+    the server dropped instead of holding back — llama-cpp-python 0.3.36 does this with CJK output), or a
+    U+FFFD replacement character in the text. Such a text re-tokenizes to fewer tokens than were made."""
+    lps = reply.get("logprobs")
+    if isinstance(lps, list) and any(isinstance(e, dict) and e.get("token") == "" for e in lps):
+        return True
+    return "\ufffd" in generated_text(reply)
+
+
+def count_row(key: str, reply: ReplyFile, *, max_tokens: int | None,
+              retokenized: int | None) -> CountRow | None:
+    """One count row from a reply file (DESIGN.md, "Reply file"), or None for a failed reply.
+
+    Args:
+        key: names the reply in the gate's details (file path or ``"<kind>:<probe key>"``).
+        reply: the reply-file dict; a reply that is not HTTP 200 or carries ``error`` gives None
+            (the caller reports it among the failed probes).
+        max_tokens: the request's ``max_tokens`` (None when it set none): a reply cut there may hold
+            back tokens from its stream.
+        retokenized: the tokenizer's count of ``generated_text(reply)``, None without a tokenizer.
+
+    Returns:
+        ``{"key", "usage", "streamed", "streamed_method", "retokenized", "finish_reason", "max_tokens",
+        "lossy_text", "multibyte"}``: ``usage`` is ``usage.completion_tokens`` (None when absent),
+        ``streamed`` the number of token ids the stream carried, else of logprob entries, else None;
+        ``lossy_text`` see ``lossy_text``; ``multibyte``: the text holds a non-ASCII character.
+    """
+    if not is_ok(reply):
+        return None
+    n, how = _streamed(reply)
+    usage = reply.get("usage")
+    return {"key": key, "usage": _int(usage.get("completion_tokens")) if isinstance(usage, dict) else None,
+            "streamed": n, "streamed_method": how, "retokenized": _int(retokenized),
+            "finish_reason": reply.get("finish_reason"), "max_tokens": _int(max_tokens),
+            "lossy_text": lossy_text(reply), "multibyte": any(ord(c) > 127 for c in generated_text(reply))}
+
+
+def unstreamed_at_cut(row: dict[str, Any]) -> bool:
+    """A logprob stream shorter than usage on a reply stopped by ``max_tokens`` with usage exactly there.
+
+    Tokens generated and counted but never streamed (an end-of-turn or padding token, a partial UTF-8
+    character held back at the cut) look, in a logprob stream, just like an engine that stopped early
+    and over-reports; the stream alone cannot tell them apart. Token-id streams get no such allowance.
+    """
+    u, s = row.get("usage"), row.get("streamed")
+    return (u is not None and s is not None and s < u and row.get("streamed_method") == "logprobs"
+            and row.get("finish_reason") == "length" and row.get("max_tokens") is not None
+            and u == row["max_tokens"])
+
+
+def _tolerance(ref: int, retok_tol: float) -> float:
+    return max(2, retok_tol * ref)
+
+
+def text_covers(retokenized: int | None, usage: int | None, retok_tol: float) -> bool:
+    """The re-tokenized text holds at least the usage count and not much more: ``u <= t <= u + max(2, tol*u)``.
+
+    Over-reporting is the one cheat a short stream could hide, and a text this long refutes it.
+    """
+    if retokenized is None or usage is None:
+        return False
+    return usage <= retokenized <= usage + _tolerance(usage, retok_tol)
+
+
+def _usage_vs_stream(row: dict[str, Any], retok_tol: float) -> str | None:
+    """How usage compares with the stream: None (agree, or one of them missing), ``"bad"``, or — for a
+    logprob stream short at the max_tokens cut — ``"by_text"`` (the text covers usage) / ``"unsettled"``.
+    One token of slack at a natural stop: an EOS counted but not streamed. A stream short of usage on a
+    text with a multi-byte character is ``"by_text"`` when the re-tokenized text covers usage (``_MERGED``)."""
+    u, s = row.get("usage"), row.get("streamed")
+    if u is None or s is None or abs(u - s) <= (1 if row.get("finish_reason") == "stop" else 0):
+        return None
+    t = row.get("retokenized")
+    if s < u and row.get("multibyte") and t is not None and abs(t - u) <= _tolerance(u, retok_tol):
+        # byte tokens of one character streamed as one entry (llama-server, observed); the text's own split
+        # of such characters may differ from the generated one by a token or two, either way
+        return "by_text"
+    if not unstreamed_at_cut(row):
+        return "bad"
+    return "by_text" if text_covers(row.get("retokenized"), u, retok_tol) else "unsettled"
+
+
+def judge_counts(rows: Iterable[dict[str, Any]], retok_tol: float = 0.02) -> dict[str, Any]:
+    """Sort count rows by what their counts show.
+
+    Rules, per row (a row with fewer than two counts is skipped):
+
+    - usage and streamed must be equal; at ``finish_reason == "stop"`` they may differ by 1 (an EOS
+      token counted but not streamed);
+    - a logprob stream short of usage on a reply cut at ``max_tokens`` (``unstreamed_at_cut``) is
+      *unsettled*, unless the re-tokenized text covers usage (``text_covers``): then it is settled
+      *by text* (a limitation) and its re-tokenized count is not judged again;
+    - the re-tokenized count must be within ``max(2, retok_tol * ref)`` of ``ref``, the streamed count
+      (usage when nothing was streamed); beyond that it is a mismatch — except on ``RETOK_EXEMPT``
+      keys that have usage and either a stream (already judged against usage) or a copy-probe prefix:
+      the gap goes to ``retok_only`` (a limitation), and a copy probe with usage alone then counts
+      as not checked;
+    - a row whose streamed text lost bytes (``lossy_text``) cannot be counted by its text: a
+      re-tokenized gap there goes to ``lossy`` (a limitation) and the row counts as checked only when
+      usage and the stream were compared.
+
+    Returns:
+        ``{"bad": [...], "unsettled": [...], "by_text": [...], "retok_only": [...], "lossy": [...],
+        "checked": int}``;
+        the lists hold the rows with a ``"problem"`` string added; ``bad`` rows make the gate FAIL,
+        ``unsettled`` ones UNPROVEN; ``checked`` counts the rows with at least two counts judged.
+    """
+    bad: list[dict[str, Any]] = []
+    unsettled: list[dict[str, Any]] = []
+    by_text: list[dict[str, Any]] = []
+    retok_only: list[dict[str, Any]] = []
+    lossy: list[dict[str, Any]] = []
+    checked = 0
+    for row in rows:
+        u, s, t = row.get("usage"), row.get("streamed"), row.get("retokenized")
+        if sum(x is not None for x in (u, s, t)) < 2:
+            continue
+        key = str(row.get("key", ""))
+        problems: list[str] = []
+        verdict = _usage_vs_stream(row, retok_tol)
+        settled = verdict == "by_text"
+        if verdict == "bad":
+            problems.append(f"usage {u} != streamed {s}")
+        elif verdict is not None:
+            gap = u - s
+            what = (_MERGED if settled and row.get("multibyte") and not unstreamed_at_cut(row)
+                    else _AFTER_EOS if key.startswith("ignore_eos:") else _AT_CUT)
+            if settled:
+                by_text.append({**row, "problem": f"{gap} {what}; the re-tokenized text ({t}) covers usage"})
+            else:
+                unsettled.append({**row, "problem": f"{gap} {what}"})
+        counts_row = True
+        if t is not None and not settled:
+            ref, ref_name = (s, "streamed") if s is not None else (u, "usage")
+            if ref is not None and abs(t - ref) > _tolerance(ref, retok_tol):
+                gap = f"re-tokenized {t} vs {ref_name} {ref}"
+                if row.get("lossy_text"):
+                    lossy.append({**row, "problem": f"{gap}: the streamed text lost bytes"})
+                    counts_row = u is not None and s is not None
+                elif u is not None and key.startswith(RETOK_EXEMPT) and (s is not None or key.startswith(COPY_PROBES)):
+                    retok_only.append({**row, "problem": gap})
+                    counts_row = s is not None  # usage against the text alone, set aside: nothing checked
+                else:
+                    problems.append(gap)
+        checked += counts_row
+        if problems:
+            bad.append({**row, "problem": "; ".join(problems)})
+    return {"bad": bad, "unsettled": unsettled, "by_text": by_text, "retok_only": retok_only, "lossy": lossy,
+            "checked": checked}
+
+
+def _bad_note(bad: Sequence[dict[str, Any]]) -> str:
+    """Which way the counts disagree (usage above / below the stream, re-tokenized text off) and the first case."""
+    over = sum(1 for r in bad if _int(r.get("usage")) is not None and _int(r.get("streamed")) is not None
+               and r["usage"] > r["streamed"])
+    under = sum(1 for r in bad if _int(r.get("usage")) is not None and _int(r.get("streamed")) is not None
+                and r["usage"] < r["streamed"])
+    parts = [f"usage.completion_tokens above the streamed tokens on {over}" if over else "",
+             f"below them on {under}" if under else "",
+             f"re-tokenized text off on {len(bad) - over - under}" if len(bad) - over - under else ""]
+    return ", ".join(p for p in parts if p) + f" (first: {bad[0].get('key')}: {bad[0].get('problem')})"
+
+
+def _gaps_note(rows: Sequence[dict[str, Any]]) -> str:
+    """'a to b tokens counted but not streamed (…)', once for ignore_eos rows and once for the others."""
+    parts = []
+    for after_eos, what in ((True, _AFTER_EOS), (False, _AT_CUT)):
+        gaps = sorted(r["usage"] - r["streamed"] for r in rows
+                      if str(r.get("key", "")).startswith("ignore_eos:") == after_eos)
+        if gaps:
+            span = str(gaps[0]) if gaps[0] == gaps[-1] else f"{gaps[0]} to {gaps[-1]}"
+            parts.append(f"{span} {what}")
+    return "; ".join(parts)
+
+
+def _failed_note(failed: Sequence[dict[str, Any]]) -> str:
+    """'N count probe(s) failed (HTTP 500 x2, no response x1; first error: …)'."""
+    by: dict[str, int] = {}
+    for f in failed:
+        label = f"HTTP {f['status']}" if f.get("status") else "no response"
+        by[label] = by.get(label, 0) + 1
+    first = next((str(f["error"]) for f in failed if f.get("error")), "")
+    tally = ", ".join(f"{k} x{v}" for k, v in sorted(by.items()))
+    return f"{len(failed)} count probe(s) failed ({tally}" + (f"; first error: {first[:160]}" if first else "") + ")"
+
+
+def gate_token_count(rows: Sequence[dict[str, Any]], *, retok_tol: float = 0.02, tokenizer: str | None,
+                     failed: Sequence[dict[str, Any]] | None = None) -> Gate:
+    """The token_count gate over count rows (``count_row``), judged by ``judge_counts``.
+
+    Args:
+        rows: one per successful reply (live probes, run-dir outputs, ``load-*/`` and ``probes/``).
+        retok_tol: relative tolerance of re-tokenized counts (at least 2 tokens).
+        tokenizer: the tokenizer that made the ``retokenized`` counts; None when none was given.
+        failed: probes that got no usable reply, ``{"key", "status", "error", ...}``: a refused probe
+            is evidence, so any makes the verdict at best UNPROVEN.
+
+    Verdicts: FAIL on any mismatch; else UNPROVEN when a probe failed or a logprob stream short at the
+    cut was not settled by the text; else UNPROVEN when rows exist but none carried two counts; NOT RUN
+    without rows; else PASS. Details list the offending rows first (at most 50).
+    """
+    failed = list(failed or [])
+    judged = judge_counts(rows, retok_tol)
+    bad, unsettled, checked = judged["bad"], judged["unsettled"], judged["checked"]
+    by_text, retok_only, lossy = judged["by_text"], judged["retok_only"], judged["lossy"]
+    limitations = []
+    if tokenizer is None:
+        limitations.append("no tokenizer given: re-tokenized counts not checked (pass --tokenizer)")
+    if retok_only:
+        limitations.append(
+            f"{len(retok_only)} ignore_eos / rare / echo repl(ies) re-tokenize to a count other than their stream "
+            "or usage (special tokens stripped from the text, or a copied string generated as a non-canonical "
+            "split); that gap is not counted as a mismatch (their stream, where there is one, was judged against "
+            "usage, and the count probes check usage)")
+    if by_text:
+        limitations.append(
+            f"{len(by_text)} repl(ies) streamed fewer tokens than usage counts ({_gaps_note(by_text)}), but their "
+            "re-tokenized text covers usage: the count is proven by the text, not by the stream")
+    if lossy:
+        limitations.append(
+            f"{len(lossy)} repl(ies) streamed token pieces that decode to nothing (partial UTF-8 characters the "
+            "server dropped from the text): their text re-tokenizes short of the tokens made, so only usage against "
+            "the stream was judged for them, where both exist (the lost characters are a fault of the text, not of "
+            "the count)")
+    metrics = {"replies_checked": checked, "mismatches": len(bad), "unstreamed_at_limit": len(unsettled),
+               "lossy_text_replies": len(lossy),
+               "unstreamed_settled_by_text": len(by_text), "retokenize_only_gaps": len(retok_only),
+               "streamed_methods": sorted({r["streamed_method"] for r in rows if r.get("streamed_method")}),
+               "failed_probes": len(failed)}
+    if bad:
+        return Gate("token_count", "FAIL",
+                    f"{len(bad)}/{checked} replies report a token count the stream does not support: {_bad_note(bad)}",
+                    metrics, bad[:_DETAILS_CAP] + unsettled[:_SIDE_CAP] + failed, limitations)
+    notes = []
+    if failed:
+        notes.append(_failed_note(failed) + ": a refused probe cannot be judged")
+    if unsettled:
+        settle = ("pass --tokenizer so the re-tokenized text can settle it" if tokenizer is None
+                  else "and the re-tokenized text does not cover usage")
+        notes.append(f"{len(unsettled)}/{checked} replies cut at max_tokens streamed fewer logprob entries than usage "
+                     f"counts ({_gaps_note(unsettled)}): the stream cannot prove the count (the engine returned no "
+                     f"token ids; {settle})")
+    if notes:
+        return Gate("token_count", "UNPROVEN", "; ".join(notes) + f"; {checked - len(unsettled)} other replies agree",
+                    metrics, unsettled[:_DETAILS_CAP] + failed, limitations)
+    if checked == 0:
+        return Gate("token_count", "UNPROVEN" if rows else "NOT RUN",
+                    "no reply carried two independent token counts (usage, token ids or logprobs, re-tokenized text)",
+                    metrics, retok_only[:_SIDE_CAP] + lossy[:_SIDE_CAP], limitations)
+    return Gate("token_count", "PASS", f"{checked} replies: usage, streamed and re-tokenized counts agree",
+                metrics, by_text[:_SIDE_CAP] + retok_only[:_SIDE_CAP] + lossy[:_SIDE_CAP], limitations)
+
+
+def _max_tokens(rec: ProbeRecord) -> int | None:
+    mt = (rec.get("body") or {}).get("max_tokens")
+    return mt if isinstance(mt, int) and not isinstance(mt, bool) else None
+
+
+def probe_count_part(records: Sequence[ProbeRecord], retokenized: Mapping[str, int], tokenizer: str | None) -> Gate:
+    """token_count on the probes of ``COUNTED_KINDS`` (keys ``"<kind>:<id>"``); failed probes are evidence."""
+    rows, failed = [], []
+    for rec in records:
+        if rec.get("kind") not in COUNTED_KINDS:
+            continue
+        reply = rec.get("reply") or {}
+        key = f"{rec['kind']}:{rec['id']}"
+        row = count_row(key, reply, max_tokens=_max_tokens(rec), retokenized=retokenized.get(rec["id"]))
+        if row is not None:
+            rows.append(row)
+        elif not is_ok(reply):
+            failed.append({"key": key, "status": reply.get("status"), "error": (reply.get("error") or "not sent")[:300]})
+    return gate_token_count(rows, retok_tol=RETOK_TOL, tokenizer=tokenizer, failed=failed)
+
+
+def judge_probes(run: ProbeRun) -> Gate:
+    """The live part: the count, exact-length and copy probes of one gate run, with the re-tokenized counts and
+    tokenizer its log recorded."""
+    return probe_count_part(run.records, run.header.get("retokenized") or {}, run.header.get("tokenizer"))
+
+
+def judge_run(rows: RunRows) -> Gate:
+    """The run-dir part: every load reply's counts (``rows.count_rows``)."""
+    return gate_token_count(rows.count_rows, retok_tol=RETOK_TOL, tokenizer=rows.tokenizer)

@@ -1,0 +1,120 @@
+"""Send the live probes and keep every reply on disk (collect; the judging is in ``gates/judges/``).
+
+A gate run writes ``probes/<gate-run>.jsonl`` (DESIGN.md, run directory): a header line
+``{"gate_run", "settings", ...}`` and then one line per finished probe — the probe as planned
+(``id``, ``kind``, ``key``, ``meta``, ``endpoint``, ``body``) with its whole reply file under
+``reply`` (every SSE payload with its receive time), so ``gates check`` re-judges it with the same
+code. A line is written and synced as soon as its probe ends; a torn last line (the process died
+while writing) is skipped on reading. Probes go one at a time (concurrency 1) through the
+foundation's client; a refused or broken probe is recorded like any other.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from inferencekit.api.client import Client
+from inferencekit.api.tokenize import TokenizeError, Tokenizer
+from inferencekit.shapes import ProbeRecord, generated_text, is_ok
+
+__all__ = ["ProbeLog", "read_probe_log", "send_probes", "retokenize_probes"]
+
+
+class ProbeLog:
+    """Append-only ``probes/<gate-run>.jsonl``; the header is written on creation."""
+
+    def __init__(self, path: Path, header: dict[str, Any]) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = open(path, "ab")  # noqa: SIM115 - held open for the gate run, closed by close()
+        if self._fh.tell() == 0:
+            self._write(header)
+
+    def _write(self, obj: dict[str, Any]) -> None:
+        self._fh.write(orjson.dumps(obj) + b"\n")
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+
+    def append(self, record: dict[str, Any]) -> None:
+        """Write one finished probe (as a single line, synced)."""
+        self._write(record)
+
+    def close(self) -> None:
+        self._fh.close()
+
+    def __enter__(self) -> ProbeLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def read_probe_log(path: Path) -> tuple[dict[str, Any], list[ProbeRecord], int]:
+    """``(header, probe records, unreadable lines)`` of one ``probes/<gate-run>.jsonl``.
+
+    Lines after the header that carry no ``kind`` (the re-tokenized counts written after the probes)
+    are merged into the header. A line that is not a JSON object (a torn last write) is counted, not
+    raised."""
+    header: dict[str, Any] = {}
+    records: list[ProbeRecord] = []
+    bad = 0
+    with open(path, "rb") as fh:
+        for i, line in enumerate(fh):
+            try:
+                obj = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                bad += 1
+                continue
+            if not isinstance(obj, dict):
+                bad += 1
+            elif i == 0 and "gate_run" in obj:
+                header = obj
+            elif "kind" in obj:
+                records.append(obj)
+            else:
+                header.update(obj)
+    return header, records, bad
+
+
+async def send_probes(client: Client, probes: Sequence[ProbeRecord], log: ProbeLog | None, *,
+                      optional: Iterable[str] = (), kind_suffix: str = "", model: str | None = None,
+                      on_done: Callable[[ProbeRecord], None] | None = None) -> list[ProbeRecord]:
+    """Send ``probes`` in order, one at a time; return them with ``reply`` set (each also appended to ``log``).
+
+    Args:
+        optional: body fields the server may refuse with 400 (dropped and resent by the client, recorded).
+        kind_suffix: appended to kind and id (``"_reference"`` for a reference engine's copies).
+        model: replaces the body's model (a reference engine serves its own name).
+    """
+    out = []
+    for p in probes:
+        body = dict(p["body"])
+        if model is not None:
+            body["model"] = model
+        ex = await client.post(p["endpoint"], body, optional=optional)
+        rec = {**p, "id": p["id"] + kind_suffix, "kind": p["kind"] + kind_suffix, "body": body,
+               "reply": ex.to_reply(id=p["id"] + kind_suffix)}
+        if log is not None:
+            log.append(rec)
+        if on_done is not None:
+            on_done(rec)
+        out.append(rec)
+    return out
+
+
+async def retokenize_probes(tok: Tokenizer, records: Sequence[ProbeRecord]) -> dict[str, int]:
+    """Re-tokenized counts of the generated text of every answered probe, by probe id (errors skipped)."""
+    out: dict[str, int] = {}
+    for r in records:
+        reply = r.get("reply")
+        if reply and is_ok(reply):
+            try:
+                out[r["id"]] = len(await tok.encode(generated_text(reply)))
+            except TokenizeError:
+                continue
+    return out

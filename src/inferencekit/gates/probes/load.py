@@ -1,0 +1,104 @@
+"""The gates' requests for a load: hidden probes and known answers, planned here and sent by ``bench serve``.
+
+The load generator sends what it is handed (``shapes.ExtraRequests``) and judges none of it; the
+gates judge the replies from the run dir (``gates/check.py``):
+
+- hidden probes (``bench serve --probes``): the hidden_probes gate's groups (greedy, T=1 twice with one
+  seed, once with another; top-5 logprob probes) from the packaged dev prompts, tagged at random with a
+  seed derived from the run's, dealt to the load levels round robin, one group at a time, into
+  ``outputs/<engine>/probes/``;
+- known answers (``bench serve --kat N``): N greedy requests from the dev set's short and medium chat
+  prompts (in file order), sent alone after the warm-up into ``kat/alone/`` and again inside the
+  heaviest level into ``kat/load/``; the order gate asks whether each reply under load is byte-identical
+  to its reply alone.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from inferencekit.data.prompts import Prompt, load_prompt_set
+from inferencekit.gates.probes.order import order_body
+from inferencekit.gates.probes.plan import OPTIONAL_FIELDS, ProbeSettings, plan_probes, probe_pool
+from inferencekit.rundir import KAT_ALONE, KAT_LOAD, PROBES_FOLDER
+from inferencekit.shapes import ExtraRequests, ProbeRecord
+
+__all__ = ["HIDDEN_SAMPLING_PROMPTS", "hidden_probe_bodies", "kat_pool_size", "kat_probes", "load_extras"]
+
+HIDDEN_SAMPLING_PROMPTS = 4  # sampling groups a load carries (the gate's floor: enough to FAIL an ignored temperature)
+
+
+def _dev_pool() -> list[Prompt]:
+    return probe_pool(load_prompt_set("dev").prompts)
+
+
+def kat_pool_size() -> int:
+    """How many known-answer prompts the dev set offers (its short and medium chat prompts)."""
+    return len(_dev_pool())
+
+
+def kat_probes(n: int, *, model: str, max_tokens: int, extra: Mapping[str, Any], ctk: Mapping[str, Any]
+               ) -> list[ProbeRecord]:
+    """The ``n`` known-answer requests (kind ``kat``), one greedy streamed body each.
+
+    Raises:
+        ValueError: the dev set has fewer than ``n`` chat prompts fit for probes.
+    """
+    pool = _dev_pool()
+    if n > len(pool):
+        raise ValueError(f"--kat {n}: the dev set has {len(pool)} short/medium chat prompts")
+    return [{"id": f"kat-{p.id}", "kind": "kat", "key": p.id, "meta": {}, "endpoint": "/v1/chat/completions",
+             "body": order_body({"messages": [dict(m) for m in p.messages or ()]}, model=model, max_tokens=max_tokens,
+                                extra=extra, ctk=ctk)} for p in pool[:n]]
+
+
+def hidden_probe_bodies(prompts: Sequence[Prompt], *, seed: int, model: str, max_tokens: int,
+                        sampling_prompts: int = HIDDEN_SAMPLING_PROMPTS, logprob_probes: int = 3, top_k_off: int = 0,
+                        extra: dict[str, Any] | None = None, ctk: dict[str, Any] | None = None,
+                        neutral: dict[str, Any] | None = None) -> list[ProbeRecord]:
+    """The hidden probes of a load: the hidden_probes gate's groups, without the warm-ups.
+
+    Raises:
+        OpError: the prompt set is too small for the groups.
+    """
+    s = ProbeSettings(gates=("hidden_probes",), seed=seed, max_tokens=max_tokens, sampling_prompts=sampling_prompts,
+                      logprob_probes=logprob_probes, top_k_off=top_k_off)
+    return [p for p in plan_probes(prompts, s, model=model, extra=extra, ctk=ctk, neutral=neutral)
+            if p["kind"] != "warmup"]
+
+
+def load_extras(*, levels: Sequence[str], heaviest: str, probes: bool, kat: int, kat_max_tokens: int, seed: int,
+                model: str, max_tokens: int | None, extra: dict[str, Any], ctk: dict[str, Any],
+                neutral: Mapping[str, Any], top_k_off: int) -> ExtraRequests:
+    """The requests the gates mix into one ``bench serve`` run.
+
+    Args:
+        levels: the run's level labels, in run order; ``heaviest``: the one the known answers go into under load
+            (``bench.plan.heaviest_level``).
+        probes: mix the hidden probes in; ``kat``: known-answer requests (0: none), ``kat_max_tokens`` each.
+        seed: the run's seed (the probes' tags derive from it, so a resumed run plans the same probes).
+        model, max_tokens, extra, ctk: what every request carries (``max_tokens`` None: 64 for the probes).
+        neutral, top_k_off: the engine dialect's neutral sampling fields and its top-k-off value.
+
+    Raises:
+        OpError: the dev set is too small for the probes.
+        ValueError: ``kat`` exceeds the dev set's known-answer prompts.
+    """
+    out: ExtraRequests = {"alone": [], "by_level": {label: [] for label in levels}, "optional": list(OPTIONAL_FIELDS)}
+    if probes:
+        planned = hidden_probe_bodies(load_prompt_set("dev").prompts,
+                                      seed=random.Random(f"{seed}:probes").getrandbits(62), model=model,
+                                      max_tokens=max_tokens or 64, top_k_off=top_k_off, extra=extra, ctk=ctk,
+                                      neutral=dict(neutral))
+        groups: dict[str, list[ProbeRecord]] = {}
+        for p in planned:
+            groups.setdefault(p["key"], []).append({**p, "folder": PROBES_FOLDER})
+        for i, group in enumerate(groups.values()):
+            out["by_level"][levels[i % len(levels)]].extend(group)
+    if kat:
+        known = kat_probes(kat, model=model, max_tokens=kat_max_tokens, extra=extra, ctk=ctk)
+        out["alone"] = [{**p, "folder": KAT_ALONE} for p in known]
+        out["by_level"][heaviest].extend({**p, "folder": KAT_LOAD} for p in known)
+    return out

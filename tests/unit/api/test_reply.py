@@ -1,0 +1,94 @@
+"""Reply derivation on replies recorded from real engines (tests/capture_replies.py)."""
+
+import json
+
+import pytest
+
+from inferencekit.api.reply import derive, rederive
+from tests.paths import FIXTURES
+
+FIX = FIXTURES / "replies"
+
+
+def load(engine: str, name: str) -> dict:
+    return json.loads((FIX / engine / f"{name}.json").read_text())
+
+
+def test_llama_cpp_python_stream_has_no_usage_and_one_token_per_event():
+    r = load("llama-cpp-python", "chat_stream")
+    assert r["status"] == 200 and r["done"] is True
+    assert r["usage"] is None  # 0.3.36 ignores stream_options.include_usage
+    assert r["n_streamed"] is None  # no ids and no logprobs were asked for
+    # the first event is role-only; every later content event is one token
+    assert r["chunks"] == 16 and r["finish_reason"] == "length"
+    assert r["ttft_ms"] == pytest.approx(r["events"][1][0] / 1e6)
+
+
+def test_llama_cpp_python_logprob_entries_count_the_tokens():
+    r = load("llama-cpp-python", "chat_stream_counted")
+    assert r["streamed_method"] == "logprobs"
+    assert r["n_streamed"] == 16 == len(r["logprobs"])
+    # the non-streamed reply of the same request reports usage 16
+    assert load("llama-cpp-python", "chat_nostream")["usage"]["completion_tokens"] == 16
+
+
+def test_derived_fields_are_reproducible_from_events_alone():
+    r = load("llama-cpp-python", "chat_stream_counted")
+    again = rederive({k: v for k, v in r.items() if k in ("events", "status", "sent_ns")})
+    for k in ("text", "ttft_ms", "ttfo_ms", "e2el_ms", "itl_ms", "chunks", "n_streamed", "finish_reason"):
+        assert again[k] == r[k], k
+
+
+def test_itl_gaps_sum_to_e2el_minus_ttft():
+    r = load("llama-cpp-python", "chat_stream")
+    assert len(r["itl_ms"]) == r["chunks"] - 1
+    assert sum(r["itl_ms"]) == pytest.approx(r["e2el_ms"] - r["ttft_ms"])
+
+
+def test_http_error_is_recorded_not_raised():
+    r = load("llama-cpp-python", "chat_bad_request")
+    assert r["status"] == 500
+    assert r["error"].startswith("HTTP 500: ") and len(r["error"]) <= 510
+    assert r["ttft_ms"] is None and r["chunks"] == 0
+
+
+def test_non_streamed_reply_is_one_event():
+    r = load("llama-cpp-python", "chat_nostream")
+    assert len(r["events"]) == 1 and r["text"].startswith("1. Red")
+    assert r["ttft_ms"] == r["e2el_ms"]
+
+
+def test_completions_stream_text_channel():
+    r = load("llama-cpp-python", "completion_stream")
+    assert r["text"].startswith(" Paris") and r["chunks"] == 8
+
+
+def test_multi_token_event_splits_its_gap_evenly():
+    ev = lambda ids: json.dumps({"choices": [{"delta": {"content": "x"}, "token_ids": ids}]})
+    d = derive([[1_000_000, ev([1])], [4_000_000, ev([2, 3, 4])], [5_000_000, "[DONE]"]])
+    assert d["itl_ms"] == [1.0, 1.0, 1.0]
+    assert d["n_streamed"] == 4 and d["token_ids"] == [1, 2, 3, 4]
+
+
+def test_reasoning_counts_for_ttft_but_not_ttfo():
+    evs = [[2_000_000, json.dumps({"choices": [{"delta": {"reasoning_content": "think"}}]})],
+           [3_000_000, json.dumps({"choices": [{"delta": {"reasoning": "more"}}]})],
+           [7_000_000, json.dumps({"choices": [{"delta": {"content": "answer"}, "finish_reason": "stop"}]})],
+           [8_000_000, json.dumps({"choices": [], "usage": {"completion_tokens": 3}})]]
+    d = derive(evs)
+    assert (d["ttft_ms"], d["ttfo_ms"], d["e2el_ms"]) == (2.0, 7.0, 7.0)
+    assert d["reasoning"] == "thinkmore" and d["text"] == "answer"
+    assert d["usage"] == {"completion_tokens": 3} and d["finish_reason"] == "stop"
+
+
+def test_error_object_inside_a_stream_is_surfaced():
+    d = derive([[1, json.dumps({"error": {"message": "out of memory"}})]])
+    assert d["stream_error"] == "out of memory"
+
+
+def test_tool_call_deltas_are_merged_by_index():
+    mk = lambda d: json.dumps({"choices": [{"delta": {"tool_calls": [d]}}]})
+    d = derive([[1, mk({"index": 0, "id": "c1", "function": {"name": "get_", "arguments": '{"a"'}})],
+                [2, mk({"index": 0, "function": {"name": "weather", "arguments": ": 1}"}})]])
+    assert d["tool_calls"] == [{"id": "c1", "type": "function", "name": "get_weather", "arguments": '{"a": 1}'}]
+    assert d["ttft_ms"] == 1e-6

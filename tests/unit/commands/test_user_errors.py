@@ -1,0 +1,101 @@
+"""User errors found by a new-user trial: each is one line, exit 2, nothing sent, nothing left behind."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from inferencekit.cli import main
+from inferencekit.rundir import RunDir, write_json
+
+
+@pytest.mark.parametrize("url,msg", [
+    ("http://127.0.0.1:99999", "not a valid URL"),
+    ("http://127.0.0.1:abc", "not a valid URL"),
+    ("http://[::1", "not a valid URL"),
+])
+def test_malformed_urls(url, msg, capsys, tmp_path):
+    assert main(["bench", "serve", "--base-url", url, "--run-dir", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert msg in err and err.count("\n") == 1
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("flags,msg", [
+    (["--request-rate", "inf"], "finite"),
+    (["--request-rate", "nan"], "finite"),
+    (["--slo", "ttft=100,ttft=200"], "twice"),
+    (["--timeout", "0"], "--timeout must be > 0"),
+    (["--temperature", "-1"], "--temperature"),
+    (["--input-len", "50"], "only to --dataset random"),
+    (["--max-concurrency", "4"], "give --request-rate"),
+    (["--kat", "-1"], "--kat must be ≥ 0"),
+    (["--kat", "500"], "--kat 500: the packaged dev set has 110"),
+])
+def test_bad_values(flags, msg, capsys, tmp_path):
+    assert main(["bench", "serve", "--base-url", "http://127.0.0.1:9", *flags, "--run-dir", str(tmp_path / "r")]) == 2
+    assert msg in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+
+
+def test_json_mode_errors_are_one_json_document(capsys, tmp_path):
+    assert main(["bench", "serve", "--request-rate", "0", "--json"]) == 2
+    assert json.loads(capsys.readouterr().out) == {
+        "error": "--request-rate values must be finite and > 0 requests/s, got 0.0 (for 'as fast as possible' use "
+                 "closed loop: --concurrency)", "exit_code": 2}
+
+
+def test_a_run_dir_holds_one_run(capsys, tmp_path):
+    run = RunDir.create(tmp_path / "r")
+    run.update_run(operation="verify")
+    assert main(["bench", "serve", "--base-url", "http://127.0.0.1:9", "--run-dir", str(run.path)]) == 2
+    assert "already holds a run (verify)" in capsys.readouterr().err
+    f = tmp_path / "file"
+    f.write_text("x")
+    assert main(["probe", "--base-url", "http://127.0.0.1:9", "--run-dir", str(f)]) == 2
+    assert "is not a directory" in capsys.readouterr().err
+
+
+def test_resume_refuses_other_runs_and_new_settings(capsys, tmp_path):
+    other = RunDir.create(tmp_path / "v")
+    other.update_run(operation="verify")
+    assert main(["bench", "serve", "--resume", str(other.path)]) == 2
+    assert "--resume finishes bench serve runs" in capsys.readouterr().err
+    bench = RunDir.create(tmp_path / "b")
+    bench.update_run(operation="bench.serve", bench_config={"levels": [{"label": "c1", "mode": "closed",
+                                                                        "concurrency": 1}]})
+    assert main(["bench", "serve", "--resume", str(bench.path), "--concurrency", "8", "--max-tokens", "100"]) == 2
+    assert "drop --concurrency, --max-tokens" in capsys.readouterr().err
+
+
+def test_unreachable_server_leaves_no_run_dir(capsys, tmp_path):
+    assert main(["probe", "--base-url", "http://127.0.0.1:9", "--run-dir", str(tmp_path / "p")]) == 2
+    assert "does not answer" in capsys.readouterr().err
+    assert not (tmp_path / "p").exists()
+
+
+def test_evidence_show_warns_when_a_record_does_not_verify(capsys, tmp_path):
+    from inferencekit.evidence import build_record
+
+    rec = build_record(kind="bench", claim_class="observed", summary="s", identity={})
+    rec["summary"] = "edited"
+    p = tmp_path / "ev.json"
+    write_json(p, rec)
+    assert main(["evidence", "show", str(p)]) == 0
+    assert "WARNING: this record does not verify (record content changed" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flags,msg", [
+    (["--orders", "1"], "--orders must be 2..6"),
+    (["--orders", "7"], "--orders must be 2..6"),
+    (["--max-tokens", "0"], "--max-tokens and --concurrency must be at least 1"),
+    (["--sample-cap", "-1"], "--sample-cap must be ≥ 0"),
+    (["--per-subset", "0"], "--per-subset ≥ 1"),
+    (["--bfcl-data", "/nonexistent"], "/nonexistent"),
+    (["--extra-body", '{"chat_template_kwargs": 3}'], "chat_template_kwargs must be a JSON object"),
+])
+def test_gates_order_bad_values(flags, msg, capsys, tmp_path):
+    assert main(["gates", "order", "--base-url", "http://127.0.0.1:9", *flags, "--run-dir", str(tmp_path / "r")]) == 2
+    assert msg in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()

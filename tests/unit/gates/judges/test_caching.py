@@ -1,0 +1,190 @@
+"""The live caching gate on hand-built probe records, and the per-reply timing helpers it uses.
+
+Times are in ms as in reply files. Expected speedups are worked out by hand in the comments: a reply
+of 16 tokens with TTFT 100 and E2EL 1600 decodes 15 tokens in 1.5 s, 10 tok/s.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import inferencekit.gates.records as pr
+from inferencekit.gates.judges.caching import (
+    ALL_AT_ONCE_SPEEDUP,
+    gate_caching,
+    typical_speedup,
+)
+
+
+def reply(ttft_ms: float | None = 100.0, e2el_ms: float | None = 1600.0, n: int | None = 16, text: str = "same",
+          status: int = 200, error: str | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"status": status, "text": text, "reasoning": "", "ttft_ms": ttft_ms, "e2el_ms": e2el_ms,
+                           "usage": None if n is None else {"completion_tokens": n}, "finish_reason": "length"}
+    if error is not None:
+        out["error"] = error
+    return out
+
+
+def rec(kind: str, key: str, rep: dict[str, Any] | None, **meta: Any) -> dict[str, Any]:
+    return {"id": f"{key}.{kind}", "kind": kind, "key": key, "meta": meta, "endpoint": "/v1/chat/completions",
+            "body": {"max_tokens": 16}, "reply": rep}
+
+
+def pairs(*timings: tuple[dict[str, Any], dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for i, (first, repeat) in enumerate(timings):
+        out += [rec("cache_first", f"c{i}", first), rec("cache_repeat", f"c{i}", repeat)]
+    return out
+
+
+def echo(key: str, orig: str, sent: str, got: str) -> list[dict[str, Any]]:
+    return [rec("echo_orig", key, reply(text=orig), nonce=orig),
+            rec("echo_perturbed", key, reply(text=got), nonce=sent, orig=orig)]
+
+
+ECHO_OK = echo("e0", "K7mQ2xPz", "K7mQ2xRz", "K7mQ2xRz")
+
+
+# --- helpers of probe_records ---------------------------------------------------------------------------------------
+
+def test_decode_tok_s_uses_usage_then_streamed_then_chunks():
+    assert pr.decode_tok_s(reply()) == pytest.approx(10.0)  # 15 tokens / 1.5 s
+    assert pr.decode_tok_s({"n_streamed": 11, "ttft_ms": 0.0, "e2el_ms": 500.0}) == pytest.approx(20.0)
+    assert pr.decode_tok_s({"chunks": 5, "ttft_ms": 0.0, "e2el_ms": 2000.0}) == pytest.approx(2.0)
+    assert pr.decode_tok_s(reply(n=1)) is None  # one token: no decode interval
+    assert pr.decode_tok_s(reply(ttft_ms=50.0, e2el_ms=50.0)) is None
+    assert pr.decode_tok_s(reply(e2el_ms=None)) is None
+
+
+def test_all_at_once_needs_two_tokens_in_one_instant():
+    assert pr.all_at_once(reply(ttft_ms=20.0, e2el_ms=20.0))
+    assert not pr.all_at_once(reply(ttft_ms=20.0, e2el_ms=20.0, n=1))
+    assert not pr.all_at_once(reply())
+
+
+def test_fail_note_tallies_statuses_and_quotes_the_first_error():
+    failed = pr.failed([rec("cache_first", "a", reply(status=400, error="bad field")),
+                        rec("cache_first", "b", reply(status=400, error="bad field")),
+                        rec("cache_repeat", "c", None), rec("cache_repeat", "d", reply())])
+    assert [f["key"] for f in failed] == ["a", "b", "c"]
+    assert failed[2] == {"id": "c.cache_repeat", "kind": "cache_repeat", "key": "c", "status": None,
+                         "error": "not sent"}
+    assert pr.fail_note(failed) == "3 probe(s) failed (HTTP 400 ×2, no response ×1; first error: bad field)"
+    long = pr.failed([rec("count", "x", reply(status=500, error="e" * 1000))])
+    assert len(long[0]["error"]) == pr.ERROR_CAP
+
+
+def test_typical_speedup_needs_the_median_and_two_thirds_of_pairs():
+    assert typical_speedup([1.0, 1.5, 1.5], 0.10)  # median 1.5; 2/3 beyond 1.1
+    assert not typical_speedup([1.0, 1.0, 1.5, 1.5, 1.5], 0.10)  # median 1.5 but 3/5 < 2/3
+    assert not typical_speedup([1.0, 1.05, 3.0], 0.10)  # one lucky pair; median 1.05
+    assert not typical_speedup([None, None], 0.10)
+    assert typical_speedup([1.2, None, 1.3], 0.10)  # unmeasured pairs are left out
+
+
+# --- verdicts -------------------------------------------------------------------------------------------------------
+
+def test_pass_when_repeats_are_no_faster():
+    # TTFT speedups 100/100 = 1.0, 100/105 = 0.952, 110/100 = 1.1 -> median 1.0; decode 10/10 = 1.0 each.
+    recs = pairs((reply(), reply()), (reply(), reply(ttft_ms=105.0, e2el_ms=1605.0)),
+                 (reply(ttft_ms=110.0, e2el_ms=1610.0), reply())) + ECHO_OK
+    g = gate_caching(recs)
+    assert g.verdict == "PASS"
+    assert g.metrics["ttft_speedup_median"] == pytest.approx(1.0)
+    assert g.metrics["decode_speedup_median"] == pytest.approx(1.0)
+    assert g.metrics["pairs"] == 3 and g.metrics["perturbed_pairs"] == 1 and g.metrics["cause"] is None
+    assert "TTFT 1.00×, decode 1.00× (limit 1.10×)" in g.reason
+    assert "0/1 perturbed prompts answered from a cache" in g.reason
+    assert len(g.details) == 3 and list(g.limitations) == []
+
+
+def test_fail_output_cache_when_repeats_decode_faster():
+    # first 10 tok/s; repeat 15 tokens in 0.3 s = 50 tok/s -> decode speedup 5.0; TTFT unchanged
+    fast = reply(e2el_ms=400.0)
+    g = gate_caching(pairs((reply(), fast), (reply(), fast), (reply(), fast)) + ECHO_OK)
+    assert g.verdict == "FAIL"
+    assert g.metrics["cause"] == "output_cache" and g.metrics["causes"] == ["output_cache"]
+    assert g.metrics["decode_speedup_median"] == pytest.approx(5.0)
+    assert "decode 5.00× faster" in g.reason and "output caching" in g.reason
+    assert "prefix" not in g.reason
+
+
+def test_fail_output_cache_when_a_repeat_arrives_all_at_once():
+    instant = reply(ttft_ms=20.0, e2el_ms=20.0)  # 16 tokens in one event: nothing decoded
+    g = gate_caching(pairs((reply(), instant), (reply(), instant), (reply(), instant)))
+    assert g.verdict == "FAIL" and g.metrics["cause"] == "output_cache"
+    assert g.metrics["decode_speedup_median"] == ALL_AT_ONCE_SPEEDUP
+    assert g.metrics["ttft_speedup_median"] == pytest.approx(5.0)  # 100 / 20
+    assert "one instant" in g.reason and "5.00× faster" in g.reason and "output caching" in g.reason
+    assert g.details[0]["repeat_all_at_once"] is True
+
+
+def test_fail_prefix_cache_when_only_ttft_is_faster():
+    # repeat TTFT 20 (5x faster), decode 15 tokens in 1.5 s = 10 tok/s as the first
+    warm = reply(ttft_ms=20.0, e2el_ms=1520.0)
+    g = gate_caching(pairs((reply(), warm), (reply(), warm), (reply(), reply(ttft_ms=25.0, e2el_ms=1525.0)))
+                     + ECHO_OK)
+    assert g.verdict == "FAIL"
+    assert g.metrics["cause"] == "prefix_cache"
+    assert g.metrics["ttft_speedup_median"] == pytest.approx(5.0)
+    assert g.metrics["decode_speedup_median"] == pytest.approx(1.0)
+    assert "prefix" in g.reason and "disable" in g.reason and "cache_prompt: false" in g.reason
+    assert "cache_salt" in g.reason and "unique prompts" in g.reason and "inflated" in g.reason
+    assert "output cach" not in g.reason
+
+
+def test_fail_semantic_cache_when_the_changed_prompt_gets_the_old_string():
+    recs = pairs((reply(), reply())) + echo("e0", "K7mQ2xPz", "K7mQ2xRz", "Here: K7mQ2xPz")
+    g = gate_caching(recs)
+    assert g.verdict == "FAIL"
+    assert g.metrics["cause"] == "semantic_cache" and g.metrics["perturbed_cache_hits"] == 1
+    assert "1 prompt(s) changed in one character got the previous prompt's string back" in g.reason
+    assert g.details[0]["sent"] == "K7mQ2xRz" and g.details[0]["orig"] == "K7mQ2xPz"
+
+
+def test_unproven_when_a_caching_probe_failed():
+    recs = pairs((reply(), reply()), (reply(), reply(status=500, error="boom"))) + ECHO_OK
+    g = gate_caching(recs)
+    assert g.verdict == "UNPROVEN"
+    assert g.reason.startswith("1 caching probe(s) failed (HTTP 500 ×1; first error: boom)")
+    assert g.metrics["failed_probes"] == 1 and g.metrics["pairs"] == 1
+    assert {"kind": "cache_repeat", "key": "c1", "status": 500} == {k: g.details[0][k] for k in ("kind", "key",
+                                                                                                "status")}
+
+
+def test_unproven_when_a_probe_was_never_sent():
+    g = gate_caching(pairs((reply(), reply())) + [rec("echo_orig", "e0", None, nonce="x")])
+    assert g.verdict == "UNPROVEN" and "no response ×1" in g.reason and "not sent" in g.reason
+
+
+def test_unproven_when_repeat_timing_cannot_be_measured():
+    one_token = reply(n=1)  # no decode rate
+    g = gate_caching(pairs((one_token, one_token)) + ECHO_OK)
+    assert g.verdict == "UNPROVEN"
+    assert g.metrics["decode_speedup_median"] is None and g.metrics["ttft_speedup_median"] == pytest.approx(1.0)
+    assert "timing could not be measured" in g.reason
+    assert any("timing is incomplete" in x for x in g.limitations)
+
+
+def test_unproven_when_nothing_can_be_judged():
+    g = gate_caching(echo("e0", "K7mQ2xPz", "K7mQ2xRz", "Sorry, I cannot help with that."))
+    assert g.verdict == "UNPROVEN"
+    assert g.metrics["perturbed_inconclusive"] == 1 and g.metrics["perturbed_pairs"] == 0
+    assert "no first/repeat pair" in g.reason
+    assert any("inconclusive" in x for x in g.limitations)
+
+
+def test_not_run_without_caching_probes():
+    g = gate_caching([rec("count", "n0", reply())])
+    assert g.verdict == "NOT RUN" and g.reason == "no caching probe was sent"
+
+
+def test_threshold_moves_the_limit():
+    # TTFT speedup 100/80 = 1.25 on every pair: beyond 1.10, within 1.30
+    warm = reply(ttft_ms=80.0, e2el_ms=1580.0)
+    recs = pairs((reply(), warm), (reply(), warm), (reply(), warm)) + ECHO_OK
+    assert gate_caching(recs).verdict == "FAIL"
+    g = gate_caching(recs, threshold=0.30)
+    assert g.verdict == "PASS" and "TTFT 1.25×" in g.reason and "(limit 1.30×)" in g.reason

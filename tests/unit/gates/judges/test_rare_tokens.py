@@ -1,0 +1,148 @@
+"""The rare_tokens gate on hand-built rare / rare_reference probe records."""
+
+from __future__ import annotations
+
+import unicodedata
+from typing import Any
+
+from inferencekit.gates.judges.rare_tokens import gate_rare_tokens, rare_rows
+
+STRINGS = {"cjk": "饂飩と蕎麦の老舗", "hangul": "햇살 가득한 골목길", "emoji_zwj": "🧑\u200d🍳 👩🏾\u200d🎤"}
+
+
+def reply(text: str, status: int = 200, error: str | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"status": status, "text": text, "reasoning": "", "finish_reason": "stop",
+                           "usage": {"completion_tokens": 12}}
+    if error is not None:
+        out["error"] = error
+    return out
+
+
+def target(core: str) -> str:
+    return f"Ab3x {core} Qz9k"
+
+
+def rare(key: str, cls: str, core: str, rep: dict[str, Any] | None, kind: str = "rare") -> dict[str, Any]:
+    return {"id": f"{key}.{kind}", "kind": kind, "key": key, "endpoint": "/v1/chat/completions", "body": {},
+            "meta": {"class": cls, "target": target(core), "core": core}, "reply": rep}
+
+
+def copied(key: str, cls: str, kind: str = "rare") -> dict[str, Any]:
+    core = STRINGS[cls]
+    return rare(key, cls, core, reply(f"Sure: {target(core)}"), kind)
+
+
+def missed(key: str, cls: str, kind: str = "rare") -> dict[str, Any]:
+    return rare(key, cls, STRINGS[cls], reply("Ab3x ??? Qz9k"), kind)
+
+
+ALL_COPIED = [copied("r0", "cjk"), copied("r1", "hangul"), copied("r2", "emoji_zwj")]
+
+
+def test_pass_without_reference_says_a_miss_would_be_unproven():
+    g = gate_rare_tokens(ALL_COPIED, reference_given=False)
+    assert g.verdict == "PASS" and g.reason == "3/3 rare strings reproduced verbatim"
+    assert g.metrics["reproduced"] == 3 and g.metrics["counted_misses"] == 0
+    assert any(x.startswith("no reference engine") for x in g.limitations)
+
+
+def test_pass_with_reference_has_no_reference_limitation():
+    recs = ALL_COPIED + [copied(f"r{i}", cls, "rare_reference") for i, cls in enumerate(STRINGS)]
+    g = gate_rare_tokens(recs, reference_given=True)
+    assert g.verdict == "PASS" and list(g.limitations) == []
+
+
+def test_a_slipped_nonce_is_a_limitation_not_a_miss():
+    core = STRINGS["hangul"]
+    slip = rare("r1", "hangul", core, reply(f"Ab3x {core} Qz9"))  # trailing nonce cut short
+    g = gate_rare_tokens([copied("r0", "cjk"), slip], reference_given=True)
+    assert g.verdict == "PASS" and g.metrics["nonce_slips"] == 1
+    assert g.reason == "2/2 rare strings reproduced verbatim (1 inside a slipped ASCII nonce)"
+    assert any("copying slips and are not counted as misses" in x for x in g.limitations)
+
+
+def test_nfc_equal_text_counts_as_reproduced():
+    core = STRINGS["hangul"]
+    g = gate_rare_tokens([rare("r0", "hangul", core, reply(unicodedata.normalize("NFD", target(core))))],
+                         reference_given=True)
+    assert g.verdict == "PASS" and g.metrics["nonce_slips"] == 0
+
+
+def test_fail_with_reference_names_the_classes_missed():
+    # 9 probes: 2 hangul misses, the reference copied both
+    recs = [copied(f"r{i}", "cjk") for i in range(7)] + [missed("r7", "hangul"), missed("r8", "hangul")]
+    recs += [copied(f"r{i}", "cjk", "rare_reference") for i in range(7)]
+    recs += [copied("r7", "hangul", "rare_reference"), copied("r8", "hangul", "rare_reference")]
+    g = gate_rare_tokens(recs, reference_given=True)
+    assert g.verdict == "FAIL" and g.reason == "2/9 rare strings not reproduced verbatim (hangul)"
+    assert g.metrics["counted_misses"] == 2 and [d["key"] for d in g.details] == ["r7", "r8"]
+
+
+def test_unproven_without_reference_for_the_same_misses():
+    recs = [copied("r0", "cjk"), missed("r1", "hangul"), missed("r2", "emoji_zwj")]
+    g = gate_rare_tokens(recs, reference_given=False)
+    assert g.verdict == "UNPROVEN"
+    assert g.reason.startswith("2/3 rare strings not reproduced verbatim (emoji_zwj, hangul)")
+    assert "without a reference engine" in g.reason
+    assert any("UNPROVEN, not FAIL" in x for x in g.limitations)
+
+
+def test_a_miss_the_reference_also_missed_is_not_counted():
+    recs = [copied("r0", "cjk"), missed("r1", "hangul"), copied("r0", "cjk", "rare_reference"),
+            missed("r1", "hangul", "rare_reference")]
+    g = gate_rare_tokens(recs, reference_given=True)
+    assert g.verdict == "PASS"
+    assert g.reason == "1/2 rare strings reproduced verbatim; 1 missed by the reference engine too (not counted)"
+    assert g.metrics["missed_by_reference_too"] == 1
+
+
+def test_a_refused_probe_is_a_miss_when_the_reference_answered():
+    recs = [copied("r0", "cjk"), rare("r1", "hangul", STRINGS["hangul"], reply("", 400, "token out of vocabulary")),
+            copied("r1", "hangul", "rare_reference")]
+    g = gate_rare_tokens(recs, reference_given=True)
+    assert g.verdict == "FAIL"
+    assert g.reason == "1/2 rare strings not reproduced verbatim (hangul); 1 of them refused with an error"
+    assert g.details[0]["error"] == "token out of vocabulary" and g.details[0]["status"] == 400
+
+
+def test_refused_by_both_engines_is_unproven():
+    refused = reply("", 400, "bad request")
+    recs = [copied("r0", "cjk"), rare("r1", "hangul", STRINGS["hangul"], refused),
+            rare("r1", "hangul", STRINGS["hangul"], refused, "rare_reference")]
+    g = gate_rare_tokens(recs, reference_given=True)
+    assert g.verdict == "UNPROVEN"
+    assert g.reason == "1/2 rare strings reproduced verbatim; 1 refused by both engines (not judged)"
+    assert any("1 reference probe(s) failed (HTTP 400 ×1" in x for x in g.limitations)
+
+
+def test_a_probe_never_sent_counts_as_a_miss():
+    g = gate_rare_tokens([copied("r0", "cjk"), rare("r1", "math", "ℤ ⊂ ℚ", None)], reference_given=False)
+    assert g.verdict == "UNPROVEN" and "(math)" in g.reason
+    assert g.details[0]["error"] == "not sent"
+
+
+def test_not_run_without_rare_probes():
+    g = gate_rare_tokens([], reference_given=True)
+    assert g.verdict == "NOT RUN" and g.reason == "no rare-string probe was sent"
+
+
+def test_rare_rows_fall_back_on_the_target_core_when_meta_has_none():
+    rec = rare("r0", "cjk", STRINGS["cjk"], reply(f"xx {STRINGS['cjk']} yy"))
+    del rec["meta"]["core"]
+    (row,) = rare_rows([rec])
+    assert row.core_reproduced and not row.nonces_intact and not row.counted
+
+
+def test_characters_the_reference_wrote_but_the_engine_lost_count_even_when_both_copies_are_wrong():
+    core = STRINGS["hangul"]  # "햇살 가득한 골목길"
+    ref_text = "Ab3x 햇살 가득 골목 Qz9k"  # the model's own imperfect copy: not verbatim
+    recs = [rare("r1", "hangul", core, reply("Ab3x   Qz9k")),  # the same copy with every Hangul syllable gone
+            rare("r1", "hangul", core, reply(ref_text), "rare_reference")]
+    g = gate_rare_tokens(recs, reference_given=True)
+    assert g.verdict == "FAIL" and g.metrics["counted_misses"] == 1
+    assert "missing from the engine's replies altogether" in g.reason and "햇" in g.reason
+    assert g.details[0]["lost_characters"] == "가골득목살햇"
+    # the same imperfect copy on both engines is the model's error, not the engine's: not counted
+    same = [rare("r1", "hangul", core, reply(ref_text)), rare("r1", "hangul", core, reply(ref_text), "rare_reference")]
+    g = gate_rare_tokens(same, reference_given=True)
+    assert g.verdict == "PASS" and g.metrics["missed_by_reference_too"] == 1

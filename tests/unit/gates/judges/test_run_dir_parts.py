@@ -1,0 +1,295 @@
+"""Run-dir gates (unique_prompts, output_length) on small run dirs in the real layout.
+
+Request bodies are made by bench serve's own planner (``bench/plan.py``) and written where its journal
+writes them (``RunDir.input_path`` / ``output_path``); replies are real recorded reply files
+(tests/fixtures/replies: llama-server streaming 16 token ids at max_tokens 16, its HTTP 400 reply),
+with the length fields edited where a test needs another length.
+"""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from inferencekit.bench.plan import SALT_PATTERN, PlannedRequest, Planner, request_body
+from inferencekit.data.prompts import Prompt
+from inferencekit.gates.check import load_requests, output_lengths, read_run_rows
+from inferencekit.gates.judges.output_length import judge_run
+from inferencekit.gates.judges.unique_prompts import gate_unique_prompts, salt_of
+from inferencekit.gates.result import Gate
+from inferencekit.rundir import RunDir, write_json
+from tests.paths import FIXTURES
+
+FIX = FIXTURES / "replies"
+COUNTED = json.loads((FIX / "llama-server" / "chat_stream_counted.json").read_text())  # 16 token ids, length
+FAILED = json.loads((FIX / "llama-server" / "chat_bad_request.json").read_text())  # HTTP 400
+POOL = [Prompt(f"p{i}", "short", ({"role": "system", "content": "sys"}, {"role": "user", "content": f"q{i}"}))
+        for i in range(3)]
+
+
+def unique_prompts(run_dir: Path) -> Gate:
+    """unique_prompts on a run dir: its load requests read by ``gates check``'s reader, then judged."""
+    run = RunDir(run_dir)
+    return gate_unique_prompts(load_requests(run), [p.relative_to(run.path).as_posix() for p in run.journals()])
+
+
+def output_length(run_dir: Path, engine: str, *, reference: Path | None = None,
+                  ignored_options: tuple[str, ...] = ()) -> Gate:
+    """output_length's run-dir part on a run dir, read by ``gates check``'s reader, then judged."""
+    rows, _ = read_run_rows(run_dir, engine, reference=reference, ignored_options=ignored_options)
+    return judge_run(rows)
+
+
+def _run(tmp_path: Path) -> RunDir:
+    run = RunDir.create(tmp_path / "run")
+    run.update_run(operation="bench serve")
+    return run
+
+
+def _reply(req: PlannedRequest, engine: str, level: str | None, n: int | None = 16, *, usage_only: bool = False,
+           template: dict[str, Any] = COUNTED) -> dict[str, Any]:
+    """A real reply file re-labelled for ``req``, with ``n`` generated tokens."""
+    r = copy.deepcopy(template)
+    r.pop("_provenance", None)
+    r.update(id=req.prompt.id, engine=engine, bucket=req.prompt.bucket)
+    if level is not None:
+        r["level"] = level
+    if req.salt:
+        r["salt"] = req.salt
+    if n is not None and "error" not in r:
+        r["token_ids"] = None if usage_only else (r["token_ids"] * (n // len(r["token_ids"]) + 1))[:n]
+        r["usage"] = {**r["usage"], "completion_tokens": n}
+    return r
+
+
+def _send(run: RunDir, engine: str, level: str | None, req: PlannedRequest, reply: dict[str, Any] | None,
+          **fixed: Any) -> dict[str, Any]:
+    body = request_body(req, model="m", max_tokens=16, fixed=fixed)
+    write_json(run.input_path(engine, level, req.prompt.bucket, req.key), body)
+    if reply is not None:
+        write_json(run.output_path(engine, level, req.prompt.bucket, req.key), reply)
+    return body
+
+
+# ---- unique_prompts
+
+def test_unique_prompts_pass_same_prompt_in_two_levels_is_allowed(tmp_path: Path) -> None:
+    run = _run(tmp_path)
+    for level in ("1", "4"):  # both levels send p0..p2 unsalted: allowed, a level is its own cache test
+        for p in POOL:
+            _send(run, "e", level, PlannedRequest(p.id, p, None), None)
+    g = unique_prompts(run.path)
+    assert (g.gate, g.verdict) == ("unique_prompts", "PASS")
+    assert g.metrics == {"requests": 6, "levels": 2, "repeated_prompts": 0, "repeat_requests": 0, "salted_reuses": 0}
+    assert list(g.details) == [] and list(g.limitations) == []
+    assert g.reason == "6 load requests over 2 level(s): no prompt repeats inside a level"
+
+
+def test_unique_prompts_fail_same_messages_twice_in_one_level(tmp_path: Path) -> None:
+    run = _run(tmp_path)
+    for p in POOL:
+        _send(run, "e", "2", PlannedRequest(p.id, p, None), None)
+    _send(run, "e", "2", PlannedRequest("p1~1", POOL[1], None), None)  # reused without its tag
+    _send(run, "e", "1", PlannedRequest("p1", POOL[1], None), None)  # another level: not a repeat
+    g = unique_prompts(run.path)
+    assert g.verdict == "FAIL"
+    assert g.metrics == {"requests": 5, "levels": 2, "repeated_prompts": 1, "repeat_requests": 1, "salted_reuses": 0}
+    assert list(g.details) == [{"source": "inputs/e/load-2/short/p1~1.json", "first": "inputs/e/load-2/short/p1.json",
+                          "engine": "e", "level": "2", "prompt": "p1", "salt": None}]
+    assert g.reason.startswith("1 prompt(s) sent more than once inside a load level (1 repeat request(s) of 5)")
+
+
+def test_unique_prompts_salted_reuse_is_distinct_and_noted(tmp_path: Path) -> None:
+    run = _run(tmp_path)
+    planner = Planner(POOL, seed=5)
+    reqs = [planner.take() for _ in range(5)]  # 3 first uses, then 2 salted reuses
+    bodies = [_send(run, "e", "8", r, None) for r in reqs]
+    assert [r.salt is not None for r in reqs] == [False, False, False, True, True]
+    rows = load_requests(run)
+    assert sorted(r["salt"] or "" for r in rows) == sorted(r.salt or "" for r in reqs)
+    assert {r["prompt"] for r in rows} == {"p0", "p1", "p2"}
+    assert len({r["key"] for r in rows}) == 5
+    for r, b in zip(reqs, bodies):
+        assert salt_of(b) == r.salt
+    g = unique_prompts(run.path)
+    assert g.verdict == "PASS"
+    assert g.metrics["salted_reuses"] == 2 and g.metrics["repeated_prompts"] == 0
+    assert len(g.limitations) == 1 and "near-duplicate cache could" in g.limitations[0]
+    assert g.reason.endswith("(2 salted reuse(s))")
+
+
+def test_salt_of_reads_the_tag_bench_serve_writes() -> None:
+    text = Prompt("t", "short", prompt="Once upon")
+    parts = Prompt("c", "short", ({"role": "user", "content": [{"type": "text", "text": "hi"}]},))
+    for p in (text, parts, POOL[0]):
+        req = PlannedRequest(f"{p.id}~1", p, "ik-00112233aabb")
+        body = request_body(req, model="m", max_tokens=4)
+        assert salt_of(body) == "ik-00112233aabb"
+        assert salt_of(request_body(PlannedRequest(p.id, p, None), model="m", max_tokens=4)) is None
+    assert SALT_PATTERN.match("[ik-00112233aabb] x") and salt_of({"prompt": "[ik-zz] x"}) is None
+
+
+def test_unique_prompts_falls_back_to_reply_files(tmp_path: Path) -> None:
+    run = _run(tmp_path)
+    a, b = PlannedRequest("p0", POOL[0], None), PlannedRequest("p0~1", POOL[0], "ik-0123456789ab")
+    write_json(run.output_path("e", "1", "short", a.key), _reply(a, "e", "1"))
+    write_json(run.output_path("e", "1", "short", b.key), _reply(b, "e", "1"))
+    rows = load_requests(run)
+    assert [(r["source"], r["key"], r["salt"]) for r in rows] == [
+        ("outputs/e/load-1/short/p0.json", "p0|", None),
+        ("outputs/e/load-1/short/p0~1.json", "p0|ik-0123456789ab", "ik-0123456789ab")]
+    assert unique_prompts(run.path).verdict == "PASS"
+    write_json(run.output_path("e", "1", "short", "p0~2"), _reply(a, "e", "1"))  # a reuse with no tag
+    g = unique_prompts(run.path)
+    assert g.verdict == "FAIL" and g.details[0]["source"] == "outputs/e/load-1/short/p0~2.json"
+
+
+def test_unique_prompts_not_run_without_load_requests(tmp_path: Path) -> None:
+    run = _run(tmp_path)
+    _send(run, "e", None, PlannedRequest("p0", POOL[0], None), None)  # a top-level bucket: not a load level
+    g = unique_prompts(run.path)
+    assert (g.verdict, g.applicable, g.metrics) == ("NOT RUN", False, {})
+    assert load_requests(run) == []
+
+
+# ---- output_length: exact-length requests
+
+def test_output_length_pass_in_load_levels_and_buckets(tmp_path: Path) -> None:
+    run = _run(tmp_path)
+    for level in ("1", "4"):  # the same id in two levels: two keys
+        req = PlannedRequest("p0", POOL[0], None)
+        _send(run, "e", level, req, _reply(req, "e", level, 16), ignore_eos=True)
+    req = PlannedRequest("p1", POOL[1], None)  # top-level bucket, min_tokens == max_tokens, length from usage
+    _send(run, "e", None, req, _reply(req, "e", None, 16, usage_only=True), min_tokens=16)
+    req = PlannedRequest("p2", POOL[2], None)  # not exact-length: any length will do
+    _send(run, "e", "4", req, _reply(req, "e", "4", 3))
+    write_json(run.special_path("e", "warmup", "p0"), _reply(req, "e", None, 1))  # not read
+    lengths = output_lengths(run.path / "outputs" / "e")
+    assert {k: (v["length"], v["method"], v["level"]) for k, v in lengths.items()} == {
+        "p1": (16, "usage", None), "load-1/p0": (16, "token_ids", "1"), "load-4/p0": (16, "token_ids", "4"),
+        "load-4/p2": (3, "token_ids", "4")}
+    g = output_length(run.path, "e")
+    assert (g.gate, g.verdict) == ("output_length", "PASS")
+    assert g.metrics == {"exact_length_outputs": 3, "exact_length_wrong": 0, "exact_length_missing": 0,
+                         "exact_length_unenforced": 0}
+    assert g.reason == "PASS: exact length: 3/3 outputs exactly max_tokens long, 0 wrong, 0 missing or failed"
+    assert list(g.details) == []
+
+
+def test_output_length_fail_one_short_in_one_level(tmp_path: Path) -> None:
+    run = _run(tmp_path)
+    req = PlannedRequest("p0", POOL[0], None)
+    _send(run, "e", "1", req, _reply(req, "e", "1", 15), ignore_eos=True)
+    _send(run, "e", "4", req, _reply(req, "e", "4", 16), ignore_eos=True)
+    g = output_length(run.path, "e")
+    assert g.verdict == "FAIL"
+    assert (g.metrics["exact_length_outputs"], g.metrics["exact_length_wrong"]) == (2, 1)
+    assert list(g.details) == [{"id": "load-1/p0", "source": "inputs/e/load-1/short/p0.json", "max_tokens": 16,
+                          "length": 15, "method": "token_ids"}]
+
+
+def test_output_length_unproven_on_a_failed_or_missing_reply(tmp_path: Path) -> None:
+    run = _run(tmp_path)
+    ok, bad, lost = (PlannedRequest(p.id, p, None) for p in POOL)
+    _send(run, "e", "2", ok, _reply(ok, "e", "2", 16), ignore_eos=True)
+    _send(run, "e", "2", bad, _reply(bad, "e", "2", template=FAILED), ignore_eos=True)
+    _send(run, "e", "2", lost, None, ignore_eos=True)
+    g = output_length(run.path, "e")
+    assert g.verdict == "UNPROVEN"
+    assert (g.metrics["exact_length_wrong"], g.metrics["exact_length_missing"]) == (0, 2)
+    assert [d["id"] for d in g.details] == ["load-2/p1", "load-2/p2"]
+    assert g.details[0]["problem"].startswith("request failed: HTTP 400")
+    assert g.details[1]["problem"] == "no reply file"
+
+
+def test_output_length_unproven_when_the_engine_drops_ignore_eos(tmp_path: Path) -> None:
+    run = _run(tmp_path)
+    short = PlannedRequest("p0", POOL[0], None)
+    _send(run, "e", "1", short, _reply(short, "e", "1", 9), ignore_eos=True)  # stopped at EOS: ignore_eos dropped
+    assert output_length(run.path, "e").verdict == "FAIL"
+    g = output_length(run.path, "e", ignored_options=("ignore_eos", "stream_options"))
+    assert g.verdict == "UNPROVEN"
+    assert "the engine is known to ignore ignore_eos" in g.reason
+    assert g.metrics == {"exact_length_outputs": 1, "exact_length_wrong": 0, "exact_length_missing": 0,
+                         "exact_length_unenforced": 1}
+    assert g.details[0]["length"] == 9 and g.limitations
+    # min_tokens == max_tokens still binds an engine that drops only ignore_eos
+    both = PlannedRequest("p1", POOL[1], None)
+    _send(run, "e", "1", both, _reply(both, "e", "1", 12), ignore_eos=True, min_tokens=16)
+    g = output_length(run.path, "e", ignored_options=("ignore_eos",))
+    assert g.verdict == "FAIL" and g.metrics["exact_length_wrong"] == 1
+    assert g.reason.startswith("FAIL: exact length: 0/1 outputs")
+
+
+# ---- output_length: reference
+
+def _lengths(run: RunDir, engine: str, lengths: dict[str, int | None]) -> None:
+    for i, (pid, n) in enumerate(lengths.items()):
+        req = PlannedRequest(pid, Prompt(pid, "medium", prompt=f"text {i}"), None)
+        if n is not None:
+            write_json(run.output_path(engine, None, "medium", pid), _reply(req, engine, None, n))
+
+
+def test_output_length_reference_pass_and_fail(tmp_path: Path) -> None:
+    run = _run(tmp_path)
+    ids = [f"q{i}" for i in range(10)]
+    _lengths(run, "ref", dict.fromkeys(ids, 100))
+    _lengths(run, "good", {k: 95 + i for i, k in enumerate(ids)})  # 95..104: all within 10%
+    _lengths(run, "bad", {k: 50 if i < 3 else 100 for i, k in enumerate(ids)})  # 3/10 at half length
+    ref = run.path / "outputs" / "ref"
+    g = output_length(run.path, "good", reference=ref)
+    assert g.verdict == "PASS"
+    assert (g.metrics["reference_outputs"], g.metrics["outside_tolerance"], g.metrics["missing_outputs"]) == (10, 0, 0)
+    assert g.metrics["coverage"] == 1.0 and g.metrics["length_ratio_median"] == pytest.approx(0.995)
+    assert g.metrics["exact_length_outputs"] == 0
+    g = output_length(run.path, "bad", reference=ref)
+    assert g.verdict == "FAIL"
+    assert g.metrics["outside_tolerance"] == 3 and g.metrics["length_ratio_mean"] == pytest.approx(0.85)
+    assert [d["ratio"] for d in g.details] == [0.5, 0.5, 0.5]
+    assert "3/10 prompts outside +/-10% of the reference length" in g.reason
+
+
+def test_output_length_reference_missing_outputs_count(tmp_path: Path) -> None:
+    run = _run(tmp_path)
+    ids = [f"q{i}" for i in range(20)]
+    _lengths(run, "ref", dict.fromkeys(ids, 40))
+    _lengths(run, "one_lost", {k: (None if i == 0 else 40) for i, k in enumerate(ids)})  # 5% missing
+    _lengths(run, "many_lost", {k: (None if i < 4 else 40) for i, k in enumerate(ids)})  # 20% missing
+    ref = run.path / "outputs" / "ref"
+    g = output_length(run.path, "one_lost", reference=ref)
+    assert g.verdict == "UNPROVEN" and g.metrics["coverage"] == 0.95 and g.metrics["missing_outputs"] == 1
+    assert list(g.details) == [{"id": "q0", "reference_length": 40, "problem": "no candidate reply file"}]
+    g = output_length(run.path, "many_lost", reference=ref)
+    assert g.verdict == "FAIL" and g.metrics["length_ratio_mean"] == pytest.approx(0.8)
+
+
+def test_output_length_not_run(tmp_path: Path) -> None:
+    run = _run(tmp_path)
+    g = output_length(run.path, "e")
+    assert (g.verdict, g.applicable, g.reason) == ("NOT RUN", False, "no replies under outputs/e/")
+    req = PlannedRequest("p0", POOL[0], None)
+    _send(run, "e", "1", req, _reply(req, "e", "1", 5))  # no ignore_eos, no min_tokens
+    g = output_length(run.path, "e")
+    assert (g.verdict, g.applicable) == ("NOT RUN", False)
+    assert g.reason == "no exact-length requests and no reference outputs given"
+    # a reference with no lengths in it: that part does not run either, but it was asked for
+    write_json(run.output_path("ref", "1", "short", "p0"), _reply(req, "ref", "1", template=FAILED))
+    g = output_length(run.path, "e", reference=run.path / "outputs" / "ref")
+    assert (g.verdict, g.applicable, g.metrics["reference_outputs"]) == ("NOT RUN", True, 0)
+
+
+def test_output_lengths_reads_gzipped_and_unreadable_replies(tmp_path: Path) -> None:
+    run = _run(tmp_path)
+    req = PlannedRequest("p0", POOL[0], None)
+    path = run.output_path("e", "3", "short", "p0")
+    path.parent.mkdir(parents=True)
+    path.with_name("p0.json.gz").write_bytes(gzip.compress(json.dumps(_reply(req, "e", "3", 7)).encode()))
+    path.with_name("p1.json").write_text("{torn")
+    got = output_lengths(run.path / "outputs" / "e")
+    assert got["load-3/p0"]["length"] == 7 and got["load-3/p0"]["source"] == "load-3/short/p0.json.gz"
+    assert got["load-3/p1"]["problem"] == "unreadable reply file"

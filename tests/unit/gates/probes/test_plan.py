@@ -1,0 +1,90 @@
+"""The live probe plan: what each gate sends, in which order, with which fields (pure; no server)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from inferencekit.data.prompts import load_prompt_set
+from inferencekit.errors import OpError
+from inferencekit.gates.probes.plan import ProbeSettings, plan_probes, probe_pool, prompts_needed
+
+DEV = list(load_prompt_set("dev").prompts)
+
+
+def _plan(**kw):
+    s = ProbeSettings(seed=kw.pop("seed", 7), **kw)
+    return s, plan_probes(DEV, s, model="m", extra={"cache_prompt": False}, ctk={"enable_thinking": False},
+                          count_fields={"logprobs": True, "top_logprobs": 1})
+
+
+def test_counts_per_kind_follow_the_settings():
+    s, plan = _plan(cache_prompts=5, echo_pairs=3, sampling_prompts=6, count_probes=4, ignore_eos_probes=2)
+    kinds = Counter(p["kind"] for p in plan)
+    assert kinds["warmup"] == 2 and kinds["cache_first"] == kinds["cache_repeat"] == 5
+    assert kinds["echo_orig"] == kinds["echo_perturbed"] == 3
+    assert kinds["count"] == 4 and kinds["ignore_eos"] == 2
+    assert kinds["greedy"] == kinds["sample_a"] == kinds["sample_a2"] == kinds["sample_b"] == 6
+    assert kinds["logprobs"] == 3
+    assert kinds["rare"] >= 8  # every rare class plus code and numbers
+    assert len({p["id"] for p in plan}) == len(plan)
+
+
+def test_pairs_keep_their_order_and_prompts_are_fresh_except_the_repeats():
+    _, plan = _plan()
+    pos = {p["id"]: i for i, p in enumerate(plan)}
+    texts = Counter(p["body"]["messages"][0]["content"] for p in plan)
+    for p in plan:
+        if p["kind"] == "cache_repeat":
+            first = plan[pos[f"{p['key']}.cache_first"]]
+            assert pos[first["id"]] < pos[p["id"]]
+            assert first["body"]["messages"] == p["body"]["messages"]
+        if p["kind"] == "echo_perturbed":
+            orig = plan[pos[f"{p['key']}.echo_orig"]]
+            assert pos[orig["id"]] < pos[p["id"]]
+            a, b = orig["meta"]["nonce"], p["meta"]["nonce"]
+            assert sum(x != y for x, y in zip(a, b)) == 1 and p["meta"]["orig"] == a
+    repeated = {t for t, n in texts.items() if n > 1}
+    by_kind = {p["kind"] for p in plan if p["body"]["messages"][0]["content"] in repeated}
+    assert by_kind <= {"cache_first", "cache_repeat", "greedy", "sample_a", "sample_a2", "sample_b"}
+    assert plan[0]["kind"] == plan[1]["kind"] == "warmup"
+
+
+def test_bodies_carry_what_each_gate_needs():
+    _, plan = _plan()
+    for p in plan:
+        b = p["body"]
+        assert b["model"] == "m" and b["stream"] is True and b["cache_prompt"] is False
+        assert b["chat_template_kwargs"] == {"enable_thinking": False}
+        if p["kind"] in ("sample_a", "sample_a2", "sample_b"):
+            assert b["temperature"] == 1.0 and b["top_p"] == 1.0 and b["top_k"] == 0 and isinstance(b["seed"], int)
+        else:
+            assert b["temperature"] == 0.0 and "seed" not in b
+        if p["kind"] in ("count", "ignore_eos"):
+            assert b["logprobs"] is True and b["top_logprobs"] == 1
+        assert (b.get("ignore_eos") is True) == (p["kind"] == "ignore_eos")
+        if p["kind"] == "logprobs":
+            assert b["top_logprobs"] == 5
+    seeds = {}
+    for p in plan:
+        if p["kind"].startswith("sample_"):
+            seeds.setdefault(p["key"], {})[p["kind"]] = p["body"]["seed"]
+    assert all(s["sample_a"] == s["sample_a2"] != s["sample_b"] for s in seeds.values())
+
+
+def test_the_seed_decides_the_plan():
+    assert _plan(seed=3)[1] == _plan(seed=3)[1]
+    assert _plan(seed=3)[1] != _plan(seed=4)[1]
+
+
+def test_only_the_asked_gates_are_planned():
+    _, plan = _plan(gates=("token_count",))
+    assert {p["kind"] for p in plan} == {"warmup", "count"}
+
+
+def test_a_small_prompt_set_is_refused_before_anything_is_sent():
+    s = ProbeSettings(sampling_prompts=500)
+    assert prompts_needed(s) > len(probe_pool(DEV))
+    with pytest.raises(OpError, match="the probes need"):
+        plan_probes(DEV, s, model="m")

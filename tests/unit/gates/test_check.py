@@ -1,0 +1,98 @@
+"""Every live gate judged offline from real, recorded gate runs (``probes/<gate-run>.jsonl``).
+
+The logs were recorded by ``benchmarks/gate_calibration.py`` on 30 Nov 2026: ``gates run`` through the
+cheat proxy in front of llama.cpp's llama-server serving SmolLM2-135M-Instruct, with the server itself
+as the reference engine (gzip-compressed here). The honest one is the proxy with no cheat, all six
+live gates; the others are one cheat each against its target gate.
+"""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from inferencekit.gates.check import check_run_dir, engines_in
+from inferencekit.gates.check import judge_probe_log
+from inferencekit.gates.probes.collect import read_probe_log
+from tests.paths import FIXTURES
+
+LOGS = FIXTURES / "gates" / "probe-logs"
+
+
+def unpack(name: str, run_dir: Path) -> Path:
+    """The log as ``run_dir/probes/<gate-run>.jsonl`` (its name is the gate run's, from the header)."""
+    raw = gzip.decompress((LOGS / f"{name}.jsonl.gz").read_bytes())
+    gate_run = orjson.loads(raw.split(b"\n", 1)[0])["gate_run"]
+    path = run_dir / "probes" / f"{gate_run}.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(raw)
+    return path
+
+
+def judged(name: str, tmp_path: Path) -> dict[str, Any]:
+    header, records, bad = read_probe_log(unpack(name, tmp_path))
+    assert bad == 0
+    return judge_probe_log(header, records)
+
+
+def test_honest_llama_server_passes_every_live_gate(tmp_path):
+    gates = judged("llama-server-honest-full", tmp_path)
+    assert {g: v.verdict for g, v in gates.items()} == {
+        "caching": "PASS", "token_count": "PASS", "output_length": "PASS", "hidden_probes": "PASS",
+        "rare_tokens": "PASS", "spec_exact": "PASS"}
+    caching = gates["caching"].metrics
+    assert caching["pairs"] == 4 and caching["ttft_speedup_median"] < 1.1 and caching["decode_speedup_median"] < 1.1
+    assert gates["output_length"].metrics["exact"] == 3  # llama-server honours ignore_eos
+    assert gates["spec_exact"].metrics["ab_early_divergences"] == gates["spec_exact"].metrics["aa_early_divergences"]
+    assert gates["token_count"].metrics["streamed_methods"] == ["token_ids"]  # ids through logprobs top 1
+
+
+def test_output_cache_cheat_fails_caching_with_the_output_cache_reason(tmp_path):
+    caching = judged("llama-server-output-cache", tmp_path)["caching"]
+    assert caching.verdict == "FAIL" and caching.metrics["cause"] == "output_cache"
+    assert "output caching" in caching.reason and "one instant" in caching.reason
+    assert caching.metrics["decode_speedup_median"] >= 1e6  # every repeat's tokens arrived at once
+
+
+def test_ignore_eos_dropped_cheat_fails_output_length(tmp_path):
+    # the proxy strips ignore_eos, then claims finish "length" and usage = max_tokens: the token-id stream
+    # of a reply that stopped early is shorter than the usage it claims
+    gate = judged("llama-server-ignore-eos-dropped", tmp_path)["output_length"]
+    assert gate.verdict == "FAIL" and gate.metrics["ignore_eos_requests"] == 3
+    assert gate.reason.startswith("2/3 ignore_eos replies are not max_tokens long")
+    short = [d for d in gate.details if d["usage"] == 16]
+    assert len(short) == 2 and all(d["streamed"] < 16 for d in short)
+
+
+def test_temperature_ignored_cheat_fails_hidden_probes_while_the_logprobs_are_sound(tmp_path):
+    gate = judged("llama-server-temperature-ignored", tmp_path)["hidden_probes"]
+    assert gate.verdict == "FAIL"
+    assert "T=1 samples equal the greedy output on all 8/8 prompts (temperature ignored?)" in gate.reason
+    assert gate.metrics["samples_equal_greedy"] == 8 and gate.metrics["logprob_violations"] == 0
+
+
+@pytest.mark.parametrize("name", ["llama-server-honest-full", "llama-server-output-cache",
+                                  "llama-server-ignore-eos-dropped", "llama-server-temperature-ignored"])
+def test_gates_check_on_a_run_dir_gives_the_gate_runs_verdicts(name, tmp_path):
+    direct = judged(name, tmp_path / "a")
+    run_dir = tmp_path / "b"
+    unpack(name, run_dir)
+    assert engines_in(run_dir) == ["llama-server"]
+    result = check_run_dir(run_dir, "llama-server")
+    gates, files = result.gates, result.files
+    checked = {g.gate: g.verdict for g in gates if g.gate in direct}
+    assert checked == {g: v.verdict for g, v in direct.items()}
+    assert len(files) == 1 and files[0].startswith("probes/")
+    # a torn last line (the process died while writing) is skipped and said, not fatal
+    log = next((run_dir / "probes").glob("*.jsonl"))
+    with open(log, "ab") as fh:
+        fh.write(b'{"id": "x", "kind": "cou')
+    again = check_run_dir(run_dir, "llama-server")
+    assert {g.gate: g.verdict for g in again.gates if g.gate in direct} == checked
+    assert any("unreadable line" in x for x in again.notes)
+    shutil.rmtree(run_dir)

@@ -1,0 +1,112 @@
+"""The import layers of DESIGN.md, enforced: dependencies point down, and siblings keep to themselves.
+
+Read from the source with ``ast`` (every import, also those inside functions): a module may import its
+own package, or a package of a lower layer. Within a layer, only the bottom layer's modules may import
+each other (``rundir`` uses ``errors``); bench, gates and quality never import each other.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from tests.paths import ROOT
+
+SRC = ROOT / "src" / "inferencekit"
+
+# Top to bottom (DESIGN.md, "Layers"; docs/architecture.md). ``registry`` and ``options`` are the face's vocabulary:
+# only the face and commands/ may use them.
+LAYERS: list[set[str]] = [
+    {"__main__"},
+    {"cli"},
+    {"commands"},
+    {"options"},
+    {"registry"},
+    {"verify"},
+    {"bench", "gates", "quality"},
+    {"cheats", "data"},
+    {"api"},
+    {"report"},
+    {"engines", "evidence"},
+    {"rundir", "stats", "errors", "shapes", "inferencekit"},
+]
+BOTTOM = LAYERS[-1]
+
+
+def unit_of(module: str) -> str:
+    """The layer unit of ``inferencekit.x.y`` (``x``), ``inferencekit`` itself for the package's face."""
+    parts = [p for p in module.split(".") if p != "__init__"]
+    return parts[1] if len(parts) > 1 else "inferencekit"
+
+
+def layer_of(unit: str) -> int:
+    return next(i for i, group in enumerate(LAYERS) if unit in group)
+
+
+def imports(path: Path) -> list[tuple[int, str]]:
+    """``(line, imported module)`` for every inferencekit import of one file (relative imports resolved)."""
+    rel = path.relative_to(SRC.parent).with_suffix("")
+    here = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+    pkg = here if rel.name == "__init__" else here.rsplit(".", 1)[0]
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names if a.name.split(".")[0] == "inferencekit"]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(pkg.split(".")[: len(pkg.split(".")) - node.level + 1] + ([base] if base else []))
+            if base.split(".")[0] == "inferencekit":
+                out.append((node.lineno, base))
+    return out
+
+
+def violations() -> list[str]:
+    found = []
+    for path in sorted(SRC.rglob("*.py")):
+        rel = path.relative_to(SRC.parent).with_suffix("")
+        me = unit_of(".".join(rel.parts))
+        for line, target in imports(path):
+            other = unit_of(target)
+            if other == me:
+                continue
+            mine, theirs = layer_of(me), layer_of(other)
+            if theirs < mine or (theirs == mine and mine != len(LAYERS) - 1):
+                found.append(f"{path.relative_to(ROOT)}:{line}: {me} imports {target} ({other} is "
+                             f"{'above it' if theirs < mine else 'its sibling'})")
+    return found
+
+
+def test_every_package_is_in_a_layer():
+    units = {unit_of(".".join(p.relative_to(SRC.parent).with_suffix("").parts)) for p in SRC.rglob("*.py")}
+    placed = set().union(*LAYERS)
+    assert units <= placed, f"not in LAYERS: {sorted(units - placed)}"
+
+
+def test_imports_point_down_and_siblings_keep_apart():
+    assert violations() == []
+
+
+@pytest.mark.parametrize(("module", "source", "expected"), [
+    ("gates/x.py", "from inferencekit.commands import bench\n", "gates imports inferencekit.commands (commands is above it)"),
+    ("bench/x.py", "from inferencekit.registry import Arg\n", "bench imports inferencekit.registry (registry is above it)"),
+    ("api/x.py", "def f():\n    from inferencekit.gates.check import check_run_dir\n", "api imports inferencekit.gates.check"),
+    ("report/x.py", "import inferencekit.api.client\n", "report imports inferencekit.api.client (api is above it)"),
+    ("quality/x.py", "from inferencekit.bench import plan\n", "quality imports inferencekit.bench (bench is its sibling)"),
+    ("rundir.py", "from inferencekit.errors import OpError\n", None),
+    ("gates/judges/x.py", "from ..result import Gate\n", None),
+    ("bench/x.py", "from ..gates import GATES\n", "bench imports inferencekit.gates (gates is its sibling)"),
+])
+def test_the_check_catches_what_it_should(tmp_path, monkeypatch, module, source, expected):
+    fake = tmp_path / "src" / "inferencekit"
+    (fake / module).parent.mkdir(parents=True, exist_ok=True)
+    (fake / module).write_text(source)
+    monkeypatch.setattr(__import__(__name__, fromlist=["SRC"]), "SRC", fake)
+    monkeypatch.setattr(__import__(__name__, fromlist=["ROOT"]), "ROOT", tmp_path)
+    found = violations()
+    if expected is None:
+        assert found == []
+    else:
+        assert len(found) == 1 and expected in found[0], found
