@@ -1,7 +1,7 @@
 # inferencekit: every target does its own set-up on a fresh machine (no prompts, CI-safe).
 #   make demo   - build the embedded engine if needed, then `inferencekit verify --profile quick`
-#   make test   - build every engine (llama-cpp-python, llama-server, vLLM on CPU), install Chromium (the
-#                 heat-map test opens the page in it), then the test suite
+#   make test   - lint (ruff, mypy), build every engine (llama-cpp-python, llama-server, vLLM on CPU), install
+#                 Chromium (the heat-map test opens the page in it), then the test suite
 # Builds are cached outside the clone: pip's wheel cache (~/.cache/pip) for llama-cpp-python and
 # $INFERENCEKIT_CACHE (default ~/.cache/inferencekit) for llama-server and the vLLM virtualenv + model.
 
@@ -17,7 +17,7 @@ PIP_FLAGS := --disable-pip-version-check --no-input --progress-bar off
 
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-unit venv llama-server vllm engines chromium bench-client bench-peers bench-gates clean
+.PHONY: demo test test-unit lint venv llama-server vllm engines chromium bench-client bench-peers bench-gates clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -53,10 +53,16 @@ demo: venv
 	if [ $$rc -eq 0 ] || [ $$rc -eq 1 ] || [ $$rc -eq 3 ]; then echo "make demo: verify finished (exit $$rc = its verdict)"; \
 	else echo "make demo: verify failed to run (exit $$rc)"; exit $$rc; fi
 
-test: engines chromium
+# ruff (the rules in pyproject.toml) and mypy (strict where pyproject.toml says) on the code; both pinned in the
+# test extra
+lint: venv
+	$(VENV)/bin/ruff check src tests benchmarks scripts
+	$(VENV)/bin/mypy
+
+test: lint engines chromium
 	CI=$${CI:-} $(PY) -m pytest -q -ra
 
-test-unit: venv
+test-unit: lint
 	$(PY) -m pytest -q -ra tests/unit
 
 bench-client: venv

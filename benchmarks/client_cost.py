@@ -286,7 +286,7 @@ class Server:
             except OSError:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
                     self.stop()
-                    raise SystemExit(f"the synthetic server did not start (see {self.log.name})")
+                    raise SystemExit(f"the synthetic server did not start (see {self.log.name})") from None
                 time.sleep(0.1)
 
     def stop(self) -> None:
@@ -485,27 +485,33 @@ def report(results: list[dict[str, Any]], pin: Pinning, started: float, load_sta
     if by.get("cpu-runner") and by.get("cpu-post") and by.get("cpu-reply"):
         a, b, c = (by[k].get("us_per_chunk") or 0 for k in ("cpu-runner", "cpu-reply", "cpu-post"))
         L.append("")
-        L.append(f"split (window figures): stream loop + aiohttp {c:.2f} µs, to_reply (SSE split + JSON parse + derive) "
+        L.append(f"split (window figures): stream loop + aiohttp {c:.2f} µs, "
+                 "to_reply (SSE split + JSON parse + derive) "
                  f"{b - c:+.2f} µs, files (input + reply JSON encode + atomic write) {a - b:+.2f} µs per chunk")
         cr = by["cpu-runner"]["client"]
         if cr.get("run_dir_bytes") and cr.get("reply_files"):
-            L.append(f"reply files: {cr['reply_files']} files, {cr['run_dir_bytes'] / cr['reply_files'] / 1024:.0f} KiB "
+            L.append(f"reply files: {cr['reply_files']} files, "
+                     f"{cr['run_dir_bytes'] / cr['reply_files'] / 1024:.0f} KiB "
                      "per request on disk (input + reply)")
     scale = [(k, by[k]) for k in ("scale-c256", "scale-c1024", "scale-c1024-deferred") if k in by]
     if scale:
         L.append("")
         L.append("## Streams from one process: itl 20 ms, n = 2c")
         L.append("")
-        L.append("| c, path | chunks/s (server) | ideal | % of ideal | mean in flight | max in flight | max open conns | "
+        L.append("| c, path | chunks/s (server) | ideal | % of ideal | mean in flight | max in flight | "
+                 "max open conns | "
                  "core0 (client) / core1 (server) busy % | µs CPU/chunk | RSS start → peak MB | KiB per open stream | "
                  "ok/sent | load avg |")
         L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-        for k, r in scale:
+        for _, r in scale:
             c = r["client"]
-            L.append(f"| {r['c']}, {_PATHS[r['mode']]} | {_f(r.get('chunks_per_s'))} | {_f(r.get('ideal_chunks_per_s'))} | "
-                     f"**{_f(r.get('pct_of_ideal'), 1)}%** | {_f(r.get('mean_inflight'), 0)} | {r.get('max_inflight')} | "
+            L.append(f"| {r['c']}, {_PATHS[r['mode']]} | {_f(r.get('chunks_per_s'))} | "
+                     f"{_f(r.get('ideal_chunks_per_s'))} | "
+                     f"**{_f(r.get('pct_of_ideal'), 1)}%** | {_f(r.get('mean_inflight'), 0)} | "
+                     f"{r.get('max_inflight')} | "
                      f"{r.get('connections_max_open')} | {_busy(r)} | "
-                     f"{_f(r.get('us_per_chunk'), 1)} | {_f(r.get('rss_start_mb'), 0)} → {_f(r.get('rss_peak_mb'), 0)} | "
+                     f"{_f(r.get('us_per_chunk'), 1)} | {_f(r.get('rss_start_mb'), 0)} → "
+                     f"{_f(r.get('rss_peak_mb'), 0)} | "
                      f"{_f(r.get('kb_per_stream'), 0) if r['mode'] != 'deferred' else '(keeps all)'} | "
                      f"{c.get('ok', 0)}/{c.get('sent', 0)} | {r['loadavg_before'][0]:.2f} |")
     st = [(k, by[k]) for k in ("scale-c256", "scale-c1024", "scale-c1024-deferred", "accuracy-c64",
@@ -514,7 +520,8 @@ def report(results: list[dict[str, Any]], pin: Pinning, started: float, load_sta
         L.append("")
         L.append("Chunk timestamps vs server writes (reply file event time − server write() time, every token event):")
         L.append("")
-        L.append("| scenario | events | stamp lag p50 | p99 | max | gap-ITL p50 client / server | gap-ITL p99 client / server |")
+        L.append("| scenario | events | stamp lag p50 | p99 | max | gap-ITL p50 client / server | "
+                 "gap-ITL p99 client / server |")
         L.append("|---|---|---|---|---|---|---|")
         for k, r in st:
             x = r["stamps"]
@@ -526,11 +533,12 @@ def report(results: list[dict[str, Any]], pin: Pinning, started: float, load_sta
         L.append("")
         L.append("## TTFT error vs server ground truth: itl 5 ms, ttft 50 ms, c=64, n=384")
         L.append("")
-        L.append("| path | TTFT error p50 | p99 | max | start→arrival p50 / p99 | server write→client stamp p50 / p99 | "
+        L.append("| path | TTFT error p50 | p99 | max | start→arrival p50 / p99 | "
+                 "server write→client stamp p50 / p99 | "
                  "server TTFT p50 | paired | chunks/s / ideal | core0 (client) / core1 (server) busy % |")
         L.append("|---|---|---|---|---|---|---|---|---|---|")
         ideal = 64 * OSL / (0.050 + (OSL - 1) * 0.005)
-        for k, acc in accs:
+        for _, acc in accs:
             t = acc["ttft"]
             L.append(f"| {_PATHS[acc['mode']]} | **{t['err_p50']:+.2f} ms** | **{t['err_p99']:+.2f} ms** | "
                      f"{t['err_max']:+.2f} ms | "
@@ -549,20 +557,24 @@ def report(results: list[dict[str, Any]], pin: Pinning, started: float, load_sta
         L.append(f"errors in {name}: {e}")
     L.append("")
     L.append("Method (shared/perf/METHOD.md):")
-    L.append("- µs CPU/chunk (window): client process CPU (user+sys, psutil every 50 ms from core 1, interpolated) inside "
-             "[first request arrival, last event] as the server saw it ÷ token events the server sent (usage, [DONE] excluded).")
+    L.append("- µs CPU/chunk (window): client process CPU (user+sys, psutil every 50 ms from core 1, interpolated) "
+             "inside [first request arrival, last event] as the server saw it ÷ token events the server sent "
+             "(usage, [DONE] excluded).")
     L.append("- µs/chunk (level): the client's getrusage over LoadRunner.run_level / the post loop ÷ the same events "
              "(adds the final replies' processing after the last event).")
-    L.append("- chunks/s: server token events ÷ window; ideal at itl 20 ms = c·256/(255·20 ms) (METHOD.md); in flight = "
+    L.append("- chunks/s: server token events ÷ window; ideal at itl 20 ms = c·256/(255·20 ms) (METHOD.md); "
+             "in flight = "
              "server-side streams between request complete and last byte written (time-weighted mean; max).")
     L.append("- KiB per open stream: (client RSS peak in the window − RSS at level start) ÷ max streams in flight "
              "(an upper bound: includes buffers of replies being derived/written).")
     L.append("- TTFT error: reply file ttft_ms − server (first token event write − request complete), joined by "
              "X-Request-ID; start→arrival = server request-complete − Exchange.sent_ns (both CLOCK_MONOTONIC).")
-    L.append("- LoadRunner = the production path (each finished exchange appended raw to the level journal; the input and reply files derived and written after the level); "
+    L.append("- LoadRunner = the production path (each finished exchange appended raw to the level journal; "
+             "the input and reply files derived and written after the level); "
              "'Client.post, files after the level' keeps each Exchange and writes the same files once the level ends "
              "(what deferring the per-request work would give).")
-    L.append("- each scenario: a fresh client process (asyncio loop, as `inferencekit bench serve`), 2 warm-up requests, "
+    L.append("- each scenario: a fresh client process (asyncio loop, as `inferencekit bench serve`), "
+             "2 warm-up requests, "
              "then /stats?reset=1; core0/core1 busy = /proc/stat over the window (other tenants show up there).")
     return "\n".join(L)
 
@@ -583,7 +595,8 @@ SCENARIOS = {
     "accuracy-c64-deferred": ("acc", {"mode": "deferred", "c": 64, "n": 384, "collect": True}),
 }
 PHASES = {"itl0": (0.0, 0.0, None), "itl20": (20.0, 0.0, 20.0), "acc": (5.0, 50.0, None)}
-GROUPS = {"cpu": ["cpu-runner", "cpu-vllm", "cpu-reply", "cpu-post"], "scale": ["scale-c256", "scale-c1024", "scale-c1024-deferred"],
+GROUPS = {"cpu": ["cpu-runner", "cpu-vllm", "cpu-reply", "cpu-post"],
+          "scale": ["scale-c256", "scale-c1024", "scale-c1024-deferred"],
           "accuracy": ["accuracy-c64", "accuracy-c64-deferred"]}
 
 
@@ -635,7 +648,8 @@ def main() -> int:
     tok = a.tokenizer if a.tokenizer != "auto" else str(cache / "models" / "smollm2-135m-instruct-f32")
     if vpy and not (Path(tok) / "tokenizer.json").is_file():
         if a.vllm_python != "auto":
-            print(f"--vllm-python needs --tokenizer DIR (an HF tokenizer); {tok} has no tokenizer.json", file=sys.stderr)
+            print(f"--vllm-python needs --tokenizer DIR (an HF tokenizer); {tok} has no tokenizer.json",
+                  file=sys.stderr)
             return 2
         vpy = None
     a.vllm_python, a.tokenizer = vpy, tok
@@ -672,7 +686,8 @@ def main() -> int:
                     r = run_scenario(name, srv, pin, spec, work, ideal_itl, 300, a.client_loop)
                     results.append(r)
                     print(f"   {r.get('us_per_chunk') or 0:.2f} µs/chunk, {r.get('chunks_per_s') or 0:,.0f} chunks/s, "
-                          f"window {r.get('window_s') or 0:.1f} s, ok {r['client'].get('ok')}/{r['client'].get('sent')}",
+                          f"window {r.get('window_s') or 0:.1f} s, "
+                          f"ok {r['client'].get('ok')}/{r['client'].get('sent')}",
                           file=sys.stderr, flush=True)
                     time.sleep(1)
             finally:

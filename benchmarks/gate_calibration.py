@@ -220,7 +220,7 @@ def main() -> int:
             if started is not None:
                 stop_engine(started)
     md, broken = table(rows, cheats)
-    date = dt.datetime.now(dt.timezone.utc)
+    date = dt.datetime.now(dt.UTC)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"gate_calibration-{date:%Y%m%d-%H%M}{'-rejudged' if a.rejudge else ''}.json"
@@ -228,7 +228,8 @@ def main() -> int:
                                 "0.3.36 build, SmolLM2-135M-Instruct Q4_1), cache_prompt false per request",
                                 "runs_per_target": a.runs, "full_runs": a.full_runs, "wall_s": round(time.time() - t0),
                                 "rejudged_from": a.rejudge,
-                                "probe_flags": PROBE_FLAGS, "full_suite_flags": FULL_FLAGS, "run_dirs": str(work), "expected": {f"{k[0]}→{k[1]}": v for k, v in EXPECT.items()},
+                                "probe_flags": PROBE_FLAGS, "full_suite_flags": FULL_FLAGS, "run_dirs": str(work),
+                                "expected": {f"{k[0]}→{k[1]}": v for k, v in EXPECT.items()},
                                 "table_markdown": md, "broken_expectations": broken, "runs": rows}, indent=1))
     print(md)
     print("\nexpectations: " + ("all held" if not broken else "BROKEN:\n- " + "\n- ".join(broken)))

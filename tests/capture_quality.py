@@ -99,7 +99,7 @@ async def _replies(url: str) -> Path:
                 raise SystemExit(f"{name}: {err}")
             write_json(out / f"{name}.json", {"_provenance": {"engine": info.engine, "version": info.version,
                                                               "model": info.model, "path": path, "body": body,
-                                                              "date": dt.datetime.now(dt.timezone.utc).isoformat(
+                                                              "date": dt.datetime.now(dt.UTC).isoformat(
                                                                   timespec="seconds")},
                                               "reply": val}, indent=True)
         return out
@@ -136,7 +136,7 @@ def main() -> int:
     rec = _Recording(LocalReference(model, k=20))
     asyncio.run(_record([load_set(d) for d in dirs], rec))
     doc = {"_provenance": {"reference": model.describe(), "k": 20,
-                           "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                           "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
                            "labels": [d.name for d in dirs]},
            "chat_prompt_ids": rec.prompts, "encode": rec.texts, "score": rec.scores}
     with gzip.open(HERE / "reference-local.json.gz", "wt", encoding="utf-8") as f:

@@ -14,7 +14,6 @@ from contextlib import contextmanager
 import orjson
 from aiohttp import web
 
-
 SEEN = web.AppKey("seen", list)
 REJECT = web.AppKey("reject_stream_options", bool)
 LOGPROBS = web.AppKey("logprobs", dict)  # {"cap": int | None, "refuse": bool}
@@ -60,7 +59,8 @@ async def chat(request: web.Request) -> web.StreamResponse:
     await resp.write(part[:9])
     await asyncio.sleep(0.01)
     await resp.write(part[9:].replace(b"\n\n", b"\r\n\r\n"))
-    await resp.write(b"data: " + orjson.dumps({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}) + b"\n\n")
+    await resp.write(b"data: " + orjson.dumps({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+                     + b"\n\n")
     await resp.write(b'data: {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2}}\n\n')
     await resp.write(b"data: [DONE]\n\n")
     return resp

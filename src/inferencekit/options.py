@@ -1,4 +1,4 @@
-"""Options every request-sending operation takes (DESIGN.md), declared once and checked once.
+"""Options every request-sending operation takes (docs/design.md), declared once and checked once.
 
 CLI vocabulary only: ``commands/`` imports it, nothing below does. The request-body policy that
 ``--extra-body`` and ``--chat-template-kwargs`` feed lives in ``api/body.py``.

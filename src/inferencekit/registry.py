@@ -151,7 +151,7 @@ def schema() -> dict[str, Any]:
 
 
 def exit_code(verdict: str | None) -> int:
-    """0 for PASS or no verdict, 1 for FAIL, 3 for UNPROVEN / NOT RUN (DESIGN.md, exit codes)."""
+    """0 for PASS or no verdict, 1 for FAIL, 3 for UNPROVEN / NOT RUN (docs/design.md, exit codes)."""
     if verdict in (None, "PASS"):
         return 0
     if verdict == "FAIL":

@@ -1,6 +1,6 @@
 """The run directory: layout, atomic writes, and the pins that must not change between parts.
 
-Layout (DESIGN.md, "Run directory")::
+Layout (docs/design.md, "Run directory")::
 
     runs/<run-id>/run.json
     inputs/<engine>/load-<level>/<bucket>/<id>[~k].json     request bodies
@@ -31,7 +31,8 @@ import orjson
 
 from inferencekit.errors import OpError
 
-__all__ = ["CLIENT_FILE", "EXTRA_FOLDERS", "GATE_RUN_NAME", "KAT_ALONE", "KAT_LOAD", "PROBES_FOLDER", "RETOKENIZED_FILE", "RunDir", "file_key", "journal_paths", "quality_sets_in", "walk_engine_folder",
+__all__ = ["CLIENT_FILE", "EXTRA_FOLDERS", "GATE_RUN_NAME", "KAT_ALONE", "KAT_LOAD", "PROBES_FOLDER",
+           "RETOKENIZED_FILE", "RunDir", "file_key", "journal_paths", "quality_sets_in", "walk_engine_folder",
            "write_json", "read_json", "write_bytes", "new_run_id", "safe_name", "default_runs_root",
            "data_home"]
 
@@ -45,7 +46,7 @@ def safe_name(name: str, what: str = "name") -> str:
     return name
 
 
-# The reuse tag DESIGN.md gives a prompt repeated inside one load level: "[ik-<salt>] " at the start of its
+# The reuse tag docs/design.md gives a prompt repeated inside one load level: "[ik-<salt>] " at the start of its
 # first user message (bench/plan.py writes it; the gates read it back). Group 1 is the hex salt.
 SALT_PATTERN = re.compile(r"^\[ik-([0-9a-f]{8,32})\] ")
 
@@ -145,7 +146,7 @@ def quality_sets_in(folder: Path) -> list[Path]:
 
 def new_run_id() -> str:
     """``YYYYmmdd-HHMMSS-xxxx`` (UTC, 4 random hex)."""
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+    return _dt.datetime.now(_dt.UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
 
 
 def data_home() -> Path:

@@ -1,7 +1,7 @@
 """The shapes every layer shares: TypedDicts of the JSON written to a run directory, and the few pure
 readers of a reply file that more than one layer needs.
 
-DESIGN.md, "Run directory": one reply file per request, probe records in ``probes/<gate-run>.jsonl``,
+docs/design.md, "Run directory": one reply file per request, probe records in ``probes/<gate-run>.jsonl``,
 count rows of the token_count gate, the parts of a verification. The classes here describe those
 JSON objects exactly as they are on disk, so a writer and its readers share one documented shape
 (STYLE.md, "Records"); readers ignore keys they do not know. ``total=False``: a field may be absent
@@ -21,7 +21,7 @@ __all__ = ["CountRow", "ExtraRequests", "Part", "ProbeRecord", "ReplyFile", "gen
 
 
 class ReplyFile(TypedDict, total=False):
-    """JSON of ``outputs/<engine>/.../<id>.json`` (DESIGN.md, "Reply file"); built by ``api/reply.py``.
+    """JSON of ``outputs/<engine>/.../<id>.json`` (docs/design.md, "Reply file"); built by ``api/reply.py``.
 
     Times: ``sent_ns``/``scheduled_ns``/``dispatched_ns`` are the client's ``perf_counter_ns``; each
     ``events`` entry is ``[t_ns relative to sent_ns, raw SSE data payload]``; ``*_ms`` are milliseconds.

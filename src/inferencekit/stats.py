@@ -27,7 +27,7 @@ __all__ = ["Verdict", "VERDICTS", "PERCENTILES", "summarize", "combine_claims", 
 
 
 class Verdict(StrEnum):
-    """The four verdicts (DESIGN.md, "Verdicts and exit codes"). A member is its own word as a ``str``, so
+    """The four verdicts (docs/design.md, "Verdicts and exit codes"). A member is its own word as a ``str``, so
     ``Verdict.NOT_RUN == "NOT RUN"`` and records written with either read the same."""
 
     PASS = "PASS"
@@ -59,7 +59,7 @@ def summarize(values: Sequence[float] | np.ndarray) -> dict[str, float | int | N
 
 
 def combine_claims(verdicts: Iterable[str]) -> Verdict:
-    """One verdict for several (DESIGN.md): any FAIL → FAIL; else any UNPROVEN → UNPROVEN; else any
+    """One verdict for several (docs/design.md): any FAIL → FAIL; else any UNPROVEN → UNPROVEN; else any
     PASS → PASS; else NOT RUN.
 
     Raises:

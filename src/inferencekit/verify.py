@@ -3,7 +3,7 @@
 With no base URL it starts the embedded engine (llama-cpp-python serving SmolLM2-135M-Instruct
 Q4_1), runs every part of the profile against it in one run directory and stops it. Parts the
 profile expects but that are not built yet, or cannot run on the target, are listed as NOT RUN with
-the reason; an expected part that did not run makes the overall verdict UNPROVEN (DESIGN.md:
+the reason; an expected part that did not run makes the overall verdict UNPROVEN (docs/design.md:
 missing evidence is never a pass). No argparse words here: ``commands/verify.py`` is the face.
 
 Also here, because both ``verify`` and ``bench serve`` need it: ``bench_extras``, the gates' requests a
@@ -63,7 +63,7 @@ class Profile:
     # caching gate: first/repeat pairs. With 4, two slow first requests right after the load flipped the median
     # once on the honest embedded engine (decode 3.5× and 2× "faster" repeats, then 1.0× and 1.1×).
     cache_prompts: int = 6
-    sampling_prompts: int = 4  # hidden_probes: sampling prompts (DESIGN.md: ≥ 4 in quick)
+    sampling_prompts: int = 4  # hidden_probes: sampling prompts (docs/design.md: ≥ 4 in quick)
     quality_prompts: int = 0  # quality trajectory + score: dev prompts (0 = not in this profile)
     quality_tokens: int = 64  # greedy tokens per quality prompt
     tasks: TaskSizes | None = None  # sampler check, GSM8K subset, NIAH grid (None: not in this profile)
@@ -115,7 +115,8 @@ def verification_record(run: RunDir, profile: Profile, info: dict[str, Any], par
                        identity={"engine": {k: v for k, v in info.items() if k != "models"},
                                  "model": {"id": info.get("model")}, "workload": {"profile": profile.name}},
                        metrics=headline, artifacts=arts, missing=[f"{p}: expected, not run" for p in not_run],
-                       limitations=[*notes, *(f"{p['part']}: {p['reason']}" for p in parts if p["verdict"] == "NOT RUN")],
+                       limitations=[*notes, *(f"{p['part']}: {p['reason']}" for p in parts
+                                              if p["verdict"] == "NOT RUN")],
                        verdict=verdict,
                        data={"run_dir": str(run.path.resolve()), "profile": profile.name, "parts": parts,
                              "combine": "any FAIL → FAIL; else any UNPROVEN (an expected part NOT RUN counts as "
@@ -165,7 +166,8 @@ async def _appliance_part(plan: dict[str, Any] | None, client: Client, info: Any
 def _gate_settings(prof: Profile, seed: int, reference_url: str | None) -> GateRunSettings:
     """The live gates of a profile: every gate of its parts that sends probes (spec_exact needs a second engine)."""
     live = [p.removeprefix("gates: ") for p, _ in prof.expected if p.removeprefix("gates: ") in PLANNED_GATES]
-    probes = ProbeSettings(gates=tuple(live), seed=seed, max_tokens=prof.gate_tokens, echo_tokens=max(64, prof.gate_tokens),
+    probes = ProbeSettings(gates=tuple(live), seed=seed, max_tokens=prof.gate_tokens,
+                           echo_tokens=max(64, prof.gate_tokens),
                            cache_prompts=prof.cache_prompts, sampling_prompts=prof.sampling_prompts)
     return GateRunSettings(gates=live, probes=probes, reference_url=reference_url)
 

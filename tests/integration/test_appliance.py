@@ -92,7 +92,8 @@ def test_embedded_engine_receipt_has_every_section(embedded_run) -> None:
     failed_gates = [n for n, s in receipt["decode"].items() if s["completion_gate"]["passed"] < 1]
     if failed_gates:
         assert receipt["verdict"] == "UNPROVEN"
-        assert any(x.startswith(f"decode/{failed_gates[0]}: completion gate passed 0/1") for x in receipt["limitations"])
+        assert any(x.startswith(f"decode/{failed_gates[0]}: completion gate passed 0/1")
+                   for x in receipt["limitations"])
     assert (code == 3) == (receipt["verdict"] == "UNPROVEN")
     assert any("serves one request at a time" in x for x in receipt["limitations"])
     check_files(run_dir, receipt, payload["evidence_id"])

@@ -17,13 +17,12 @@ import pytest
 
 from inferencekit.api.client import Client
 from inferencekit.api.endpoint import Endpoint
-from inferencekit.rundir import CLIENT_FILE
 from inferencekit.bench.pace_judge import judge_client_pace
 from inferencekit.bench.plan import LevelSpec, Planner, request_body
 from inferencekit.bench.runner import LoadRunner
 from inferencekit.bench.serve import load_level_replies
 from inferencekit.data.prompts import load_prompt_set
-from inferencekit.rundir import RunDir, read_json
+from inferencekit.rundir import CLIENT_FILE, RunDir, read_json
 
 pytestmark = pytest.mark.engine
 

@@ -1,7 +1,8 @@
 """The tapped read (api/tap.py) and aiohttp's ``readany()`` loop give the same reply from a real engine.
 
 Greedy requests to the embedded engine (llama-cpp-python), each sent once through a client with the tap and once
-without: the SSE events (payloads in order, less each completion's id and creation time), the text and the finish reason must be identical, and every stamp must
+without: the SSE events (payloads in order, less each completion's id and creation time), the text and the finish reason
+must be identical, and every stamp must
 lie between the send and the end. Timings themselves are not compared (they differ by nature).
 """
 

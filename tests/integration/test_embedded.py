@@ -50,7 +50,8 @@ def test_bench_serve_two_levels_writes_every_request_and_a_checkable_record(embe
     assert set(out["levels"]) == {"c1", "c2"}
     for lvl in ("c1", "c2"):
         ins = sorted(p.relative_to(run / "inputs/llama-cpp-python") for p in run.glob(f"inputs/*/load-{lvl}/*/*.json"))
-        outs = sorted(p.relative_to(run / "outputs/llama-cpp-python") for p in run.glob(f"outputs/*/load-{lvl}/*/*.json"))
+        outs = sorted(p.relative_to(run / "outputs/llama-cpp-python")
+                      for p in run.glob(f"outputs/*/load-{lvl}/*/*.json"))
         assert len(outs) == 3 and ins == outs
         for p in run.glob(f"outputs/*/load-{lvl}/*/*.json"):
             r = json.loads(p.read_text())

@@ -21,8 +21,8 @@ from typing import ClassVar
 
 import pytest
 
-from inferencekit.errors import OpError
 from inferencekit.data.gsm8k import load_gsm8k
+from inferencekit.errors import OpError
 from inferencekit.quality.gsm8k_lmeval import TASK_NAME, parse_samples, run_lm_eval
 
 DATA_FILE = Path(str(resources.files("inferencekit.data").joinpath("gsm8k", "test.jsonl")))

@@ -37,8 +37,8 @@ from inferencekit.api.client import Client
 from inferencekit.api.dialects import dialect
 from inferencekit.api.endpoint import Endpoint
 from inferencekit.cli import main
-from tests.cli_run import bench_ok, run_cli
 from inferencekit.data.prompts import load_prompt_set
+from tests.cli_run import bench_ok, run_cli
 
 pytestmark = [pytest.mark.engine, pytest.mark.llama_server]
 

@@ -91,7 +91,8 @@ def test_the_time_budget_stops_sending_and_records_the_subset(embedded_engine, t
     tb = out["time_budget"]
     assert tb["stopped_early"] is True and 1 <= tb["sent"] < 40 and tb["budget_s"] == 3
     assert out["n"] == tb["sent"]
-    assert any(x.startswith(f"subset: the first {out['n']} of 40 problems — --time-budget-s 3") for x in out["limitations"])
+    assert any(x.startswith(f"subset: the first {out['n']} of 40 problems — --time-budget-s 3")
+               for x in out["limitations"])
 
 
 def test_http_errors_are_recorded_per_problem_and_the_run_finishes(tmp_path):
@@ -177,4 +178,5 @@ def test_auto_concurrency_falls_back_to_a_timing_probe_on_vllm(vllm_engine, tmp_
     assert sizes[0] == 8 and sizes in ([8], [8, 32])
     last = c["detail"]["bursts"][-1]
     assert 1 <= c["used"] <= 32
-    assert c["used"] == (last["size"] if last["parallelism"] >= 0.75 * last["size"] else max(1, round(last["parallelism"])))
+    assert c["used"] == (last["size"] if last["parallelism"] >= 0.75 * last["size"]
+                         else max(1, round(last["parallelism"])))

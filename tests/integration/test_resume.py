@@ -65,9 +65,11 @@ def test_kill_engine_mid_run_then_resume(tmp_path, capsys):
     failed = [r for r in c1 + c2 if "error" in r]
     assert len(failed) == 12 - len(ok)
     assert all(r["status"] == 0 for r in c2)
-    assert all(r["error"].startswith(("connection failed", "connection error", "server disconnected", "broken stream")) for r in failed)
+    assert all(r["error"].startswith(("connection failed", "connection error", "server disconnected", "broken stream"))
+               for r in failed)
 
-    eng2 = start_engine("llama-cpp-python", tmp_path / "log2", tie_to_parent=True)  # a new port: resume checks identity, not the URL
+    # a new port: resume checks identity, not the URL
+    eng2 = start_engine("llama-cpp-python", tmp_path / "log2", tie_to_parent=True)
     try:
         code = main(["bench", "serve", "--resume", str(run), "--base-url", eng2.url, "--json", "--quiet"])
     finally:

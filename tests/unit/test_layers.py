@@ -90,11 +90,15 @@ def test_imports_point_down_and_siblings_keep_apart():
 
 
 @pytest.mark.parametrize(("module", "source", "expected"), [
-    ("gates/x.py", "from inferencekit.commands import bench\n", "gates imports inferencekit.commands (commands is above it)"),
-    ("bench/x.py", "from inferencekit.registry import Arg\n", "bench imports inferencekit.registry (registry is above it)"),
-    ("api/x.py", "def f():\n    from inferencekit.gates.check import check_run_dir\n", "api imports inferencekit.gates.check"),
+    ("gates/x.py", "from inferencekit.commands import bench\n",
+     "gates imports inferencekit.commands (commands is above it)"),
+    ("bench/x.py", "from inferencekit.registry import Arg\n",
+     "bench imports inferencekit.registry (registry is above it)"),
+    ("api/x.py", "def f():\n    from inferencekit.gates.check import check_run_dir\n",
+     "api imports inferencekit.gates.check"),
     ("report/x.py", "import inferencekit.api.client\n", "report imports inferencekit.api.client (api is above it)"),
-    ("quality/x.py", "from inferencekit.bench import plan\n", "quality imports inferencekit.bench (bench is its sibling)"),
+    ("quality/x.py", "from inferencekit.bench import plan\n",
+     "quality imports inferencekit.bench (bench is its sibling)"),
     ("rundir.py", "from inferencekit.errors import OpError\n", None),
     ("gates/judges/x.py", "from ..result import Gate\n", None),
     ("bench/x.py", "from ..gates import GATES\n", "bench imports inferencekit.gates (gates is its sibling)"),

@@ -2,8 +2,7 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest, bootstrap
 
-from inferencekit.stats import (cluster_bootstrap_ci, margin_verdict, mcnemar_exact, paired_bootstrap_delta,
-                                pooled_mean)
+from inferencekit.stats import cluster_bootstrap_ci, margin_verdict, mcnemar_exact, paired_bootstrap_delta, pooled_mean
 
 # ---------------------------------------------------------------------------------------------- pooled mean
 

@@ -1,6 +1,6 @@
 """The request-body policy every operation follows: ``--extra-body``, chat_template_kwargs, refused fields.
 
-DESIGN.md, "Options every request-sending operation takes": ``--extra-body`` is merged into every
+docs/design.md, "Options every request-sending operation takes": ``--extra-body`` is merged into every
 request, but it cannot override a field the operation sets itself. Such a field is *refused*: it is
 not sent, and the refusal is recorded in the operation's evidence record (``limitations`` and
 ``data.request_policy``) and said on its card. ``chat_template_kwargs`` layer per key, lowest

@@ -5,7 +5,7 @@ Input: ``{probe name: {variant: reply dict}}`` as collected by ``api/probe.py``.
 
 - ``honoured``: the option had its effect (e.g. ``ignore_eos`` ran to max_tokens while the control
   stopped early);
-- ``ignored``: accepted without its effect (llama-cpp-python drops ``ignore_eos``: ENGINES.md);
+- ``ignored``: accepted without its effect (llama-cpp-python drops ``ignore_eos``: docs/engines.md);
 - ``refused``: the server answered with an HTTP error;
 - ``unreliable``: it had its effect only sometimes (a seed that repeats back to back but not after
   other traffic: engine state leaks into sampling);
@@ -78,7 +78,8 @@ def _exact_length(p: Replies, name: str, field: str, asked: int) -> dict[str, An
         return _j("refused", _err(on) or "", on)
     n_on, n_off = output_count(on), output_count(off) if off and not _err(off) else None
     if n_on is None:
-        return _j("inconclusive", f"the reply with {field} carries no token count (no usage, no token ids/logprobs)", on)
+        return _j("inconclusive", f"the reply with {field} carries no token count "
+                                  "(no usage, no token ids/logprobs)", on)
     if n_off is not None and n_off >= asked:
         return _j("inconclusive", f"the control without {field} also reached {n_off} tokens, so the effect cannot "
                                   "be seen", on, off)

@@ -1,7 +1,7 @@
 """Async HTTP client for OpenAI-compatible servers (aiohttp): send, stamp, keep raw bytes.
 
 While a reply is open the loop only awaits the next network chunk, stamps it with
-``time.perf_counter_ns()`` and appends the bytes (DESIGN.md principle 5); SSE splitting and JSON
+``time.perf_counter_ns()`` and appends the bytes (docs/design.md principle 5); SSE splitting and JSON
 parsing happen afterwards (``sse.split_events``, ``reply.derive``). Every failure — refused
 connection, HTTP error, broken stream, timeout — becomes a recorded ``Exchange`` with ``status``
 (0 when no HTTP status arrived) and ``error``; nothing here raises for a server fault.
@@ -151,7 +151,7 @@ class Exchange:
             return None
 
     def to_reply(self, **meta: Any) -> dict[str, Any]:
-        """The reply-file dict (DESIGN.md) for this exchange; ``meta`` adds id, engine, level, ..."""
+        """The reply-file dict (docs/design.md) for this exchange; ``meta`` adds id, engine, level, ..."""
         events, unterminated = self.events()
         derived = derive(events)
         stream_error = derived.pop("stream_error")
@@ -281,7 +281,8 @@ class Client:
         connector = aiohttp.TCPConnector(limit=self._limit, ttl_dns_cache=300, enable_cleanup_closed=False)
         # read_bufsize: aiohttp pauses the socket when a reply's unread body passes 2× this; the tapped read
         # (api/tap.py) reads the body once at its end, so the pause must never come
-        self._session = aiohttp.ClientSession(connector=connector, auto_decompress=True, trace_configs=[_trace_config()],
+        self._session = aiohttp.ClientSession(connector=connector, auto_decompress=True,
+                                              trace_configs=[_trace_config()],
                                               read_bufsize=_READ_BUFSIZE,
                                               timeout=aiohttp.ClientTimeout(total=self.timeout_s))
         return self
@@ -375,7 +376,7 @@ class Client:
                         if not chunk:
                             break
                         append((clock(), chunk))
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             ex.error = describe_exception(exc, timeout_s or self.timeout_s)
             if chunks:
                 ex.error = f"{ex.error} (after {len(chunks)} chunks)"

@@ -121,8 +121,8 @@ async def detect_engine(client: Client, model: str | None = None) -> EngineInfo:
     if "llama.cpp python" in title.lower() or "llama-cpp-python" in title.lower():
         signals.append(f"OpenAPI title {title!r}")
         version = ((spec or {}).get("info") or {}).get("version")
-        return EngineInfo("llama-cpp-python", version, ids, model, 1, "llama-cpp-python runs one request at a time (not measured)",
-                          signals, details)
+        return EngineInfo("llama-cpp-python", version, ids, model, 1,
+                          "llama-cpp-python runs one request at a time (not measured)", signals, details)
 
     for name in ("vllm", "sglang"):
         if name in owned:

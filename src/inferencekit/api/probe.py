@@ -12,9 +12,9 @@ from typing import Any
 
 import orjson
 
+from inferencekit.api.body import BodyPolicy
 from inferencekit.api.capabilities import CAP_RE, judge_capabilities
 from inferencekit.api.client import Client
-from inferencekit.api.body import BodyPolicy
 from inferencekit.api.detect import EngineInfo
 from inferencekit.api.tokenize import EngineTokenizer, TokenizeError
 from inferencekit.evidence import artifact, build_record, save_record

@@ -1,6 +1,6 @@
 """The reply file: built from one exchange's timed events, every derived field re-derivable.
 
-A reply file (DESIGN.md, "Reply file") keeps every SSE ``data:`` payload exactly as received with
+A reply file (docs/design.md, "Reply file") keeps every SSE ``data:`` payload exactly as received with
 its receive time relative to the send (``events``). Everything else — text, reasoning, token ids,
 logprobs, usage, finish_reason, TTFT, TTFO, E2EL, ITL — is computed here from those events, after
 the stream, so a parser fix can re-derive an old run with ``rederive()``.

@@ -1,7 +1,7 @@
 """Server-sent events: raw timed chunks → timed ``data:`` payloads. Pure; runs after the stream.
 
 The stream loop keeps each network chunk with the ``perf_counter_ns`` time it arrived and does
-nothing else (DESIGN.md principle 5). This module splits those chunks into SSE events following
+nothing else (docs/design.md principle 5). This module splits those chunks into SSE events following
 the WHATWG EventSource rules that matter here: lines end in LF, CRLF or CR; a line starting with
 ``:`` is a comment; ``data:`` lines of one event are joined with LF; a blank line dispatches the
 event. An event's time is the arrival time of the chunk that completed it (its blank line), so a

@@ -1,6 +1,6 @@
 """Tokenizers: the engine's own tokenize endpoint (through its dialect) or a local Hugging Face one.
 
-Preference (DESIGN.md, N_out): ``--tokenizer PATH`` (a local Hugging Face directory or a GGUF
+Preference (docs/design.md, N_out): ``--tokenizer PATH`` (a local Hugging Face directory or a GGUF
 file, loaded with transformers), else the engine's tokenize endpoint. Every tokenizer says what it
 is (``source``), which is recorded beside every re-tokenized count. Texts are encoded without
 special tokens (no BOS): counts are of the text itself.

@@ -1,6 +1,6 @@
 """The appliance receipt: run the three sections, assemble the receipt, write it, make the ``appliance`` record.
 
-The receipt (docs/appliance.md) is RigMark's shape (../shared/seeds/003): protocol and prompt
+The receipt (docs/appliance.md) is RigMark's shape: protocol and prompt
 versions with the prompts' SHA-256, the tool's own identity, the run's label, comparison id and the
 appliance metadata, the settings, and the decode / prefill / concurrency sections. It holds no URL
 and no key (the key's *variable name* only). RigMark's "is this checkout behind the newest release"
@@ -22,8 +22,8 @@ from typing import Any
 from inferencekit.api.detect import EngineInfo
 from inferencekit.bench.appliance_collect import NONCE_VERSION, Collector, load_prompts
 from inferencekit.bench.appliance_judge import receipt_verdict
-from inferencekit.evidence.receipt import RECEIPT_FORMAT
 from inferencekit.evidence import artifact, build_record, metric, save_record, tool_identity
+from inferencekit.evidence.receipt import RECEIPT_FORMAT
 from inferencekit.rundir import RunDir, write_bytes, write_json
 
 __all__ = ["PROTOCOL_VERSION", "RECEIPT_FORMAT", "tool_provenance", "run_appliance", "appliance_record",
@@ -66,8 +66,8 @@ def tool_provenance() -> dict[str, Any]:
     out.update(source="git-worktree", git_revision=ident["git_revision"], git_dirty=bool(status.strip()))
     if status.strip():
         h = hashlib.sha256(status + b"\0" + (_git(root, "diff", "--binary", "HEAD") or b""))
-        for raw in sorted(p for p in (_git(root, "ls-files", "--others", "--exclude-standard", "-z") or b"").split(b"\0")
-                          if p):
+        for raw in sorted(p for p in (_git(root, "ls-files", "--others", "--exclude-standard", "-z")
+                                      or b"").split(b"\0") if p):
             h.update(b"\0untracked\0" + raw + b"\0")
             f = root / os.fsdecode(raw)
             if f.is_file() and not f.is_symlink():
@@ -77,7 +77,7 @@ def tool_provenance() -> dict[str, Any]:
 
 
 def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
 async def run_appliance(col: Collector, *, label: str, comparison_id: str, metadata: dict[str, Any],

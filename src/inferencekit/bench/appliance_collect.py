@@ -268,8 +268,8 @@ class Collector:
                 group = f"c{level}"
                 starts: list[int] = []
 
-                async def stream(k: int, r: int = r, barrier: asyncio.Barrier = barrier, group: str = group
-                                 ) -> tuple[dict[str, Any], str, int]:
+                async def stream(k: int, r: int = r, barrier: asyncio.Barrier = barrier, group: str = group,
+                                 level: int = level, starts: list[int] = starts) -> tuple[dict[str, Any], str, int]:
                     name = f"r{r}-s{k}"
                     body = self.chat_body(prompt, request_nonce(self.cid, "concurrency", workload, level, r, k),
                                           self.s.concurrency_tokens, self.s.seed + k - 1)

@@ -1,8 +1,8 @@
 """Appliance receipt judgement: reply files → receipt rows, section summaries, completion gates, verdict.
 
-Pure functions over reply files (DESIGN.md "Reply file"); the collector (``appliance_collect``)
+Pure functions over reply files (docs/design.md "Reply file"); the collector (``appliance_collect``)
 sends and records, this module only reads. The rules follow RigMark's ``bench.py`` receipt
-(../shared/seeds/003): decode rate from the first to the last token-bearing event, completion
+(RigMark's rules): decode rate from the first to the last token-bearing event, completion
 gates (a visible answer, ``finish_reason`` stop, ``[DONE]`` seen; the structured workload checked
 exactly), nearest-rank p90, a pooled rate beside the median, prefill samples refused — not
 relabelled — when the server's prompt count differs from the depth asked or a cold sample reports
@@ -128,7 +128,8 @@ def decode_row(reply: dict[str, Any], rel: str, *, retokenized: int | None = Non
                 else round(reply["ttfo_ms"] / 1e3, 6),
                 "time_to_last_output_seconds": None if last is None else round(last / 1e3, 6),
                 "measured_sse_events": chunks, "wall_seconds": None if wall is None else round(wall, 6),
-                "response_tail_seconds": None if wall is None or last is None else round(max(wall - last / 1e3, 0.0), 6),
+                "response_tail_seconds": None if wall is None or last is None
+                                         else round(max(wall - last / 1e3, 0.0), 6),
                 "stream_done_marker": bool(reply.get("done")), "finish_reason": reply.get("finish_reason"),
                 "output": text, "output_characters": len(text), "output_sha256": _sha(text),
                 "reasoning_characters": len(reasoning), "reasoning_sha256": _sha(reasoning),

@@ -18,8 +18,13 @@ from inferencekit.api.client import Client
 from inferencekit.api.detect import EngineInfo
 from inferencekit.api.tokenize import EngineTokenizer, TokenizeError
 from inferencekit.bench.appliance import appliance_record, run_appliance, write_card
-from inferencekit.bench.appliance_collect import (PREFILL_TOKENS, PROTECTED_FIELDS, ApplianceSettings, Collector,
-                                                  load_prompts)
+from inferencekit.bench.appliance_collect import (
+    PREFILL_TOKENS,
+    PROTECTED_FIELDS,
+    ApplianceSettings,
+    Collector,
+    load_prompts,
+)
 from inferencekit.bench.appliance_metadata import check_metadata, check_prefill_depths, load_metadata
 from inferencekit.engines.model import MODEL_PACKAGE, embedded_gguf
 from inferencekit.engines.recipes import DEFAULT_CONTEXT
@@ -143,7 +148,8 @@ def resolve_metadata(path: str | None, settings: ApplianceSettings) -> tuple[dic
 
 async def appliance_receipt(client: Client, info: EngineInfo, run: RunDir, settings: ApplianceSettings, *, label: str,
                             comparison_id: str, metadata: dict[str, Any], metadata_source: str,
-                            api_key_env: str | None, quiet: bool, strict: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+                            api_key_env: str | None, quiet: bool, strict: bool
+                            ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Run the receipt on an open client and write receipt, card and ``appliance`` record (bench appliance and
     verify --profile full).
 
@@ -177,8 +183,8 @@ async def appliance_receipt(client: Client, info: EngineInfo, run: RunDir, setti
         cannot("prefill", f"prefill depth {max(settings.prefill_depths)} + {PREFILL_TOKENS} generated tokens exceeds "
                           f"the server's own context of {ctx} tokens per request", "use smaller --prefill-depths")
     if ctx and settings.decode_tokens + _PROMPT_ALLOWANCE > ctx:
-        raise OpError(f"--decode-tokens {settings.decode_tokens} plus the prompt (≈ {_PROMPT_ALLOWANCE} tokens) exceeds "
-                      f"the server's own context of {ctx} tokens per request; use --decode-tokens ≤ "
+        raise OpError(f"--decode-tokens {settings.decode_tokens} plus the prompt (≈ {_PROMPT_ALLOWANCE} tokens) "
+                      f"exceeds the server's own context of {ctx} tokens per request; use --decode-tokens ≤ "
                       f"{ctx - _PROMPT_ALLOWANCE}")
     if settings.prefill_depths and tok is None:
         cannot("prefill", f"prefill builds exact depths with the engine's tokenize endpoint, and {info.engine} has "

@@ -228,7 +228,8 @@ def compare_receipts(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any
     overlap (A's maximum < B's minimum, or B's maximum < A's minimum); ranges that touch or overlap are
     within noise. It says only that the spread of repeated runs does not explain the difference. With
     n = 1 on either side a range is a single sample, not a spread: ``beyond_noise`` is null (not judged)
-    and the row's ``note`` says so; the pooled decode rows have no range and are null too. ``ratio_b_over_a`` is B's median
+    and the row's ``note`` says so; the pooled decode rows have no range and are null too.
+    ``ratio_b_over_a`` is B's median
     divided by A's, rounded to 4 decimals (> 1: B is faster). A summary that is null (no usable sample)
     on either side, or a median of 0 on A, gives ``ratio_b_over_a`` null, ``beyond_noise`` false and a
     ``note``; ``note`` is null otherwise.

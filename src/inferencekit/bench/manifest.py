@@ -60,7 +60,8 @@ METRICS_MANIFEST: dict[str, Any] = {
             "formula": "successful requests / (last reply end − first send)"},
         "total_token_throughput_tok_s": {
             "kind": "aggregate per level", "unit": "tokens/s",
-            "formula": "(Σ prompt tokens + Σ N_out) / window; prompt tokens from usage", "needs": "usage.prompt_tokens"},
+            "formula": "(Σ prompt tokens + Σ N_out) / window; prompt tokens from usage",
+            "needs": "usage.prompt_tokens"},
         "goodput_req_s": {
             "kind": "aggregate per level", "unit": "requests/s",
             "formula": "successful requests meeting every SLO (--slo ttft=…,tpot=…,e2el=…, ms) / window",

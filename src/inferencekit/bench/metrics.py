@@ -107,7 +107,8 @@ def level_metrics(replies: Sequence[Mapping[str, Any]], *, slo: Mapping[str, flo
         "window_s": window_s,
         "throughput": {"request_throughput_req_s": per_s(len(ok)) if ok else None,
                        "output_throughput_tok_s": per_s(total_out) if ok else None,
-                       "total_token_throughput_tok_s": per_s(total_out + prompt_tokens) if ok and prompt_known else None,
+                       "total_token_throughput_tok_s": per_s(total_out + prompt_tokens)
+                                                       if ok and prompt_known else None,
                        "output_tokens": total_out, "prompt_tokens": prompt_tokens if prompt_known else None},
         "n_out": {"sources": dict(sources), "streamed_vs_usage": {"compared": compared_streamed,
                                                                  "disagree": disagree_streamed},

@@ -105,8 +105,8 @@ class RayPool:
         cpus = sum(float(n.get("Resources", {}).get("CPU", 0)) for n in nodes)
         if cpus < self.size:
             self.close()
-            raise OpError(f"--ray: the cluster has {cpus:g} CPUs on {len(nodes)} alive node(s); {self.size} workers need "
-                          "one each (give fewer --workers)")
+            raise OpError(f"--ray: the cluster has {cpus:g} CPUs on {len(nodes)} alive node(s); "
+                          f"{self.size} workers need one each (give fewer --workers)")
         self.address = address
         self.nodes = [n["NodeID"] for n in nodes]
         actor_cls = ray.remote(num_cpus=1)(_Actor)

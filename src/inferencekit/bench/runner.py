@@ -133,8 +133,8 @@ class LoadRunner:
         """Send one extra request inside a level: its exchange goes to the level's journal, and ``materialise`` writes
         it to its own folder after the level (no parsing or file writes on the loop while the level runs)."""
         ex = await self.client.post(probe["endpoint"], probe["body"], optional=self.extras["optional"])
-        journal.append(probe["id"], "", {**self._extra_meta(probe, level), "folder": probe.get("folder", PROBES_FOLDER)},
-                       ex)
+        journal.append(probe["id"], "", {**self._extra_meta(probe, level),
+                                         "folder": probe.get("folder", PROBES_FOLDER)}, ex)
 
     def _probe_turns(self, label: str, n: int | None) -> tuple[list[ProbeRecord], int]:
         """This level's unsent extra requests and how many load requests go between two of them."""

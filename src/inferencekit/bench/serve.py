@@ -35,8 +35,16 @@ from inferencekit.bench.workers import ProcessPool, WorkerTask, run_level_split
 from inferencekit.data.datasets import build_dynamic
 from inferencekit.data.prompts import Prompt
 from inferencekit.evidence import artifact, build_record, metric, save_record
-from inferencekit.rundir import (CLIENT_FILE, KAT_ALONE, KAT_LOAD, PROBES_FOLDER, RETOKENIZED_FILE, RunDir, read_json,
-                                 write_json)
+from inferencekit.rundir import (
+    CLIENT_FILE,
+    KAT_ALONE,
+    KAT_LOAD,
+    PROBES_FOLDER,
+    RETOKENIZED_FILE,
+    RunDir,
+    read_json,
+    write_json,
+)
 from inferencekit.shapes import ExtraRequests
 
 __all__ = ["EXTRA_ROLES", "run_bench", "load_level_replies", "bench_record", "prepare_serve"]
@@ -178,7 +186,8 @@ async def _run_with_pool(cfg: ServeConfig, client: Client, info: EngineInfo, run
 
 async def _split_level(pool: Any, cfg: ServeConfig, client: Client, run: RunDir, engine: str, spec: LevelSpec,
                        planner: Planner, runner: LoadRunner, body_kw: dict[str, Any], optional: tuple[str, ...],
-                       prompts: Sequence[Prompt], n_req: int | None, seed: int, on_done: Progress | None) -> LevelOutcome:
+                       prompts: Sequence[Prompt], n_req: int | None, seed: int, on_done: Progress | None
+                       ) -> LevelOutcome:
     """One level sent by the pool's processes (``--workers`` / ``--ray``), merged into the run dir; the planner then
     continues after the draws they used. The level's extra requests (hidden probes, known answers) go with process 0."""
     shares = split_level(spec, pool.size, num_requests=n_req, seed=seed)
@@ -301,7 +310,8 @@ def bench_record(run: RunDir, cfg: ServeConfig, info: EngineInfo, engine: str, *
                 "temperature": cfg.temperature, "input_len": cfg.input_len}
     summary = (f"bench serve on {info.engine} {info.version or ''} ({info.model}): {ok}/{total} requests ok over "
                f"{len(cfg.levels)} level(s) " + ", ".join(
-                   f"{lbl}: TTFT p50 {_fmt(v['ttft_ms']['p50'])} ms, {_fmt(v['throughput']['output_throughput_tok_s'])} tok/s"
+                   f"{lbl}: TTFT p50 {_fmt(v['ttft_ms']['p50'])} ms, "
+                   f"{_fmt(v['throughput']['output_throughput_tok_s'])} tok/s"
                    for lbl, v in levels.items())
                + (f"; extra requests (judged by the gates): {extra_counts}" if extra_counts else ""))
     run_json = run.read_run()

@@ -34,9 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from inferencekit.api.loop import run as run_loop
 from inferencekit.api.client import Client
 from inferencekit.api.endpoint import Endpoint
+from inferencekit.api.loop import run as run_loop
 from inferencekit.bench.journal import materialise
 from inferencekit.bench.plan import PlannedRequest, Planner, request_body
 from inferencekit.bench.runner import LevelOutcome, LoadRunner
@@ -239,7 +239,8 @@ class ProcessPool:
     async def clock(self, i: int) -> int:
         return await self._call(i, "clock", None)
 
-    async def run(self, n: int, go_wall_ns: int, on_progress: Callable[[int, tuple[int, int]], None]) -> list[dict[str, Any]]:
+    async def run(self, n: int, go_wall_ns: int, on_progress: Callable[[int, tuple[int, int]], None]
+                  ) -> list[dict[str, Any]]:
         return list(await asyncio.gather(*(self._call(i, "run", go_wall_ns, on_progress) for i in range(n))))
 
     def close(self) -> None:
@@ -254,7 +255,8 @@ class ProcessPool:
                 p.terminate()
 
 
-async def run_level_split(pool: Any, run: RunDir, engine: str, shares: Sequence[Share], make_task: Callable[[Share], WorkerTask],
+async def run_level_split(pool: Any, run: RunDir, engine: str, shares: Sequence[Share],
+                          make_task: Callable[[Share], WorkerTask],
                           *, on_done: Progress | None = None, start_lead_s: float = 0.5) -> LevelOutcome:
     """Run one level on ``pool`` (``ProcessPool`` or a Ray pool) and merge it into ``run``.
 

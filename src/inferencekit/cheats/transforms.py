@@ -184,7 +184,8 @@ def _text_slots(choice: JSON) -> list[tuple[JSON, str]]:
     out: list[tuple[JSON, str]] = []
     for holder in (choice.get("delta"), choice.get("message")):
         if isinstance(holder, dict):
-            out += [(holder, k) for k in ("content", "reasoning_content", "reasoning") if isinstance(holder.get(k), str)]
+            out += [(holder, k) for k in ("content", "reasoning_content", "reasoning")
+                    if isinstance(holder.get(k), str)]
     if isinstance(choice.get("text"), str):
         out.append((choice, "text"))
     return out

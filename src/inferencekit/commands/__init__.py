@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from inferencekit.commands import (appliance, bench, cheat, engine, evidence, gates, probe, quality,  # noqa: F401
-                                   report, verify)
+from inferencekit.commands import appliance, bench, cheat, engine, evidence, gates, probe, quality, report, verify  # noqa: F401
 from inferencekit.registry import Call, Outcome, operation, schema
 
 __all__ = ["list_ops"]

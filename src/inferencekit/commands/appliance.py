@@ -17,8 +17,13 @@ from inferencekit.api.detect import detect_engine
 from inferencekit.api.endpoint import Endpoint, normalize_base_url
 from inferencekit.bench.appliance import receipt_path
 from inferencekit.bench.appliance_collect import ApplianceSettings, load_prompts
-from inferencekit.bench.appliance_metadata import (REQUIRED_FIELDS, check_metadata, check_target, field_problems,
-                                                   write_metadata)
+from inferencekit.bench.appliance_metadata import (
+    REQUIRED_FIELDS,
+    check_metadata,
+    check_target,
+    field_problems,
+    write_metadata,
+)
 from inferencekit.bench.appliance_run import APPLIANCE_DEFAULTS, appliance_receipt, resolve_metadata, settings_from_args
 from inferencekit.bench.compare import ABSENT, Difference, compare_receipts, receipt_differences, receipt_notes
 from inferencekit.engines.target import serve_target
@@ -33,7 +38,8 @@ __all__ = ["APPLIANCE_ARGS", "CONFIGURE_ARGS", "NOISE_RULE", "ask_missing", "ben
            "bench_configure", "render_compare"]
 
 APPLIANCE_ARGS: tuple[Arg, ...] = (
-    Arg("label", "string", "Name of this appliance in the receipt and the card, e.g. 'rack3-h100-vllm'.", required=True),
+    Arg("label", "string", "Name of this appliance in the receipt and the card, e.g. 'rack3-h100-vllm'.",
+        required=True),
     Arg("comparison_id", "string", "Id shared by every appliance of one sweep: the request nonces derive from it, so "
         "all of them get byte-identical prompts (bench compare refuses receipts with different ids).", required=True),
     Arg("metadata", "string", "Appliance metadata JSON (hardware, topology, model, ...; write it with `inferencekit "
@@ -50,9 +56,10 @@ APPLIANCE_ARGS: tuple[Arg, ...] = (
     Arg("concurrency", "array", "Concurrency levels: streams released together by a barrier in each round.",
         items="integer", default=APPLIANCE_DEFAULTS["concurrency"]),
     Arg("concurrency_runs", "integer", "Rounds per concurrency level.", default=APPLIANCE_DEFAULTS["concurrency_runs"]),
-    Arg("concurrency_tokens", "integer", "max_tokens of each concurrency stream.", default=APPLIANCE_DEFAULTS["concurrency_tokens"]),
-    Arg("concurrency_workload", "string", "Workload the concurrency streams run.", default=APPLIANCE_DEFAULTS["concurrency_workload"],
-        choices=("code", "prose")),
+    Arg("concurrency_tokens", "integer", "max_tokens of each concurrency stream.",
+        default=APPLIANCE_DEFAULTS["concurrency_tokens"]),
+    Arg("concurrency_workload", "string", "Workload the concurrency streams run.",
+        default=APPLIANCE_DEFAULTS["concurrency_workload"], choices=("code", "prose")),
     Arg("skip_prefill", "boolean", "Skip the prefill section (for servers with neither token-id prompts nor a "
         "tokenize endpoint).", default=APPLIANCE_DEFAULTS["skip_prefill"]),
     Arg("skip_concurrency", "boolean", "Skip the concurrency section.", default=APPLIANCE_DEFAULTS["skip_concurrency"]),

@@ -14,6 +14,7 @@ from inferencekit.api.loop import run as run_loop
 from inferencekit.bench.config import FIXED_FIELDS, ServeConfig
 from inferencekit.bench.plan import parse_levels, parse_slo
 from inferencekit.bench.serve import prepare_serve, run_bench
+from inferencekit.commands.gates import render_gates
 from inferencekit.data.datasets import load_static
 from inferencekit.data.prompts import Prompt
 from inferencekit.engines.target import serve_target
@@ -30,7 +31,6 @@ from inferencekit.report.progress import ProgressBar
 from inferencekit.rundir import RunDir
 from inferencekit.stats import combine_claims
 from inferencekit.verify import bench_extras
-from inferencekit.commands.gates import render_gates
 
 __all__ = ["BENCH_ARGS", "bench_export", "bench_serve", "check_export_args", "config_from_args"]
 
@@ -219,7 +219,8 @@ def bench_serve(call: Call, **a: Any) -> Outcome:
                "levels": record["data"]["levels"], "limitations": record["limitations"]}
     if gates is not None:
         payload.update(gates_evidence_id=gates["evidence_id"],
-                       gates={g["gate"]: {"verdict": g["verdict"], "reason": g["reason"]} for g in gates["data"]["gates"]})
+                       gates={g["gate"]: {"verdict": g["verdict"], "reason": g["reason"]}
+                              for g in gates["data"]["gates"]})
     if a.get("export"):
         payload.update(_export(call, run, a["export"], a.get("export_path")))
 

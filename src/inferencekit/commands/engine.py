@@ -5,8 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from inferencekit.engines.launcher import (engine_states, http_ok, pid_alive, port_free, start_engine, state_dir,
-                                          stop_engine)
+from inferencekit.engines.launcher import (
+    engine_states,
+    http_ok,
+    pid_alive,
+    port_free,
+    start_engine,
+    state_dir,
+    stop_engine,
+)
 from inferencekit.engines.recipes import ENGINES
 from inferencekit.errors import OpError
 from inferencekit.registry import Arg, Call, Outcome, operation

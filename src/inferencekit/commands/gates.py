@@ -23,8 +23,15 @@ from inferencekit.gates.order import order_settings, run_order_gate
 from inferencekit.gates.probes.order import ORDER_FIXED
 from inferencekit.gates.probes.plan import PROBE_FIXED, SAMPLING_FLOOR, ProbeSettings
 from inferencekit.gates.record import gates_record
-from inferencekit.gates.run import (GateRunSettings, default_gates, gate_run_dir, judge_gate_run, pin_engine,
-                                    run_gate_probes, size_probes)
+from inferencekit.gates.run import (
+    GateRunSettings,
+    default_gates,
+    gate_run_dir,
+    judge_gate_run,
+    pin_engine,
+    run_gate_probes,
+    size_probes,
+)
 from inferencekit.options import CLIENT_ARGS, check_client_args, check_urls
 from inferencekit.registry import Arg, Call, Outcome, operation
 from inferencekit.report.card import print_limitations, verdict_style
@@ -119,7 +126,8 @@ def _check_settings(gates: list[str] | None, sampling_prompts: int | None, cache
 @operation(("gates", "run"), "Run the anti-cheat gates against a server: probes sent, recorded, judged.",
            description="Sends the live probes of the gates (caching, token_count, output_length, hidden_probes, "
                        "rare_tokens; spec_exact with --spec-off-url) to the server — one at a time, every probe tagged "
-                       "at random and randomly interleaved, the seed fresh per run and recorded — and writes each reply "
+                       "at random and randomly interleaved, the seed fresh per run and recorded — "
+                       "and writes each reply "
                        "to probes/<gate-run>.jsonl in the run dir. Then judges them, together with the run dir's load "
                        "replies when it holds a bench serve run (token_count, output_length, unique_prompts), with the "
                        "code of `gates check`. Without --base-url the embedded engine is started. Writes a 'gates' "
@@ -128,19 +136,22 @@ def _check_settings(gates: list[str] | None, sampling_prompts: int | None, cache
            args=[*CLIENT_ARGS,
                  Arg("run_dir", "string", "Run directory (an existing bench serve run dir is judged too; default: a "
                      "new runs/<run-id>)."),
-                 Arg("gates", "array", "Gates to run (default: every gate the inputs allow).", choices=RUN_COMMAND_GATES),
+                 Arg("gates", "array", "Gates to run (default: every gate the inputs allow).",
+                     choices=RUN_COMMAND_GATES),
                  Arg("prompts", "string", "Prompt set the probes draw from: 'dev' or a .jsonl file.", default="dev"),
-                 Arg("seed", "integer", "Probe seed (default: drawn fresh and recorded; give it only to replay a run)."),
+                 Arg("seed", "integer", "Probe seed (default: drawn fresh and recorded; "
+                     "give it only to replay a run)."),
                  Arg("max_tokens", "integer", "Output tokens of the ordinary probes.", default=64),
                  Arg("echo_tokens", "integer", "Output tokens of the echo and rare-string probes.", default=64),
                  Arg("cache_prompts", "integer", "caching: first/repeat prompt pairs.", default=6),
                  Arg("sampling_prompts", "integer", "hidden_probes: prompts sent greedy and three times at T=1 "
                      "(FAIL needs all of ≥ 4 to equal greedy; default 8)."),
-                 Arg("threshold", "number", "caching: largest allowed repeat speedup − 1 (0.10 = 1.10×).", default=0.10),
-                 Arg("rare_per_class", "integer", "rare_tokens: strings per class (CJK, Hangul, emoji, ZWJ, Devanagari, "
-                     "Arabic, math; also code identifiers and numbers).", default=4),
-                 Arg("tokenizer", "string", "Tokenizer for re-tokenized counts: a Hugging Face folder or .gguf (default: "
-                     "the engine's /tokenize endpoint when it has one)."),
+                 Arg("threshold", "number", "caching: largest allowed repeat speedup − 1 (0.10 = 1.10×).",
+                     default=0.10),
+                 Arg("rare_per_class", "integer", "rare_tokens: strings per class (CJK, Hangul, emoji, ZWJ, "
+                     "Devanagari, Arabic, math; also code identifiers and numbers).", default=4),
+                 Arg("tokenizer", "string", "Tokenizer for re-tokenized counts: a Hugging Face folder or .gguf "
+                     "(default: the engine's /tokenize endpoint when it has one)."),
                  Arg("reference_url", "string", "Reference engine (same model, trusted): rare-string misses it shares "
                      "are not counted; without one a miss is UNPROVEN."),
                  Arg("reference_api_key_env", "string", "NAME of the reference engine's API-key variable."),
@@ -159,7 +170,8 @@ def gates_run(call: Call, base_url: str | None, model: str | None, api_key_env: 
               threshold: float = 0.10, rare_per_class: int = 4, tokenizer: str | None = None,
               reference_url: str | None = None,
               reference_api_key_env: str | None = None, spec_off_url: str | None = None, spec_limit: int = 16,
-              spec_max_tokens: int = 128, early_tokens: int = 32, spec_tolerance: int = 0, engine_label: str | None = None) -> Outcome:
+              spec_max_tokens: int = 128, early_tokens: int = 32, spec_tolerance: int = 0,
+              engine_label: str | None = None) -> Outcome:
     check_client_args(base_url, api_key_env, timeout)
     read_api_key(reference_api_key_env)
     wanted = _check_settings(gates, sampling_prompts, cache_prompts, threshold, max_tokens, spec_off_url, reference_url,
@@ -248,7 +260,8 @@ def gates_spec_exact(call: Call, a: str, b: str, model: str | None = None, api_k
             info = await detect_engine(client, model)
             run.update_run(engine=info.to_dict(), dialect=info.dialect.describe())
             name = await run_gate_probes(client, info, run, s, list(pset.prompts), engine=info.engine,
-                                         extra=policy.extra, ctk=policy.chat_template_kwargs, tokenizer=None, api_key_env=api_key_env, reference_key_env=None,
+                                         extra=policy.extra, ctk=policy.chat_template_kwargs, tokenizer=None,
+                                         api_key_env=api_key_env, reference_key_env=None,
                                          quiet=call.quiet)
         return name, info.engine
 
@@ -260,7 +273,8 @@ def gates_spec_exact(call: Call, a: str, b: str, model: str | None = None, api_k
     return judged_outcome(run, label, name, s, mode="spec-exact")
 
 
-@operation(("gates", "order"), "Order independence: one BFCL draw in several orders at T=0, every reply byte-identical.",
+@operation(("gates", "order"), "Order independence: one BFCL draw in several orders at T=0, every reply "
+           "byte-identical.",
            description="Draws single-turn function-calling samples (messages, tools, tool_choice auto) from the "
                        "bfcl-eval package's data (simple, multiple, parallel, parallel_multiple, irrelevance and "
                        "their live_ variants; --per-subset from each, interleaved), and sends the draw in --orders "
@@ -285,8 +299,8 @@ def gates_spec_exact(call: Call, a: str, b: str, model: str | None = None, api_k
                  Arg("max_tokens", "integer", "Generation cap per request (recorded).", default=512),
                  Arg("concurrency", "integer", "Requests in flight at once (1: one after the other).", default=1),
                  Arg("hermetic", "boolean", "Run twice: prompt cache bypassed (llama.cpp cache_prompt: false, vLLM "
-                     "cache_salt), then as served; the verdict says which regime failed. Refused (exit 2) on engines with no "
-                     "known bypass, such as llama-cpp-python.", default=False),
+                     "cache_salt), then as served; the verdict says which regime failed. Refused (exit 2) on "
+                     "engines with no known bypass, such as llama-cpp-python.", default=False),
                  Arg("bfcl_data", "string", "A folder holding BFCL_v4_*.json (default: the installed bfcl-eval "
                      "package's data; pip install --no-deps bfcl-eval==2026.3.23)."),
                  Arg("engine_label", "string", "Label of this engine in the run dir (default: the detected engine).")])

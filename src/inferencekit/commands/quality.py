@@ -15,25 +15,36 @@ from inferencekit.api.body import body_policy
 from inferencekit.api.client import Client
 from inferencekit.api.detect import detect_engine
 from inferencekit.api.endpoint import Endpoint, read_api_key
+from inferencekit.data.gsm8k import load_gsm8k
 from inferencekit.data.prompts import load_prompt_set
 from inferencekit.engines.recipes import DEFAULT_CONTEXT
 from inferencekit.engines.target import serve_target
 from inferencekit.errors import OpError
 from inferencekit.options import CLIENT_ARGS, check_client_args, check_urls
 from inferencekit.quality import niah
-from inferencekit.data.gsm8k import load_gsm8k
 from inferencekit.quality.gsm8k import pair_problem
 from inferencekit.quality.gsm8k_lmeval_run import check_lm_eval_request, run_lm_eval_backend
 from inferencekit.quality.gsm8k_run import GSM_FIXED, gsm8k_settings, load_paired_run, run_builtin
 from inferencekit.quality.niah_run import EMBEDDED_N_CTX_FLAG, NIAH_FIXED, check_fit, run_niah
-from inferencekit.quality.reference import REFERENCE_KINDS, LocalReference, Reference, VllmReference, check_echo_reference
+from inferencekit.quality.reference import (
+    REFERENCE_KINDS,
+    LocalReference,
+    Reference,
+    VllmReference,
+    check_echo_reference,
+)
 from inferencekit.quality.sampling import MIN_PROMPTS, sampling_settings
 from inferencekit.quality.sampling_collect import SamplingPlan
 from inferencekit.quality.sampling_run import DEFAULT_SETTINGS, OWN_FIELDS, SAMPLING_FIELDS, run_sampling_check
 from inferencekit.quality.score_run import CONTEXTS, score_record, score_sets
 from inferencekit.quality.task_run import open_task_run
 from inferencekit.quality.trajectory import TrajectorySettings, select_prompts
-from inferencekit.quality.trajectory_run import TRAJ_FIXED, local_source, run_engine_trajectories, run_local_trajectories
+from inferencekit.quality.trajectory_run import (
+    TRAJ_FIXED,
+    local_source,
+    run_engine_trajectories,
+    run_local_trajectories,
+)
 from inferencekit.quality.trajectory_store import label_dirs, load_set, run_of
 from inferencekit.registry import Arg, Call, Outcome, operation
 from inferencekit.report.card import print_limitations, verdict_style
@@ -60,7 +71,8 @@ def render_trajectory(console: Any, rec: dict[str, Any]) -> None:
 
 @operation(("quality", "trajectory"), "Greedy trajectories with top-k logprobs and token ids, one file per prompt "
            "(the input of quality score).",
-           description="Sends each prompt greedy (temperature 0, one seed) with logprobs and top_logprobs over the chat "
+           description="Sends each prompt greedy (temperature 0, one seed) with logprobs and top_logprobs over "
+                       "the chat "
                        "API, and writes <run-dir>/quality/<label>/<prompt id>.json with the generated token ids (where "
                        "the engine names them: llama-server ids, vLLM return_token_ids), the top-k list at every "
                        "position and the prompt's token ids as the engine rendered its chat template (vLLM's reply, "
@@ -83,11 +95,13 @@ def render_trajectory(console: Any, rec: dict[str, Any]) -> None:
                      default=32),
                  Arg("max_tokens", "integer", "Tokens per prompt (default: each prompt's max_tokens, else 256)."),
                  Arg("top_logprobs", "integer", "Alternatives per position (lowered to the engine's cap).", default=20),
-                 Arg("seed", "integer", "Seed sent with every request (greedy needs none; some engines use it).", default=0),
+                 Arg("seed", "integer", "Seed sent with every request (greedy needs none; some engines use it).",
+                     default=0),
                  Arg("concurrency", "integer", "Requests in flight (1 = one at a time; batching can change numerics).",
                      default=1),
                  Arg("run_dir", "string", "Run directory (default: runs/<run-id>; an existing one is added to).")])
-def quality_trajectory(call: Call, base_url: str | None = None, model: str | None = None, api_key_env: str | None = None,
+def quality_trajectory(call: Call, base_url: str | None = None, model: str | None = None,
+                       api_key_env: str | None = None,
                        timeout: float = 600.0, extra_body: str | None = None, chat_template_kwargs: str | None = None,
                        local: str | None = None, label: str | None = None, prompts: str = "dev", limit: int = 32,
                        max_tokens: int | None = None, top_logprobs: int = 20, seed: int = 0, concurrency: int = 1,
@@ -200,8 +214,8 @@ def render_score(console: Any, rec: dict[str, Any], report: dict[str, Any]) -> N
                      "not judged).", default="reference", choices=CONTEXTS),
                  Arg("top_k", "integer", "Reference alternatives per position (vLLM caps at --max-logprobs, 20).",
                      default=20),
-                 Arg("margin_agreement", "number", "Largest allowed drop in top-1 agreement below the floor (fraction).",
-                     default=0.02),
+                 Arg("margin_agreement", "number", "Largest allowed drop in top-1 agreement below the floor "
+                     "(fraction).", default=0.02),
                  Arg("margin_kl", "number", "Largest allowed rise in mean KL above the floor (nats/token).",
                      default=0.02),
                  Arg("margin_tv", "number", "Largest allowed rise in mean TV above the floor (without it TV is "
@@ -252,7 +266,8 @@ def quality_score(call: Call, trajectories: list[str], reference: str = "local",
 
                 ref = LocalReference(load_local_model(local_source(reference_model or "embedded")), k=top_k)
             else:
-                client = await stack.enter_async_context(Client(Endpoint.parse(str(reference_url), reference_api_key_env),
+                client = await stack.enter_async_context(Client(Endpoint.parse(str(reference_url),
+                                                                               reference_api_key_env),
                                                                 timeout_s=timeout))
                 info = await detect_engine(client, reference_model)
                 if reference == "llama-cpp-python":
@@ -292,7 +307,8 @@ def render_gsm8k(console: Any, rec: dict[str, Any]) -> None:
            "--paired-with adds McNemar's exact test.",
            description="Sends each problem of the GSM8K test split (1,319, MIT, shipped with inferencekit; --data for "
                        "another JSONL/Parquet file) as one user turn asking for step-by-step working and a final "
-                       "'#### <number>' line, greedy, over the chat API. The answer is the last '#### n', else the last "
+                       "'#### <number>' line, greedy, over the chat API. The answer is the last '#### n', "
+                       "else the last "
                        "\\boxed{}, else the last number, compared by numeric value. Writes one file per problem as it "
                        "finishes (an interrupted run resumes), the graded rows, and a quality_task record. "
                        "--paired-with another run (its results file or evidence id) adds McNemar's exact test on the "
@@ -522,11 +538,13 @@ def render_sampling(console: Any, rec: dict[str, Any]) -> None:
     tv, oos, greedy = c["excess_tv"], c["out_of_support"], c["greedy_only"]
     t.add_row("excess TV", tv["verdict"], tv["reason"])
     t.add_row("out of support", oos["verdict"], f"{oos['draws']} of {oos['of']} draws outside the kept tokens")
-    t.add_row("greedy only", greedy["verdict"], f"{greedy['greedy_draws']} of {greedy['draws']} draws were the top token")
+    t.add_row("greedy only", greedy["verdict"],
+              f"{greedy['greedy_draws']} of {greedy['draws']} draws were the top token")
     t.add_row("settings", c["settings"]["verdict"], ", ".join(c["settings"]["unmodelled"]) or "all modelled")
     console.print(t)
     if d["dropped"]:
-        console.print("not judged for TV: " + "; ".join(f"{n} {k} ({d['dropped_why'][k]})" for k, n in d["dropped"].items()),
+        console.print("not judged for TV: "
+                      + "; ".join(f"{n} {k} ({d['dropped_why'][k]})" for k, n in d["dropped"].items()),
                       markup=False, highlight=False)
     console.print(f"verdict: {d['verdict']} — {d['reason']}", markup=False, highlight=False)
     print_tail(console, rec, f"results: {d['run_dir']}/{d['results_file']}   record: {rec['evidence_id']}")
@@ -609,7 +627,8 @@ def quality_sampling(call: Call, base_url: str | None = None, model: str | None 
         raise
     d = rec["data"]
     payload = {"evidence_id": rec["evidence_id"], "run_dir": str(run.path), "label": d["label"],
-               "verdict": d["verdict"], "reason": d["reason"], "sent": d["sent"], "checks": d["checks"], "dropped": d["dropped"],
+               "verdict": d["verdict"], "reason": d["reason"], "sent": d["sent"], "checks": d["checks"],
+               "dropped": d["dropped"],
                "n_informative": d["n_informative"], "seed_check": d["seed_check"], "not_sent": d["not_sent"],
                "results_file": str(run.path / d["results_file"]), "baseline": d["baseline"],
                "summary": rec["summary"], "limitations": rec["limitations"]}

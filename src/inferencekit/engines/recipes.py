@@ -1,6 +1,6 @@
 """How to start each local engine: command line, environment, readiness check, where it is installed.
 
-Recipes follow ../shared/ENGINES.md as observed on a 2-core CPU machine:
+Recipes follow docs/engines.md as observed on a 2-core CPU machine:
 - ``llama-cpp-python``: ``python -m llama_cpp.server`` (the embedded default; serialises requests);
 - ``llama-server``: llama.cpp's native server built by ``make llama-server`` (parallel slots,
   prompt cache, per-request ``timings``);

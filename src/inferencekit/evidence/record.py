@@ -1,6 +1,6 @@
 """Evidence records: build one, give it its content id, and check it later.
 
-A record (DESIGN.md, "Evidence record") is canonical JSON whose ``evidence_id`` is ``ev_`` plus the
+A record (docs/design.md, "Evidence record") is canonical JSON whose ``evidence_id`` is ``ev_`` plus the
 first 24 hex digits of the SHA-256 of the canonical JSON of every other field. Each artifact (a
 reply file, a sub-record, a table) is listed with its path relative to the run directory and its
 SHA-256, so editing any byte of a record or of a file it lists is evident. A content id is not a
@@ -91,7 +91,7 @@ def build_record(*, kind: str, claim_class: str, summary: str, identity: dict[st
         raise ValueError(f"unknown claim_class {claim_class!r}")
     rec: dict[str, Any] = {
         "format": FORMAT, "kind": kind, "claim_class": claim_class,
-        "created_at": created_at or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created_at": created_at or _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "tool": tool_identity(), "summary": summary,
         "identity": {"host": host_identity(), **identity},
         "metrics": list(metrics), "artifacts": sorted(artifacts, key=lambda a: a["path"]),

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from inferencekit.errors import OpError
-from inferencekit.rundir import RunDir, data_home, read_json, write_bytes
 from inferencekit.evidence.canonical import canonical_json
 from inferencekit.evidence.record import integrity_problems
+from inferencekit.rundir import RunDir, data_home, read_json, write_bytes
 
 __all__ = ["Store", "check_tree", "save_record", "resolve_record", "record_base"]
 

@@ -20,8 +20,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from inferencekit.gates.inputs import ProbeRun, RunRows
-from inferencekit.gates.judges import (caching, hidden_probes, order, output_length, rare_tokens, spec_exact,
-                                       token_count, unique_prompts)
+from inferencekit.gates.judges import (
+    caching,
+    hidden_probes,
+    order,
+    output_length,
+    rare_tokens,
+    spec_exact,
+    token_count,
+    unique_prompts,
+)
 from inferencekit.gates.result import Gate
 
 __all__ = ["GATES", "GateSpec", "PLANNED_GATES", "PROBED_GATES", "RUN_COMMAND_GATES"]

@@ -3,7 +3,7 @@
 This module reads; the judges (``gates/judges/``) decide. From a run dir it reads, through
 ``rundir.py``'s readers:
 
-- the load replies and request bodies (token_count, output_length, unique_prompts; DESIGN.md's
+- the load replies and request bodies (token_count, output_length, unique_prompts; docs/design.md's
   departure from the seed: the load folders ``load-*/`` are read too) into ``RunRows``;
 - every gate run's probe log ``probes/<gate-run>.jsonl`` into a ``ProbeRun`` each (the live gates
   re-judged from the recorded replies with the settings in the log's header);
@@ -30,8 +30,16 @@ from inferencekit.gates.judges.token_count import count_row
 from inferencekit.gates.judges.unique_prompts import request_row
 from inferencekit.gates.probes.collect import read_probe_log
 from inferencekit.gates.result import Gate, merge_gates
-from inferencekit.rundir import (KAT_ALONE, KAT_LOAD, PROBES_FOLDER, RETOKENIZED_FILE, RunDir, file_key, read_json,
-                                 walk_engine_folder)
+from inferencekit.rundir import (
+    KAT_ALONE,
+    KAT_LOAD,
+    PROBES_FOLDER,
+    RETOKENIZED_FILE,
+    RunDir,
+    file_key,
+    read_json,
+    walk_engine_folder,
+)
 from inferencekit.shapes import CountRow, ProbeRecord, is_ok
 
 __all__ = ["Checked", "check_run_dir", "engines_in", "judge_probe_log", "load_requests", "output_lengths",
@@ -208,8 +216,8 @@ def judge_probe_log(header: dict[str, Any], records: Sequence[ProbeRecord], *, w
     for spec in asked:
         assert spec.judge_probes is not None
         if spec.needs_answer and not answered:
-            first = next((r["reply"].get("error") for r in records if r.get("reply") and (r["reply"] or {}).get("error")),
-                         None)
+            first = next((r["reply"].get("error") for r in records
+                          if r.get("reply") and (r["reply"] or {}).get("error")), None)
             out[spec.name] = Gate(spec.name, "NOT RUN", "the endpoint answered no probe"
                                   + (f" (first error: {first[:200]})" if first else ""))
         else:

@@ -28,7 +28,8 @@ def gates_record(run: RunDir, gates: Sequence[Gate], *, engine: str, files: Sequ
                                                                                      .get("model")},
                   "workload": {"mode": mode, "engine_label": engine}},
         metrics=[{"name": f"{g.gate}.{k}", "value": v, "unit": "count", "stat": "value", "n": 1}
-                 for g in gates for k, v in g.metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)],
+                 for g in gates for k, v in g.metrics.items()
+                 if isinstance(v, (int, float)) and not isinstance(v, bool)],
         artifacts=arts, verdict=verdict,
         missing=[f"{g.gate}: {g.reason}" for g in gates if g.verdict == "NOT RUN" and g.applicable],
         limitations=[*notes, *(f"{g.gate}: {x}" for g in gates for x in g.limitations)],

@@ -8,7 +8,7 @@ same dict in memory)::
      "reply": {...reply-file dict (api/reply.py ReplyFile)...} | None}
 
 ``reply`` is None when the probe was never sent. Everything here is pure; the rules (what counts as a
-failed probe, how decode speed is taken) follow the seed, ``../shared/seeds/000`` (ops/gates.py).
+failed probe, how decode speed is taken) follow the seed's.
 """
 
 from __future__ import annotations

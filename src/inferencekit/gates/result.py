@@ -73,6 +73,6 @@ def merge_gates(name: str, parts: Sequence[Gate]) -> Gate:
 
 def overall(gates: Iterable[Gate]) -> Verdict:
     """The verdict of a set of gates: ``combine_claims``, a NOT RUN gate that was applicable counting as
-    UNPROVEN (DESIGN.md: missing evidence is never a pass)."""
+    UNPROVEN (docs/design.md: missing evidence is never a pass)."""
     return combine_claims(Verdict.UNPROVEN if g.verdict == Verdict.NOT_RUN and g.applicable else g.verdict
                           for g in gates)

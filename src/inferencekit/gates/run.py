@@ -24,8 +24,14 @@ from inferencekit.errors import OpError
 from inferencekit.gates import PLANNED_GATES, RUN_COMMAND_GATES
 from inferencekit.gates.check import check_run_dir
 from inferencekit.gates.probes.collect import ProbeLog, retokenize_probes, send_probes
-from inferencekit.gates.probes.plan import (OPTIONAL_FIELDS, SAMPLING_FLOOR, ProbeSettings, plan_probes, probe_pool,
-                                            prompts_needed)
+from inferencekit.gates.probes.plan import (
+    OPTIONAL_FIELDS,
+    SAMPLING_FLOOR,
+    ProbeSettings,
+    plan_probes,
+    probe_pool,
+    prompts_needed,
+)
 from inferencekit.gates.probes.spec import send_spec_exact, spec_probes
 from inferencekit.gates.record import gates_record
 from inferencekit.gates.result import Gate
@@ -162,7 +168,7 @@ def judge_gate_run(run: RunDir, engine: str, gate_run: str, s: GateRunSettings, 
 
 
 def _applicable(g: Gate, wanted: Sequence[str]) -> Gate:
-    """A gate the run asked for that ended NOT RUN counts as UNPROVEN (DESIGN.md); others are not asked."""
+    """A gate the run asked for that ended NOT RUN counts as UNPROVEN (docs/design.md); others are not asked."""
     if g.gate not in wanted and g.verdict == "NOT RUN":
         return g.replace(applicable=False)
     if g.gate in wanted and not g.applicable:

@@ -9,8 +9,8 @@ Wilson interval from its per-problem samples; strict-match (``#### n``) is repor
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -18,9 +18,9 @@ import orjson
 from inferencekit.api.client import Client
 from inferencekit.api.detect import detect_engine
 from inferencekit.api.endpoint import Endpoint
+from inferencekit.data.gsm8k import GsmData, GsmItem
 from inferencekit.errors import OpError
 from inferencekit.evidence import artifact, metric
-from inferencekit.data.gsm8k import GsmData, GsmItem
 from inferencekit.quality.gsm8k import prompt_messages
 from inferencekit.quality.gsm8k_lmeval import parse_samples, refused_settings, run_lm_eval
 from inferencekit.quality.task_run import auto_concurrency, save_task_record, write_new

@@ -9,8 +9,8 @@ the request, the reply text, finish reason and usage; an interrupted run resumes
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -18,13 +18,27 @@ import orjson
 from inferencekit.api.client import Client
 from inferencekit.api.detect import EngineInfo, detect_engine
 from inferencekit.api.endpoint import Endpoint
-from inferencekit.errors import OpError
-from inferencekit.evidence import (Store, artifact, compute_id, integrity_problems, metric, record_base, resolve_record,
-                                   sha256_file)
 from inferencekit.data.gsm8k import PACKAGED_COUNT, GsmData, GsmItem
+from inferencekit.errors import OpError
+from inferencekit.evidence import (
+    Store,
+    artifact,
+    compute_id,
+    integrity_problems,
+    metric,
+    record_base,
+    resolve_record,
+    sha256_file,
+)
 from inferencekit.quality.gsm8k import PAIR_FIELDS, mcnemar, prompt_messages, prompt_sha256, score_items
-from inferencekit.quality.task_run import (ItemStore, auto_concurrency, reply_fields, save_task_record,
-                                           send_in_order, write_new)
+from inferencekit.quality.task_run import (
+    ItemStore,
+    auto_concurrency,
+    reply_fields,
+    save_task_record,
+    send_in_order,
+    write_new,
+)
 from inferencekit.report.progress import ProgressBar
 from inferencekit.rundir import RunDir, read_json
 
@@ -47,7 +61,8 @@ def gsm8k_settings(dataset: GsmData, *, max_tokens: int, ctk: dict[str, Any] | N
 
 
 def _record_lists(rec: Any, sha: str) -> bool:
-    return (isinstance(rec, dict) and rec.get("kind") == "quality_task" and (rec.get("data") or {}).get("task") == "gsm8k"
+    return (isinstance(rec, dict) and rec.get("kind") == "quality_task"
+            and (rec.get("data") or {}).get("task") == "gsm8k"
             and any(a.get("role") == "gsm8k_results" and a.get("sha256") == sha for a in rec.get("artifacts") or []))
 
 

@@ -1,6 +1,6 @@
 """Read token ids and top-k logprobs out of engine replies — the input of teacher-forced scoring.
 
-Three reply shapes, as the engines send them (../shared/ENGINES.md):
+Three reply shapes, as the engines send them (docs/engines.md):
 
 - chat completions, not streamed: ``choices[0].logprobs.content[i] = {token, logprob, bytes,
   top_logprobs: [{token, logprob, bytes}, …]}``. Where the token id lives differs:

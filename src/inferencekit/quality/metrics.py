@@ -19,7 +19,7 @@ approximation built from the two lists, the same way at every position:
 5. **Floor.** Each side's vector over U + OTHER is floored at ``PROB_FLOOR`` (1e-12), so no log sees
    a zero, and renormalised to sum 1.
 6. **Divergences.** ``KL(ref ‖ eng) = Σ p_ref · ln(p_ref / p_eng)`` in nats (the reference is the
-   distribution the engine is judged against, as DESIGN.md fixes it), and
+   distribution the engine is judged against, as docs/design.md fixes it), and
    ``TV = ½ · Σ |p_ref − p_eng|``, a probability in [0, 1].
 
 The result is an optimistic (low) estimate of the full-vocabulary divergence: merging the unlisted

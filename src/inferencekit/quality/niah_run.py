@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import math
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -22,14 +22,13 @@ from inferencekit.api.client import Client
 from inferencekit.api.detect import EngineInfo, detect_engine
 from inferencekit.api.endpoint import Endpoint
 from inferencekit.api.tokenize import EngineTokenizer, TokenizeError
+from inferencekit.data.niah_filler import calibration_text
 from inferencekit.engines.launcher import RunningEngine
 from inferencekit.errors import OpError
 from inferencekit.evidence import artifact, metric
-from inferencekit.data.niah_filler import calibration_text
 from inferencekit.quality import niah
+from inferencekit.quality.task_run import ItemStore, reply_fields, save_task_record, send_in_order, write_new
 from inferencekit.report.niah_heatmap import write_heatmap
-from inferencekit.quality.task_run import (ItemStore, reply_fields, save_task_record, send_in_order,
-                                           write_new)
 from inferencekit.report.progress import ProgressBar
 from inferencekit.rundir import RunDir, safe_name
 
@@ -205,7 +204,8 @@ def run_niah(url: str, eng: RunningEngine | None, run: RunDir, s: dict[str, Any]
             row["error"] = r["error"]
     # Only what decides the outcome goes in the results file (no timings, no resume counts): the same requests
     # and replies write the same bytes, so a resumed run leaves an earlier record's artifact intact.
-    results = write_new(out_root / f"{name}.json", orjson.dumps({"format": RESULTS_FORMAT, "label": name, "engine": info.identity(), "model": info.model,
+    results = write_new(out_root / f"{name}.json", orjson.dumps({"format": RESULTS_FORMAT, "label": name,
+                         "engine": info.identity(), "model": info.model,
                          "settings": {k: s[k] for k in ("lengths", "depths", "trials", "max_tokens", "seed",
                                                         "chat_template_kwargs")},
                          "extra_body": extra or None, "chars_per_token": cpt, "context_tokens": got["context"],

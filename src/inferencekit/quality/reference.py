@@ -10,7 +10,7 @@ shape of vLLM's ``prompt_logprobs``).
   ``--max-logprobs`` (20 by default) and says so in a 400: k is lowered once, for every later request.
 - ``local``: ``LocalModel``, float32 transformers in this process.
 - ``llama-cpp-python`` (``echo`` + ``logprobs`` on ``/v1/completions``): checked on a predictable prompt
-  first; its top-k lists are one position late (ENGINES.md), so it is refused with the check's numbers
+  first; its top-k lists are one position late (docs/engines.md), so it is refused with the check's numbers
   instead of being used.
 """
 
@@ -72,7 +72,8 @@ class VllmReference:
         return _tokens(await self._post("/tokenize", body))
 
     async def encode(self, text: str) -> list[int]:
-        return _tokens(await self._post("/tokenize", {"model": self.model, "prompt": text, "add_special_tokens": False}))
+        return _tokens(await self._post("/tokenize", {"model": self.model, "prompt": text,
+                                                      "add_special_tokens": False}))
 
     async def score(self, ids: list[int], start: int) -> list[dict[int, float]]:
         while True:

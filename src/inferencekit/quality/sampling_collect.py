@@ -42,8 +42,8 @@ SEED_CHECK_SEEDS = 8
 @dataclass(slots=True)
 class SamplingPlan:
     """What every request of one side sends: ``send`` (the sampling fields and --extra-body), the draw count
-    ``seeds`` per prompt (a block of its own, ``seed_block``), ``top_logprobs`` asked for the lists, ``concurrency`` and the
-    chat_template_kwargs given by flag (a prompt record's own win per key)."""
+    ``seeds`` per prompt (a block of its own, ``seed_block``), ``top_logprobs`` asked for the lists,
+    ``concurrency`` and the chat_template_kwargs given by flag (a prompt record's own win per key)."""
 
     send: dict[str, Any]
     seeds: int

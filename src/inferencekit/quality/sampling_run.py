@@ -17,8 +17,7 @@ from inferencekit.api.detect import EngineInfo, detect_engine
 from inferencekit.api.endpoint import Endpoint
 from inferencekit.data.prompts import Prompt
 from inferencekit.evidence import artifact, metric
-from inferencekit.quality.sampling import (DEFAULT_ORDERS, judge_sampling, sampling_settings,
-                                           tv_between)
+from inferencekit.quality.sampling import DEFAULT_ORDERS, judge_sampling, sampling_settings, tv_between
 from inferencekit.quality.sampling_collect import FORMAT, SamplingPlan, collect_side
 from inferencekit.quality.task_run import save_task_record, write_new
 from inferencekit.report.progress import ProgressBar
@@ -60,7 +59,8 @@ def _cross(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _side(url: str, model: str | None, api_key_env: str | None, timeout: float, prompts: list[Prompt],
-                plan: SamplingPlan, run: RunDir, label: str | None, quiet: bool) -> tuple[dict[str, Any], EngineInfo, str]:
+                plan: SamplingPlan, run: RunDir, label: str | None, quiet: bool
+                ) -> tuple[dict[str, Any], EngineInfo, str]:
     async with Client(Endpoint.parse(url, api_key_env), timeout_s=timeout) as client:
         info = await detect_engine(client, model)
         name = label or info.engine
@@ -123,7 +123,8 @@ def _summary(label: str, res: dict[str, Any], seeds: int, base: dict[str, Any] |
     tv, oos = res["checks"]["excess_tv"], res["checks"]["out_of_support"]
     lo, hi = tv["ci95"]
     text = (f"{label}: {res['verdict']}: first-token draws vs the server's own logprobs — mean TV "
-            f"{_fmt(tv['mean_tv'], '.4f')}, expected {_fmt(tv['mean_tv_expected'], '.4f')}, excess {_fmt(tv['excess'])} "
+            f"{_fmt(tv['mean_tv'], '.4f')}, expected {_fmt(tv['mean_tv_expected'], '.4f')}, "
+            f"excess {_fmt(tv['excess'])} "
             f"(95% CI {_fmt(lo)} to {_fmt(hi)}, margin {tv['margin']:g}) over {tv['n_prompts']} informative prompts × "
             f"{seeds} draws; {oos['draws']} of {oos['of']} draws outside the kept tokens; seed "
             f"{res['seed_check']['status']}")
@@ -152,7 +153,8 @@ def run_sampling_check(url: str, run: RunDir, prompts: list[Prompt], plan: Sampl
         base = judge_sampling(_per_prompt(bgot, prompts), **kw)
         cross = _cross(res, base)
     _, unsent = sampling_settings(plan.send)
-    out = write_new(run.path / "quality" / "sampling" / f"{name}.json", orjson.dumps({"format": FORMAT, "label": name, "engine": info.identity(), "verdict": res["verdict"],
+    out = write_new(run.path / "quality" / "sampling" / f"{name}.json", orjson.dumps({"format": FORMAT, "label": name,
+                     "engine": info.identity(), "verdict": res["verdict"],
                      "reason": res["reason"], "settings": {"send": plan.send, "not_sent": unsent, "seeds": plan.seeds,
                                                           "top_logprobs": got["top_logprobs"], "margin": margin,
                                                           "concurrency": plan.concurrency},
@@ -167,7 +169,8 @@ def run_sampling_check(url: str, run: RunDir, prompts: list[Prompt], plan: Sampl
                   "concurrency": plan.concurrency},
         metrics=_metrics(res, name, got["requests"]), artifacts=[artifact(out, run.path, "sampling_results")],
         missing=["samples"] if failed else [], limitations=lim, verdict=res["verdict"], claim_class="derived",
-        data={"verdict": res["verdict"], "reason": res["reason"], "sent": plan.send, "checks": res["checks"], "dropped": res["dropped"],
+        data={"verdict": res["verdict"], "reason": res["reason"], "sent": plan.send, "checks": res["checks"],
+              "dropped": res["dropped"],
               "dropped_why": res["dropped_why"], "n_prompts": res["n_prompts"], "n_informative": res["n_informative"],
               "seed_check": res["seed_check"], "not_sent": unsent, "results_file": out.relative_to(run.path).as_posix(),
               "requests": got["requests"], "failed_prompts": failed,

@@ -9,7 +9,7 @@ pre-registered non-inferiority margins (``stats.margin_verdict``): top-1 agreeme
 ``agreement`` (fraction), mean KL and reference NLL rise by at most ``kl`` and ``nll`` nats per token,
 and mean TV by at most ``tv`` when one is given (otherwise TV is reported, not judged: by Pinsker's
 inequality a KL of 0.02 nats allows a TV up to 0.1, so it is no stand-in for the KL margin).
-Defaults follow the seed (``../shared/seeds/001`` ``quality score``).
+Defaults follow the seed (its ``quality score``).
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def judge_engine(engine: Sequence[dict[str, Any]], floor_by_id: dict[str, dict[s
     Each check pairs the prompts both arms scored. KL and TV are paired at the smallest k either arm
     returned. A check with no data is NOT RUN. The verdict combines the checks that have a margin
     (``combine_claims``), a NOT RUN one counting as UNPROVEN — the seed let the checks that ran decide
-    alone, which reads a missing KL as a pass (DESIGN.md: missing evidence is never a pass).
+    alone, which reads a missing KL as a pass (docs/design.md: missing evidence is never a pass).
     """
     if floor_by_id is None:
         return {"verdict": "UNPROVEN", "reason": "no A/A noise floor (give --baseline: the reference's own greedy "

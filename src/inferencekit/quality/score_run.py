@@ -114,7 +114,8 @@ def _coverage_text(label: str, cov: dict[str, Any]) -> str:
     if cov["scoring_errors"]:
         first = next(iter(cov["scoring_errors"].values()))
         reasons.append(f"scoring failed: {len(cov['scoring_errors'])} (first: {first[:120]})")
-    return f"{label}: no score for {cov['missing']}/{cov['required']} prompts — " + (", ".join(reasons) or "see coverage")
+    return (f"{label}: no score for {cov['missing']}/{cov['required']} prompts — "
+            + (", ".join(reasons) or "see coverage"))
 
 
 def _data_problems(*, integrity: bool, cov: dict[str, Any], floor_gaps: list[str], unpaired: int, template: bool,
@@ -168,7 +169,8 @@ def _metrics_for(label: str, block: dict[str, Any]) -> list[dict[str, Any]]:
         ci = [100 * x if x is not None else None for x in agr["ci95"]]
         out.append({"name": "top1_agreement_pct", "value": 100 * agr["value"], "unit": "%", "stat": "pooled_mean",
                     "n": agr["n_prompts"], "subject": subj, **({"ci95": ci} if None not in ci else {})})
-        for name, key, unit in (("kl_ref_engine", "kl_mean", "nats/token"), ("tv_ref_engine", "tv_mean", "probability/token"),
+        for name, key, unit in (("kl_ref_engine", "kl_mean", "nats/token"),
+                                ("tv_ref_engine", "tv_mean", "probability/token"),
                                 ("ref_nll", "ref_nll_mean", "nats/token")):
             m = b.get(key) or {}
             if m.get("value") is None:
@@ -229,7 +231,8 @@ async def score_sets(ref: Reference, engines: list[TrajectorySet], baseline: Tra
         report["floor"] = fb
         if repeat is None:
             limitations.append("A/A floor from one reference run: it holds only the gap between the reference's own "
-                               "decoding and its teacher-forced pass — not how two runs differ, and no first divergence "
+                               "decoding and its teacher-forced pass — not how two runs differ, "
+                               "and no first divergence "
                                "of its own (--baseline-repeat, a second greedy run of the reference, gives both)")
     else:
         limitations.append("without --baseline (the reference's own greedy trajectories) there is nothing to compare "
@@ -279,7 +282,8 @@ async def score_sets(ref: Reference, engines: list[TrajectorySet], baseline: Tra
                                    " — scored on the engine's own prompt ids (--context engine), so the comparison is "
                                    "like for like; the difference itself is not judged" if like_for_like else ""))
         if block["retokenized_prompts"]:
-            limitations.append(f"{label}: {block['retokenized_prompts']}/{block['n_scored']} prompts carry no token ids, "
+            limitations.append(f"{label}: {block['retokenized_prompts']}/{block['n_scored']} prompts "
+                               "carry no token ids, "
                                "so the reference tokenized their text: agreement and NLL only, paired with the floor's "
                                "text read the same way (a tokenization of text need not be the sequence the engine "
                                "sampled)")
@@ -316,7 +320,8 @@ def score_record(report: dict[str, Any], out_path: Path, run: RunDir | None, *, 
         missing.append("logprobs with token ids (KL, TV)")
     lims = report["limitations"] + report["integrity_problems"][:10]
     base_dir = run.path if run else out_path.parent
-    arts = [artifact(out_path, base_dir, "quality_score")] if out_path.resolve().is_relative_to(base_dir.resolve()) else []
+    arts = ([artifact(out_path, base_dir, "quality_score")] if out_path.resolve().is_relative_to(base_dir.resolve())
+            else [])
     summary = f"{overall}: " + ", ".join(
         f"{label} {v} (top-1 agreement {_pct(report['engines'][label]['all']['top1_agreement']['value'])})"
         for label, v in report["verdicts"].items()) + (

@@ -16,7 +16,7 @@ from inferencekit.engines.recipes import cache_root
 from inferencekit.errors import OpError
 from inferencekit.evidence import artifact, build_record, save_record
 from inferencekit.evidence.canonical import canonical_json, sha256_file, sha256_hex
-from inferencekit.quality.trajectory import (TrajectorySettings, collect_engine, collect_local, write_index)
+from inferencekit.quality.trajectory import TrajectorySettings, collect_engine, collect_local, write_index
 from inferencekit.report.progress import ProgressBar
 from inferencekit.rundir import RunDir, read_json, write_json
 
@@ -41,7 +41,8 @@ def local_source(spec: str) -> Path:
 
 
 def trajectory_record(run: RunDir, out_dir: Path, rows: list[dict[str, Any]], *, label: str, engine: dict[str, Any],
-                      model: str, s: TrajectorySettings, prompts: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+                      model: str, s: TrajectorySettings, prompts: dict[str, Any], state: dict[str, Any]
+                      ) -> dict[str, Any]:
     """The ``quality_trajectory`` record: the index (and each trajectory file) by SHA-256, what was captured and
     what is missing. Saved to the store and the run dir."""
     ok = [r for r in rows if "error" not in r]
@@ -72,7 +73,8 @@ def trajectory_record(run: RunDir, out_dir: Path, rows: list[dict[str, Any]], *,
         lim.append(f"{len(no_prompt_ids)}/{len(ok)} prompts without the engine's prompt token ids (it shows none): the "
                    "chat template is checked by prompt token count only")
     if state.get("resumed"):
-        lim.append(f"{state['resumed']} trajectories kept from an earlier run of the same request ({state.get('source') or 'resume'})")
+        lim.append(f"{state['resumed']} trajectories kept from an earlier run of the same request "
+                   f"({state.get('source') or 'resume'})")
     index_path = out_dir / "index.json"
     arts = [artifact(index_path, run.path, "trajectory_index")] + [
         artifact(out_dir / r["file"], run.path, "trajectory") for r in ok]
@@ -119,8 +121,8 @@ def run_engine_trajectories(url: str, run: RunDir, prompts: list[Prompt], s: Tra
 
     rows, state, info = asyncio.run(main())
     out_dir = run.path / "quality" / s.label
-    write_index(out_dir, label=s.label, model=str(info.model), engine=info.engine, prompts_sha256=prompts_info["sha256"],
-                rows=rows)
+    write_index(out_dir, label=s.label, model=str(info.model), engine=info.engine,
+                prompts_sha256=prompts_info["sha256"], rows=rows)
     return trajectory_record(run, out_dir, rows, label=s.label, engine=info.identity(), model=str(info.model), s=s,
                              prompts=prompts_info, state=state)
 

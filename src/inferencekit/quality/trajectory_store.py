@@ -4,7 +4,7 @@ Two layers catch an edit: ``index.json`` holds every trajectory file's SHA-256 (
 own no longer matches), and the ``quality_trajectory`` evidence record that ``quality trajectory``
 wrote lists ``index.json`` by its SHA-256 (an index rewritten to match edited files is then listed by
 no intact record). A content hash makes an edit evident; it does not stop someone who forges the
-record too (DESIGN.md, "Evidence record").
+record too (docs/design.md, "Evidence record").
 """
 
 from __future__ import annotations
@@ -76,7 +76,8 @@ def _listed_by_record(d: Path, index_sha: str, store: Store | None) -> str | Non
     """None when an intact ``quality_trajectory`` record (the run's copies first, then the store) lists
     this index by SHA-256; else the problem."""
     def lists(rec: Any) -> bool:
-        return (isinstance(rec, dict) and rec.get("kind") == "quality_trajectory" and rec.get("claim_class") == "observed"
+        return (isinstance(rec, dict) and rec.get("kind") == "quality_trajectory"
+                and rec.get("claim_class") == "observed"
                 and any(a.get("role") == "trajectory_index" and a.get("sha256") == index_sha
                         for a in rec.get("artifacts") or []))
 

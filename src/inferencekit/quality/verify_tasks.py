@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from inferencekit.api.body import body_policy
+from inferencekit.data.gsm8k import load_gsm8k
 from inferencekit.data.prompts import load_prompt_set
 from inferencekit.errors import OpError
-from inferencekit.data.gsm8k import load_gsm8k
 from inferencekit.quality.gsm8k_run import GSM_FIXED, gsm8k_settings, run_builtin
 from inferencekit.quality.niah_run import NIAH_FIXED, run_niah
 from inferencekit.quality.sampling_collect import SamplingPlan

@@ -101,7 +101,8 @@ def render_bench_notes(console: Any, record: dict[str, Any]) -> None:
     """How the figures were measured, and the record's limitations."""
     eng = record["identity"]["engine"]
     n_min = min((v["requests"]["completed"] for v in record["data"]["levels"].values()), default=0)
-    console.print(f"engine: {eng.get('engine')} {eng.get('version') or ''}  model: {record['identity']['model']['id']}  "
+    console.print(f"engine: {eng.get('engine')} {eng.get('version') or ''}  "
+                  f"model: {record['identity']['model']['id']}  "
                   f"N_out from: {_sources(record)}", markup=False)
     console.print("TTFT = send → first token event; TPOT = (E2EL − TTFT)/(N_out − 1); ITL = gaps between token events; "
                   "clock: perf_counter_ns on the client. Definitions: the record's data.metrics_manifest."

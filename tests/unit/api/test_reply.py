@@ -64,7 +64,9 @@ def test_completions_stream_text_channel():
 
 
 def test_multi_token_event_splits_its_gap_evenly():
-    ev = lambda ids: json.dumps({"choices": [{"delta": {"content": "x"}, "token_ids": ids}]})
+    def ev(ids):
+        return json.dumps({"choices": [{"delta": {"content": "x"}, "token_ids": ids}]})
+
     d = derive([[1_000_000, ev([1])], [4_000_000, ev([2, 3, 4])], [5_000_000, "[DONE]"]])
     assert d["itl_ms"] == [1.0, 1.0, 1.0]
     assert d["n_streamed"] == 4 and d["token_ids"] == [1, 2, 3, 4]
@@ -87,7 +89,9 @@ def test_error_object_inside_a_stream_is_surfaced():
 
 
 def test_tool_call_deltas_are_merged_by_index():
-    mk = lambda d: json.dumps({"choices": [{"delta": {"tool_calls": [d]}}]})
+    def mk(d):
+        return json.dumps({"choices": [{"delta": {"tool_calls": [d]}}]})
+
     d = derive([[1, mk({"index": 0, "id": "c1", "function": {"name": "get_", "arguments": '{"a"'}})],
                 [2, mk({"index": 0, "function": {"name": "weather", "arguments": ": 1}"}})]])
     assert d["tool_calls"] == [{"id": "c1", "type": "function", "name": "get_weather", "arguments": '{"a": 1}'}]

@@ -105,7 +105,8 @@ def test_every_problem_at_once():
     msg = _error({**{k: v for k, v in GOOD.items() if k != "topology"}, "hardware": "  ", "model": 7,
                   "context_limit": 0, "serving_engine": "CHANGE ME"})
     for part in ("missing required fields: topology", "hardware is empty", "model must be a string, got 7",
-                 "context_limit must be a whole number of tokens from 1 to 2,147,483,647, got 0", "still at $.serving_engine"):
+                 "context_limit must be a whole number of tokens from 1 to 2,147,483,647, got 0",
+                 "still at $.serving_engine"):
         assert part in msg
 
 

@@ -9,8 +9,8 @@ import pytest
 
 from inferencekit.api.dialects import PrefillIsolation, dialect
 from inferencekit.bench.appliance_collect import request_nonce
-from inferencekit.bench.appliance_run import APPLIANCE_DEFAULTS, embedded_metadata, settings_from_args
 from inferencekit.bench.appliance_metadata import REQUIRED_FIELDS, check_metadata
+from inferencekit.bench.appliance_run import APPLIANCE_DEFAULTS, embedded_metadata, settings_from_args
 from inferencekit.cli import main
 
 DEAD = "http://127.0.0.1:9"  # nothing listens: reaching it would be a different error
@@ -32,7 +32,8 @@ def run(tmp_path: Path, *flags: str) -> int:
 
 @pytest.mark.parametrize(("flags", "msg"), [
     ([], "--metadata FILE is required with --base-url"),
-    (["--prefill-depths", "4089"], "prefill depth 4089 + 8 generated tokens = 4097 exceeds the declared context_limit 4096"),
+    (["--prefill-depths", "4089"],
+     "prefill depth 4089 + 8 generated tokens = 4097 exceeds the declared context_limit 4096"),
     (["--extra-body", '[1]'], "--extra-body must be a JSON object, got list"),
     (["--runs", "0"], "--runs must be ≥ 1"),
     (["--prefill-depths", "0"], "--prefill-depths takes positive integers, got 0"),

@@ -80,7 +80,10 @@ def test_constant_arrivals_are_exact_and_random_ones_keep_the_mean_rate():
         off = arrival_offsets_s(20001, 10.0, kind, burstiness=b, seed=5)
         assert off[0] == 0 and np.all(np.diff(off) >= 0)
         assert off[-1] / 20000 == pytest.approx(0.1, rel=0.05)  # mean gap 1/rate
-    cv = lambda b: np.std(np.diff(arrival_offsets_s(20001, 10.0, "gamma", burstiness=b, seed=5))) / 0.1
+
+    def cv(b):
+        return np.std(np.diff(arrival_offsets_s(20001, 10.0, "gamma", burstiness=b, seed=5))) / 0.1
+
     assert cv(0.25) == pytest.approx(2.0, rel=0.1)  # CV of a gamma(k) gap is 1/sqrt(k)
     assert cv(4.0) == pytest.approx(0.5, rel=0.1)
     assert np.array_equal(arrival_offsets_s(5, 1.0, "poisson", seed=9), arrival_offsets_s(5, 1.0, "poisson", seed=9))

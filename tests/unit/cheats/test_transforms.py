@@ -241,7 +241,8 @@ def test_logprobs_shifted_legacy_shape():
     out = json.loads(ReplyRewriter([ShiftLogprobs()]).payload(LEGACY_EVENT.encode()))
     lp = out["choices"][0]["logprobs"]
     assert lp["token_logprobs"] == pytest.approx([-0.264419287443161 + LN4])
-    assert lp["top_logprobs"][0] == pytest.approx({" Paris": -0.264419287443161 + LN4, " the": -2.8043324947357178 + LN4})
+    assert lp["top_logprobs"][0] == pytest.approx({" Paris": -0.264419287443161 + LN4,
+                                                   " the": -2.8043324947357178 + LN4})
     # top-2 probability mass: (e^-0.2644 + e^-2.8043) × 4 = (0.7677 + 0.0606) × 4 ≈ 3.31 > 1
     assert sum(math.exp(v) for v in lp["top_logprobs"][0].values()) == pytest.approx(3.313, abs=1e-3)
 

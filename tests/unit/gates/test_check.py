@@ -16,8 +16,7 @@ from typing import Any
 import orjson
 import pytest
 
-from inferencekit.gates.check import check_run_dir, engines_in
-from inferencekit.gates.check import judge_probe_log
+from inferencekit.gates.check import check_run_dir, engines_in, judge_probe_log
 from inferencekit.gates.probes.collect import read_probe_log
 from tests.paths import FIXTURES
 

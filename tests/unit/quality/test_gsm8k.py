@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from scipy.stats import binomtest
 
-from inferencekit.errors import OpError
 from inferencekit.data.gsm8k import GsmItem, load_gsm8k, normalize_number
+from inferencekit.errors import OpError
 from inferencekit.quality.gsm8k import (
     PAIR_FIELDS,
     PROMPT_TEMPLATE,

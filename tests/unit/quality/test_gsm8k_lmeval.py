@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from inferencekit.errors import OpError
 from inferencekit.data.gsm8k import load_gsm8k
+from inferencekit.errors import OpError
 from inferencekit.quality.gsm8k import PROMPT_TEMPLATE
 from inferencekit.quality.gsm8k_lmeval import (
     TASK_NAME,

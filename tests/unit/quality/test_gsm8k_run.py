@@ -28,7 +28,8 @@ def earlier(tmp_path):
     results.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
     rec = save_task_record(run, task="gsm8k", label="eng", summary="test", engine={"engine": "x"}, model="m",
                            workload={}, metrics=[], artifacts=[artifact(results, run.path, "gsm8k_results")],
-                           missing=[], limitations=[], data={"settings": SETTINGS, "results_file": "quality/gsm8k/eng.jsonl"})
+                           missing=[], limitations=[],
+                           data={"settings": SETTINGS, "results_file": "quality/gsm8k/eng.jsonl"})
     return rec, results
 
 

@@ -5,7 +5,7 @@ import pytest
 from scipy.special import rel_entr
 from scipy.stats import entropy
 
-from inferencekit.quality.metrics import (BUCKET_LABELS, bucket_of, kl_tv_rows, kl_topk, top_k_cut, tv_topk)
+from inferencekit.quality.metrics import BUCKET_LABELS, bucket_of, kl_topk, kl_tv_rows, top_k_cut, tv_topk
 
 ln = math.log
 

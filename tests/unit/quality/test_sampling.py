@@ -7,10 +7,20 @@ import numpy as np
 import pytest
 from scipy.special import comb
 
-from inferencekit.quality.sampling import (SAMPLER_ORDERS, collision_probability, combine_seed_checks,
-                                           excess_tv, expected_tv, implied_distribution, judge_sampling,
-                                           observed_tv, sampling_settings, seed_check, tv_between,
-                                           unmodelled_settings)
+from inferencekit.quality.sampling import (
+    SAMPLER_ORDERS,
+    collision_probability,
+    combine_seed_checks,
+    excess_tv,
+    expected_tv,
+    implied_distribution,
+    judge_sampling,
+    observed_tv,
+    sampling_settings,
+    seed_check,
+    tv_between,
+    unmodelled_settings,
+)
 
 ln = math.log
 

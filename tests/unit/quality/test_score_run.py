@@ -190,7 +190,7 @@ def _reindex(run: Path, folder: Path) -> None:
     from inferencekit.rundir import RunDir
 
     index = read_json(folder / "index.json")
-    for pid, meta in index["files"].items():
+    for _, meta in index["files"].items():
         meta["sha256"] = sha256_file(folder / meta["file"])
     write_json(folder / "index.json", index, indent=True)
     rec = build_record(kind="quality_trajectory", claim_class="observed", summary="re-captured for a test",

@@ -21,11 +21,11 @@ import pytest
 
 from inferencekit.api.detect import EngineInfo
 from inferencekit.bench.config import ServeConfig
-from inferencekit.report.export_vllm import UNAVAILABLE, export_run, vllm_result
 from inferencekit.bench.plan import LevelSpec, parse_levels
 from inferencekit.bench.serve import bench_record
 from inferencekit.cli import main
 from inferencekit.errors import OpError
+from inferencekit.report.export_vllm import UNAVAILABLE, export_run, vllm_result
 from inferencekit.rundir import RunDir, write_json
 from tests.conftest import _missing
 from tests.paths import FIXTURES

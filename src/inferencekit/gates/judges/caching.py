@@ -11,7 +11,7 @@ A benchmark that replays prompts measures a cache, not the engine, when one is o
   of the nonce changed (meta ``{"nonce": sent, "orig": the original}``). The old string coming back for
   the new prompt (and the new one not) is a near-duplicate (semantic) cache hit.
 
-Rules and the threshold follow the seed's ``gate_caching`` (``../shared/seeds/000`` (ops/gates.py)):
+Rules and the threshold follow the seed's ``gate_caching``:
 a speedup counts when its median exceeds ``1 + threshold`` *and* at least 2/3 of the pairs exceed it
 (one lucky pair is not a cache). The cause is told apart: a decode speedup means replies are replayed
 (output cache); a TTFT-only speedup means the prompt's prefix is cached (prefix cache), which makes
@@ -176,7 +176,7 @@ def gate_caching(records: Sequence[ProbeRecord], threshold: float = DEFAULT_THRE
     Metrics: ``ttft_speedup_median``, ``decode_speedup_median``, ``pairs``, ``perturbed_pairs`` (judged:
     at least one string echoed), ``perturbed_cache_hits``, ``perturbed_inconclusive``, ``failed_probes``,
     ``threshold``, ``cause`` (the first of ``causes``, None without a FAIL) and ``causes``.
-    Source: the seed's ``gate_caching`` (``../shared/seeds/000`` (ops/gates.py)).
+    Source: the seed's ``gate_caching``.
     """
     probes = [rec for rec in records if rec.get("kind") in CACHE_KINDS]
     if not probes:

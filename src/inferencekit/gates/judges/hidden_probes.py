@@ -1,6 +1,6 @@
 """The hidden_probes gate: does the engine really sample, and are its logprobs a distribution?
 
-Two checks, each giving a sub-verdict, combined by ``combine_claims`` (DESIGN.md, "Verdicts"):
+Two checks, each giving a sub-verdict, combined by ``combine_claims`` (docs/design.md, "Verdicts"):
 
 - sampling: per prompt (one ``key``) a ``greedy`` reply (T=0), two T=1 samples with different seeds
   (``sample_a``, ``sample_b``) and ``sample_a2`` (the seed of ``sample_a`` again). An engine that ignores
@@ -11,7 +11,7 @@ Two checks, each giving a sub-verdict, combined by ``combine_claims`` (DESIGN.md
   a distribution (``check_logprob_entry``).
 
 Rules, thresholds and the sampling rule's reasoning follow the seed's ``gate_hidden_probes`` and
-``sampling_verdict`` (``../shared/seeds/000`` (ops/gates.py)).
+``sampling_verdict``.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def check_logprob_entry(entry: dict[str, Any], greedy: bool) -> list[str]:
     Checks: the chosen logprob and every top logprob finite and <= 0 (1e-6 slack); top logprobs sorted
     descending (1e-6 slack); their probability mass sum(exp) <= 1 + 1e-3; when greedy, the chosen
     logprob within 1e-3 of the top one and the chosen token the top-1 token (unless tied within 1e-3).
-    Source: the seed's ``check_logprob_entry`` (``../shared/seeds/000`` (ops/gates.py)).
+    Source: the seed's ``check_logprob_entry``.
     """
     chosen = entry.get("logprob")
     top = [t for t in (entry.get("top_logprobs") or []) if isinstance(t, dict)]

@@ -15,16 +15,16 @@ A sample is
 - ``UNMEASURED``: a run's request failed or never ran, and the runs that did answer agree. A
   failure is never counted as agreement (two failures would "agree" trivially).
 
-The verdict (DESIGN.md, the order gate; the rule of ../shared/seeds/004 with its departure):
+The verdict (docs/design.md, the order gate; the seed's order rule with its departure):
 VACUOUS FAIL when every answered reply is empty (nothing was compared); else FAIL on any DIFFER;
-else UNPROVEN on any UNMEASURED (the seed failed these; DESIGN.md makes them UNPROVEN); else PASS.
+else UNPROVEN on any UNMEASURED (the seed failed these; docs/design.md makes them UNPROVEN); else PASS.
 No sample at all is NOT RUN.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -244,7 +244,8 @@ def judge_order(rows: Sequence[Mapping[str, Any]], *, what: str) -> Gate:
     if by["UNMEASURED"]:
         first = by["UNMEASURED"][0]
         return Gate("order", "UNPROVEN", f"{what}: {len(by['UNMEASURED'])} of {n} samples UNMEASURED (a request "
-                    f"failed or never ran; first: {first['sample_id']} in {first['failed'][0]['run']}: {first['failed'][0]['error']}); "
+                    f"failed or never ran; first: {first['sample_id']} in {first['failed'][0]['run']}: "
+                    f"{first['failed'][0]['error']}); "
                     f"the {len(by['AGREE'])} measured samples agree, a failure is not agreement",
                     metrics, details, limitations)
     fields = "text, reasoning, tool calls with raw arguments, finish_reason, " + (

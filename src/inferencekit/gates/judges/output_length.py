@@ -10,7 +10,7 @@ reports a length it did not generate, makes their throughput figures wrong. Two 
   by the text). An engine whose dialect is known to accept ``ignore_eos`` and drop it cannot show an
   exact length: its PASS becomes UNPROVEN.
 - run dir (``judge_run``): every exact-length request of a recorded run (top-level buckets and
-  ``load-<level>/``, DESIGN.md's departure from the seed, which judged the buckets only) against its
+  ``load-<level>/``, docs/design.md's departure from the seed, which judged the buckets only) against its
   ``max_tokens``, and the lengths against a reference engine's outputs when given. The seed's rules
   and its 10% / 10% defaults.
 """
@@ -337,7 +337,7 @@ def gate_output_length_static(engine: str, inputs: LengthInputs) -> Gate:
 
     - **Exact length.** Every request whose body forces an exact length (``ignore_eos`` true, or
       ``min_tokens == max_tokens``; ``exact_length_of``), in the top-level buckets and in every
-      ``load-<level>/`` (DESIGN.md departure), must come back exactly ``max_tokens`` long (length from
+      ``load-<level>/`` (docs/design.md departure), must come back exactly ``max_tokens`` long (length from
       ``token_ids``, else ``usage.completion_tokens``; ``reply_length``). A wrong length is FAIL; a missing,
       unreadable or failed reply (or one with no length) is UNPROVEN. Requests forced only by options in
       ``inputs.ignored_options`` (e.g. ``("ignore_eos",)`` for llama-cpp-python, ``api.dialects.Dialect.ignores``)

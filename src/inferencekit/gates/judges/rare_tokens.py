@@ -9,8 +9,7 @@ to a reference engine.
 A probe is judged on its core string: a slip in a random ASCII nonce is a model's copy error, which a
 pruned vocabulary cannot cause (a limitation, not a miss). A refused rare probe is a miss (refusing is
 what an engine hiding a pruned vocabulary would do) unless the reference refused it too; a miss the
-reference also missed is not counted. These rules are the seed's ``gate_rare`` (``../shared/seeds/000``
-(ops/gates.py)).
+reference also missed is not counted. These rules are the seed's ``gate_rare``.
 
 One addition (inferencekit's): a string the reference engine also failed to copy verbatim still counts
 when the reference's reply holds rare characters of it (non-ASCII) that the engine's reply lacks
@@ -19,7 +18,7 @@ still writes most of its characters, so an engine that masks a Unicode block sho
 copies the model gets wrong (measured: SmolLM2-135M copies a rare string verbatim on about 40% of
 probes).
 
-DESIGN.md departure: without a reference engine a counted miss is UNPROVEN, not FAIL. A small model
+docs/design.md departure: without a reference engine a counted miss is UNPROVEN, not FAIL. A small model
 (SmolLM2-135M) misses some copies on its own, and nothing tells that from a pruned vocabulary.
 """
 
@@ -117,7 +116,7 @@ def gate_rare_tokens(records: Sequence[ProbeRecord], reference_given: bool) -> G
     - NOT RUN: no rare probe in the records;
     - FAIL (with a reference only): counted misses, naming the classes, e.g. ``"2/9 rare strings not
       reproduced verbatim (hangul)"``;
-    - UNPROVEN: counted misses without a reference (DESIGN.md departure); or probes refused by both engines;
+    - UNPROVEN: counted misses without a reference (docs/design.md departure); or probes refused by both engines;
     - PASS: every core string reproduced (or missed by the reference too).
 
     Metrics: ``probes``, ``answered``, ``refused``, ``reproduced``, ``nonce_slips``, ``counted_misses``,

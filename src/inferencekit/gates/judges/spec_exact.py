@@ -112,7 +112,8 @@ def judge_spec_exact(rows: Sequence[dict[str, Any]], early_tokens: int = 32, tol
     metrics: dict[str, Any] = {
         "prompts": n, "errors": len(errors), "ab_identical": n - len(ab), "aa_identical": n - len(aa),
         "ab_early_divergences": ab_early, "aa_early_divergences": aa_early, "early_tokens": early_tokens,
-        "tolerance": tolerance, "ab_first_divergence_median": pr.median(ab), "aa_first_divergence_median": pr.median(aa),
+        "tolerance": tolerance, "ab_first_divergence_median": pr.median(ab),
+        "aa_first_divergence_median": pr.median(aa),
         "methods": sorted({r["method"] for r in good})}
     late_allowed = tolerance + max(1, n // 8)
     metrics["late_allowed"] = late_allowed

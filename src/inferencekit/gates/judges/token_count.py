@@ -10,7 +10,7 @@ independent counts of each reply side by side and asks that they agree:
   by the caller (``--tokenizer``); None without one.
 
 The rules, allowances and verdicts follow the token_count gate of the seed
-(``../shared/seeds/000``, ``ops/gates.py``); the code here is new. Everything is pure: the caller
+(its ``ops/gates.py``); the code here is new. Everything is pure: the caller
 reads the reply files (run dir ``outputs/…``, ``load-*/`` and ``probes/``, or live probe replies),
 counts the text and passes the numbers in.
 
@@ -94,7 +94,7 @@ def lossy_text(reply: dict[str, Any]) -> bool:
 
 def count_row(key: str, reply: ReplyFile, *, max_tokens: int | None,
               retokenized: int | None) -> CountRow | None:
-    """One count row from a reply file (DESIGN.md, "Reply file"), or None for a failed reply.
+    """One count row from a reply file (docs/design.md, "Reply file"), or None for a failed reply.
 
     Args:
         key: names the reply in the gate's details (file path or ``"<kind>:<probe key>"``).
@@ -353,7 +353,8 @@ def probe_count_part(records: Sequence[ProbeRecord], retokenized: Mapping[str, i
         if row is not None:
             rows.append(row)
         elif not is_ok(reply):
-            failed.append({"key": key, "status": reply.get("status"), "error": (reply.get("error") or "not sent")[:300]})
+            failed.append({"key": key, "status": reply.get("status"),
+                           "error": (reply.get("error") or "not sent")[:300]})
     return gate_token_count(rows, retok_tol=RETOK_TOL, tokenizer=tokenizer, failed=failed)
 
 

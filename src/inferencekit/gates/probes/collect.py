@@ -1,6 +1,6 @@
 """Send the live probes and keep every reply on disk (collect; the judging is in ``gates/judges/``).
 
-A gate run writes ``probes/<gate-run>.jsonl`` (DESIGN.md, run directory): a header line
+A gate run writes ``probes/<gate-run>.jsonl`` (docs/design.md, run directory): a header line
 ``{"gate_run", "settings", ...}`` and then one line per finished probe — the probe as planned
 (``id``, ``kind``, ``key``, ``meta``, ``endpoint``, ``body``) with its whole reply file under
 ``reply`` (every SSE payload with its receive time), so ``gates check`` re-judges it with the same

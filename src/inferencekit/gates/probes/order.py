@@ -27,8 +27,8 @@ __all__ = ["ORDER_FIXED", "Regime", "order_body", "send_orders"]
 
 CHAT = "/v1/chat/completions"
 # Fields the gate sets itself: --extra-body may not override them.
-ORDER_FIXED = frozenset({"model", "messages", "tools", "tool_choice", "temperature", "max_tokens", "max_completion_tokens",
-               "stream", "stream_options", "n", "seed", "cache_prompt", "cache_salt"})
+ORDER_FIXED = frozenset({"model", "messages", "tools", "tool_choice", "temperature", "max_tokens",
+               "max_completion_tokens", "stream", "stream_options", "n", "seed", "cache_prompt", "cache_salt"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,7 @@ plan is repeatable from its seed. The probe planner (``gates/probe_plan.py``) bu
 these pieces; the judges (``gates/live_*.py``) read the same helpers back (``rare_core``,
 ``reproduced``) so planning and judging agree on what a probe asked for.
 
-Why each piece exists (the rules are the seed's, ``../shared/seeds/000`` (ops/gates.py); the strings
+Why each piece exists (the rules are the seed's; the strings
 and phrasings here are new):
 
 - a *nonce* is a random word from an alphabet with no look-alike characters, so a model that copies

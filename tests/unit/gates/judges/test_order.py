@@ -13,8 +13,16 @@ import pytest
 from inferencekit.api.reply import derive
 from inferencekit.bench.plan import LevelSpec, heaviest_level
 from inferencekit.gates.check import judge_probe_log, read_kat
-from inferencekit.gates.judges.order import (OrderSettings, compare_sample, fingerprint, first_difference, judge_kat,
-                                             judge_order, order_label, order_permutation)
+from inferencekit.gates.judges.order import (
+    OrderSettings,
+    compare_sample,
+    fingerprint,
+    first_difference,
+    judge_kat,
+    judge_order,
+    order_label,
+    order_permutation,
+)
 from inferencekit.rundir import KAT_ALONE, KAT_LOAD, RunDir, write_json
 from tests.paths import FIXTURES
 

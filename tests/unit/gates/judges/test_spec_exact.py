@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from inferencekit.gates.records import first_divergence, sequence
 from inferencekit.gates.judges.spec_exact import judge_spec_exact, spec_row
+from inferencekit.gates.records import first_divergence, sequence
 
 
 def reply(ids: list[int] | None = None, text: str = "", status: int = 200, error: str | None = None,
@@ -111,7 +111,8 @@ def test_errors_make_it_unproven():
     rows = [row(f"p{i}", None, None) for i in range(4)] + [{"id": "p4", "error": "A: HTTP 500: boom"}]
     g = judge_spec_exact(rows)
     assert g.verdict == "UNPROVEN"
-    assert g.reason == "1 prompt(s) failed (first error: A: HTTP 500: boom); of the other 4: 4 identical to the reference"
+    assert g.reason == ("1 prompt(s) failed (first error: A: HTTP 500: boom); of the other 4: "
+                        "4 identical to the reference")
     assert g.metrics["errors"] == 1
 
 
