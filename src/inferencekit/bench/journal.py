@@ -94,8 +94,8 @@ class Journal:
     def _wait_out_burst(self) -> None:
         """Many requests ended at once (a closed loop's streams end together) and the loop is busy starting their
         successors; encoding now would take the GIL from it. Wait while more keep arriving (at most
-        ``BURST_MAX_S``), then write them all. Measured at 1,024 streams (the peers' method, benchmarks/README.md): 96.7% of ideal
-        without the wait, 97.5% with it."""
+        ``BURST_MAX_S``), then write them all. Measured at 1,024 streams (the peers' method, benchmarks/README.md):
+        96.7% of ideal without the wait, 97.5% with it."""
         waited = 0.0
         while not self._closing and waited < BURST_MAX_S:
             before = self._q.qsize()
