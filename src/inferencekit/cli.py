@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 import orjson
@@ -28,7 +28,7 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def _array_type(item: str):
+def _array_type(item: str) -> Callable[[str], list[Any]]:
     conv = _PY_TYPES[item]
 
     def parse(text: str) -> list[Any]:
@@ -81,8 +81,10 @@ class _Parser(argparse.ArgumentParser):
         raise _ArgvError(self.prog, message)
 
 
-def _globals() -> argparse.ArgumentParser:
-    g = argparse.ArgumentParser(add_help=False)
+def _globals() -> _Parser:
+    # a _Parser like the parsers that take it as a parent (typeshed wants parents of the subparsers' class); it is
+    # never parsed itself
+    g = _Parser(add_help=False)
     g.add_argument("--json", dest="_json", action="store_true", default=argparse.SUPPRESS,
                    help="Print exactly one JSON document on stdout instead of the card.")
     g.add_argument("--quiet", dest="_quiet", action="store_true", default=argparse.SUPPRESS,
@@ -99,12 +101,12 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Operation]]:
                     "`inferencekit verify` with no URL runs everything against an embedded llama.cpp engine.",
         epilog="Exit codes: 0 ran (verdict PASS or none), 1 FAIL, 2 user error (nothing sent), 3 UNPROVEN/NOT RUN.")
     subs = top.add_subparsers(dest="_cmd", metavar="<command>")
-    groups: dict[str, argparse._SubParsersAction] = {}
+    groups: dict[str, argparse._SubParsersAction[_Parser]] = {}
     by_key: dict[str, Operation] = {}
     for op in operations():
-        kw = dict(help=op.summary, description=f"{op.summary}\n\n{op.description}",
-                  epilog=f"example:\n  {op.example}", formatter_class=argparse.RawDescriptionHelpFormatter,
-                  parents=[parent])
+        kw: dict[str, Any] = dict(help=op.summary, description=f"{op.summary}\n\n{op.description}",
+                                  epilog=f"example:\n  {op.example}",
+                                  formatter_class=argparse.RawDescriptionHelpFormatter, parents=[parent])
         if len(op.path) == 1:
             p = subs.add_parser(op.path[0], **kw)
         else:

@@ -18,11 +18,12 @@ from __future__ import annotations
 import operator
 from collections.abc import Iterable, Sequence
 from enum import StrEnum
+from typing import TypedDict
 
 import numpy as np
 
 __all__ = ["Verdict", "VERDICTS", "PERCENTILES", "summarize", "combine_claims", "wilson_interval", "pooled_mean",
-           "cluster_bootstrap_ci", "paired_bootstrap_delta", "margin_verdict", "mcnemar_exact"]
+           "cluster_bootstrap_ci", "PairedDelta", "paired_bootstrap_delta", "margin_verdict", "mcnemar_exact"]
 
 
 
@@ -179,8 +180,16 @@ def cluster_bootstrap_ci(units: Units | np.ndarray, resamples: int = 2000, seed:
     return _percentile_bounds(means, confidence)
 
 
+class PairedDelta(TypedDict):
+    """What ``paired_bootstrap_delta`` returns: arm a minus arm b, its interval ``[lo, hi]``, the prompts kept."""
+
+    delta: float | None
+    ci95: list[float | None]
+    n_prompts: int
+
+
 def paired_bootstrap_delta(a_units: Units | np.ndarray, b_units: Units | np.ndarray, resamples: int = 2000,
-                           seed: int = 0, confidence: float = 0.95) -> dict[str, object]:
+                           seed: int = 0, confidence: float = 0.95) -> PairedDelta:
     """Difference of pooled means, arm a minus arm b, with a paired prompt-level bootstrap interval.
 
     ``a_units[i]`` and ``b_units[i]`` are the same prompt under two arms (e.g. the engine and the A/A

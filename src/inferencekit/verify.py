@@ -146,7 +146,7 @@ def _appliance_plan(prof: Profile, base_url: str | None, metadata: str | None, e
 
 async def _appliance_part(plan: dict[str, Any] | None, client: Client, info: Any, run: RunDir,
                           comparison_id: str | None, api_key_env: str | None, quiet: bool
-                          ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+                          ) -> tuple[Part | None, dict[str, Any] | None]:
     """``(part, record)`` of the appliance receipt; ``(None, None)`` when the profile has none."""
     name = "bench: appliance receipt"
     if plan is None:

@@ -179,7 +179,8 @@ def _drain(stream: Any) -> bytes:
         data = b"".join(buf)
         buf.clear()
         return data
-    return stream.read_nowait()
+    rest: bytes = stream.read_nowait()
+    return rest
 
 
 async def _read_tapped(stream: Any, conn: Any, chunks: list[tuple[int, bytes]], clock: Any
@@ -349,7 +350,7 @@ class Client:
                              timeout_s: float | None) -> Exchange:
         headers = {**self._headers, "X-Request-ID": rid}
         data = orjson.dumps(body) if body is not None else None
-        kw = {"timeout": aiohttp.ClientTimeout(total=timeout_s)} if timeout_s else {}
+        kw: dict[str, Any] = {"timeout": aiohttp.ClientTimeout(total=timeout_s)} if timeout_s else {}
         ex = Exchange(request_id=rid, path=path, body=body or {}, sent_ns=0)
         chunks = ex.chunks
         append = chunks.append

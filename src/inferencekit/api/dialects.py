@@ -37,8 +37,9 @@ def _tokens_list(reply: Any) -> list[int] | None:
 def _text_of(reply: Any) -> str | None:
     if isinstance(reply, dict):
         for k in ("content", "prompt", "text"):
-            if isinstance(reply.get(k), str):
-                return reply[k]
+            v = reply.get(k)
+            if isinstance(v, str):
+                return v
     return None
 
 

@@ -39,4 +39,5 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
     uv = _uvloop()
     if uv is None:
         return asyncio.run(coro)
-    return uv.run(coro)
+    result: T = uv.run(coro)
+    return result

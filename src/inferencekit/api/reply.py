@@ -42,8 +42,9 @@ def _entries(choice: dict[str, Any]) -> list[dict[str, Any]] | None:
     lp = choice.get("logprobs")
     if not isinstance(lp, dict):
         return None
-    if isinstance(lp.get("content"), list):
-        return lp["content"]
+    content = lp.get("content")
+    if isinstance(content, list):
+        return content
     if isinstance(lp.get("tokens"), list):
         return _legacy_logprobs(lp)
     return None

@@ -42,7 +42,8 @@ class StreamTap(asyncio.Protocol):
         self.offsets.append(self.stream.total_bytes)
 
     def eof_received(self) -> bool | None:
-        return self.protocol.eof_received()
+        keep_open: bool | None = self.protocol.eof_received()
+        return keep_open
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.protocol.connection_lost(exc)
@@ -58,7 +59,7 @@ class StreamTap(asyncio.Protocol):
             self.transport.set_protocol(self.protocol)
 
 
-def cut(body: bytes, start: int, times: array, offsets: array) -> list[tuple[int, bytes]]:
+def cut(body: bytes, start: int, times: array[int], offsets: array[int]) -> list[tuple[int, bytes]]:
     """The body bytes parsed after offset ``start``, cut at ``offsets`` and stamped with ``times``.
 
     Args:

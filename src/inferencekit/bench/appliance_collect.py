@@ -231,6 +231,7 @@ class Collector:
                 salt = secrets.token_urlsafe(24)
                 lead = f"Cold-prefill sample {request_nonce(self.cid, 'prefill', depth, i)}.\n"
                 counted: int | None = None
+                prompt: str | list[int]
                 if iso.form == "text":
                     prompt, counted = await self._exact_text(depth, (f"[ik-{salt}] " if iso.random_prefix else "")
                                                              + lead)

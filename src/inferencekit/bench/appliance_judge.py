@@ -62,7 +62,8 @@ def _int(v: Any) -> int | None:
 def cached_prompt_tokens(reply: dict[str, Any]) -> tuple[int | None, str | None]:
     """``(cached prompt tokens, where it was read)``: ``usage.prompt_tokens_details.cached_tokens``,
     else llama-server's ``timings.cache_n``; ``(None, None)`` when the server reports neither."""
-    usage = reply.get("usage") if isinstance(reply.get("usage"), dict) else {}
+    usage = reply.get("usage")
+    usage = usage if isinstance(usage, dict) else {}
     details = usage.get("prompt_tokens_details")
     if isinstance(details, dict) and _int(details.get("cached_tokens")) is not None:
         return details["cached_tokens"], "usage.prompt_tokens_details.cached_tokens"
@@ -111,7 +112,8 @@ def decode_row(reply: dict[str, Any], rel: str, *, retokenized: int | None = Non
         retokenized: the visible output's token count by the engine's tokenizer, when taken.
     """
     row = _base_row(reply, rel)
-    usage = reply.get("usage") if isinstance(reply.get("usage"), dict) else {}
+    usage = reply.get("usage")
+    usage = usage if isinstance(usage, dict) else {}
     n_usage = _int(usage.get("completion_tokens"))
     chunks = int(reply.get("chunks") or 0)
     completion, source = (n_usage, "usage") if n_usage is not None else (chunks, "token events")
@@ -217,7 +219,8 @@ def prefill_row(reply: dict[str, Any], rel: str, *, depth: int, cold: bool, prom
         prompt_form: ``"token ids"`` or ``"text"``; counted_tokens: see above.
     """
     row = _base_row(reply, rel)
-    usage = reply.get("usage") if isinstance(reply.get("usage"), dict) else {}
+    usage = reply.get("usage")
+    usage = usage if isinstance(usage, dict) else {}
     reported = _int(usage.get("prompt_tokens"))
     source = "usage" if reported is not None else ("tokenize endpoint" if counted_tokens is not None else None)
     if reported is None:

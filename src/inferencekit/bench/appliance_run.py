@@ -40,8 +40,9 @@ EMBEDDED_CONTEXT = DEFAULT_CONTEXT  # the embedded engine's n_ctx
 DEFAULT_SEED = 20261130
 _PROMPT_ALLOWANCE = 256  # tokens a decode prompt (system + nonce + workload, chat template) may take
 # Defaults: RigMark's for a server you name; smaller ones that fit the embedded engine's 4096-token context.
-_DEFAULTS = {"url": {"runs": 5, "decode_tokens": 8192, "prefill_depths": [8192, 32768, 65536]},
-             "embedded": {"runs": 3, "decode_tokens": 1024, "prefill_depths": [256, 1024, 2048]}}
+_DEFAULTS: dict[str, dict[str, Any]] = {
+    "url": {"runs": 5, "decode_tokens": 8192, "prefill_depths": [8192, 32768, 65536]},
+    "embedded": {"runs": 3, "decode_tokens": 1024, "prefill_depths": [256, 1024, 2048]}}
 # The options whose default is one value whatever the target (bench appliance's flags show these).
 APPLIANCE_DEFAULTS: dict[str, Any] = {
     "runs": None, "decode_tokens": None, "prefill_depths": None, "prefill_runs": 3, "concurrency": (1, 2, 4),
@@ -49,7 +50,7 @@ APPLIANCE_DEFAULTS: dict[str, Any] = {
     "skip_concurrency": False, "seed": DEFAULT_SEED}
 
 
-def _positive(a: dict[str, Any], name: str) -> None:
+def _positive(a: Mapping[str, Any], name: str) -> None:
     v = a.get(name)
     if v is not None and v < 1:
         raise OpError(f"--{name.replace('_', '-')} must be ≥ 1, got {v}")

@@ -57,5 +57,5 @@ class ServeConfig:
     def from_json(cls, d: dict[str, Any]) -> ServeConfig:
         d = dict(d)
         d["levels"] = [LevelSpec(**lv) for lv in d["levels"]]
-        known = set(cls.__dataclass_fields__)  # type: ignore[attr-defined]
+        known = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in d.items() if k in known})

@@ -21,7 +21,8 @@ def _tpot_ms(reply: Mapping[str, Any], n: int | None) -> float | None:
     ttft, e2el = reply.get("ttft_ms"), reply.get("e2el_ms")
     if n is None or n < 2 or ttft is None or e2el is None:
         return None
-    return (e2el - ttft) / (n - 1)
+    tpot: float = (e2el - ttft) / (n - 1)
+    return tpot
 
 
 def meets_slo(values: Mapping[str, float | None], slo: Mapping[str, float]) -> bool:
@@ -49,7 +50,11 @@ def level_metrics(replies: Sequence[Mapping[str, Any]], *, slo: Mapping[str, flo
     ok = [r for r in replies if is_ok(r)]
     failed = [r for r in replies if not is_ok(r)]
     errors = Counter((r.get("error") or f"HTTP {r.get('status')}")[:160] for r in failed)
-    ttft, ttfo, e2el, tpot, itl = [], [], [], [], []
+    ttft: list[float] = []
+    ttfo: list[float] = []
+    e2el: list[float] = []
+    tpot: list[float] = []
+    itl: list[float] = []
     sched_ttft, sched_e2el, send_lag = [], [], []
     total_out = 0
     prompt_tokens = 0

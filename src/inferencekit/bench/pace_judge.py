@@ -109,7 +109,8 @@ def judge_client_pace(processes: Sequence[Mapping[str, Any]], replies: Sequence[
         out.update(send_late_ms=s, late_limit_ms=late_limit)
         if s["n"]:
             judged = True
-            if s["p99"] > late_limit:
+            p99 = s["p99"]
+            if p99 is not None and p99 > late_limit:
                 reasons.append(f"sends were late against the schedule: p99 {s['p99']:.1f} ms (max {s['max']:.1f} ms) "
                                f"> {late_limit:.1f} ms (max of {LATE_FLOOR_MS:g} ms and {LATE_FRACTION:.0%} of the "
                                f"mean gap {1000.0 / rate:.1f} ms at {rate:g} req/s): the arrival process was the "

@@ -122,7 +122,8 @@ class RayPool:
         await asyncio.gather(*(a.prepare.remote(t) for a, t in zip(self.actors, tasks)))
 
     async def clock(self, i: int) -> int:
-        return await self.actors[i].clock.remote()
+        wall_ns: int = await self.actors[i].clock.remote()
+        return wall_ns
 
     async def run(self, n: int, go_wall_ns: int, on_progress: Callable[[int, tuple[int, int]], None]
                   ) -> list[dict[str, Any]]:

@@ -107,8 +107,8 @@ async def run_bench(cfg: ServeConfig, client: Client, info: EngineInfo, run: Run
     fixed = _fixed_fields(cfg, info)
     optional = ("stream_options", *(k for k in info.dialect.count_fields if k in fixed))
 
-    body_kw = {"model": str(info.model), "max_tokens": cfg.max_tokens, "extra": cfg.extra_body, "fixed": fixed,
-               "chat_template_kwargs": cfg.chat_template_kwargs}
+    body_kw: dict[str, Any] = {"model": str(info.model), "max_tokens": cfg.max_tokens, "extra": cfg.extra_body,
+                               "fixed": fixed, "chat_template_kwargs": cfg.chat_template_kwargs}
 
     def body_for(req: PlannedRequest) -> dict[str, Any]:
         return request_body(req, **body_kw)
@@ -160,7 +160,7 @@ async def _run_with_pool(cfg: ServeConfig, client: Client, info: EngineInfo, run
         state["levels"][spec.label] = {"state": "running", "attempt": int(st.get("attempt", 0)) + 1}
         run.update_run(bench_state=state)
         if on_level:
-            on_level(spec.label, cfg.num_prompts if cfg.duration_s is None else 0)
+            on_level(spec.label, (cfg.num_prompts or 0) if cfg.duration_s is None else 0)
         seed = random.Random(f"{cfg.seed}:{spec.label}:{state['levels'][spec.label]['attempt']}").getrandbits(32)
         n_req = None if cfg.duration_s else cfg.num_prompts
         if pool is None:
@@ -174,7 +174,8 @@ async def _run_with_pool(cfg: ServeConfig, client: Client, info: EngineInfo, run
         ran.append(spec.label)
     previous = run.read_run().get("bench_record")
     if resume and not ran and previous and (run.evidence_dir / f"{previous}.json").is_file():
-        return read_json(run.evidence_dir / f"{previous}.json")  # nothing was left to do: the record stands
+        record: dict[str, Any] = read_json(run.evidence_dir / f"{previous}.json")
+        return record  # nothing was left to do: the record stands
     tok = choose_tokenizer(cfg.tokenizer, client, info.dialect) if cfg.retokenize else None
     if tok is not None:
         for label in ran:  # levels kept from before keep their counts (and the files their record hashed)

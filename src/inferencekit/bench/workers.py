@@ -237,7 +237,8 @@ class ProcessPool:
         await asyncio.gather(*(self._call(i, "prepare", t) for i, t in enumerate(tasks)))
 
     async def clock(self, i: int) -> int:
-        return await self._call(i, "clock", None)
+        wall_ns: int = await self._call(i, "clock", None)
+        return wall_ns
 
     async def run(self, n: int, go_wall_ns: int, on_progress: Callable[[int, tuple[int, int]], None]
                   ) -> list[dict[str, Any]]:
@@ -282,10 +283,10 @@ async def run_level_split(pool: Any, run: RunDir, engine: str, shares: Sequence[
                 on_done(label, False)
         seen[i] = now
 
-    t0 = time.monotonic()
+    started = time.monotonic()
     results = await pool.run(len(tasks), time.time_ns() + int(start_lead_s * 1e9), on_progress)
     outcome = LevelOutcome(label)
-    outcome.wall_s = time.monotonic() - t0
+    outcome.wall_s = time.monotonic() - started
     level_dir = run.level_dir("outputs", engine, label)
     processes = []
     for res in sorted(results, key=lambda r: r["worker"]):

@@ -88,7 +88,8 @@ def payloads_to_body(kind: str, payloads: Sequence[bytes]) -> bytes:
         for ch in _choices(obj):
             acc = per.setdefault(ch.get("index", 0), {"text": [], "reasoning": [], "entries": None, "legacy": None,
                                                       "finish": None})
-            delta = ch.get("delta") if isinstance(ch.get("delta"), dict) else {}
+            delta = ch.get("delta")
+            delta = delta if isinstance(delta, dict) else {}
             piece = delta.get("content") if kind == "chat" else ch.get("text")
             if isinstance(piece, str):
                 acc["text"].append(piece)
@@ -155,7 +156,8 @@ def body_to_payloads(kind: str, body: bytes) -> list[bytes]:
             pieces = [(text, ch.get("logprobs") if isinstance(ch.get("logprobs"), dict) else None)] if text else []
         if kind == "chat":
             emit([{"finish_reason": None, "index": i, "delta": {"role": "assistant", "content": None}}])
-            msg = ch.get("message") if isinstance(ch.get("message"), dict) else {}
+            msg = ch.get("message")
+            msg = msg if isinstance(msg, dict) else {}
             if isinstance(msg.get("reasoning_content"), str) and msg["reasoning_content"]:
                 emit([{"finish_reason": None, "index": i, "delta": {"reasoning_content": msg["reasoning_content"]}}])
             for piece, lp in pieces:

@@ -247,7 +247,7 @@ def _openai_name(name: Any) -> str:
     return new
 
 
-def to_openai_tools(functions: list[dict]) -> tuple[list[dict], dict[str, str]]:
+def to_openai_tools(functions: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """BFCL function docs → OpenAI ``tools`` and the renames, by the rules in the module docstring.
 
     Returns ``([{"type": "function", "function": {"name", "description", "parameters"}}, ...],
@@ -260,12 +260,13 @@ def to_openai_tools(functions: list[dict]) -> tuple[list[dict], dict[str, str]]:
             name after renaming.
         TypeError: a function's ``parameters`` that is not an object.
     """
-    tools: list[dict] = []
+    tools: list[dict[str, Any]] = []
     renamed: dict[str, str] = {}
     seen: dict[str, str] = {}
     for fn in functions:
         original = fn.get("name") if isinstance(fn, dict) else None
         name = _openai_name(original)
+        assert isinstance(original, str)  # _openai_name raised otherwise
         if name in seen:
             raise ValueError(f"function names {seen[name]!r} and {original!r} both become {name!r}")
         seen[name] = original
@@ -298,8 +299,8 @@ class Sample:
 
     sample_id: str
     subset: str
-    messages: list[dict]
-    tools: list[dict]
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
     tool_choice: str
     renamed: dict[str, str]
 
@@ -336,7 +337,7 @@ def _entry_problem(entry: Any) -> str | None:
     return None
 
 
-def _read_subset(data_dir: Path, subset: str) -> tuple[list[dict], str]:
+def _read_subset(data_dir: Path, subset: str) -> tuple[list[dict[str, Any]], str]:
     if subset not in SINGLE_TURN:
         raise OpError(f"unknown BFCL subset {subset!r}; single-turn subsets: {', '.join(SINGLE_TURN)}")
     path = _file(data_dir, subset)
@@ -344,7 +345,7 @@ def _read_subset(data_dir: Path, subset: str) -> tuple[list[dict], str]:
         raw = path.read_bytes()
     except OSError as e:
         raise OpError(f"cannot read {path}: {e.strerror or e}") from None
-    entries: list[dict] = []
+    entries: list[dict[str, Any]] = []
     ids: dict[str, int] = {}
     for lineno, line in enumerate(raw.splitlines(), 1):
         if not line.strip():
@@ -363,7 +364,7 @@ def _read_subset(data_dir: Path, subset: str) -> tuple[list[dict], str]:
     return entries, hashlib.sha256(raw).hexdigest()
 
 
-def load_subset(data_dir: Path, subset: str) -> list[dict]:
+def load_subset(data_dir: Path, subset: str) -> list[dict[str, Any]]:
     """The raw entries of ``BFCL_v4_<subset>.json`` in file order (blank lines skipped).
 
     Raises:
@@ -374,7 +375,7 @@ def load_subset(data_dir: Path, subset: str) -> list[dict]:
     return _read_subset(data_dir, subset)[0]
 
 
-def _sample(entry: dict, subset: str) -> Sample:
+def _sample(entry: dict[str, Any], subset: str) -> Sample:
     try:
         tools, renamed = to_openai_tools(entry["function"])
     except (ValueError, TypeError) as e:

@@ -25,6 +25,7 @@ seed and tokenizer give the same prompts.
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 import re
 from collections.abc import Awaitable, Callable, Sequence
@@ -108,7 +109,7 @@ async def _passing(tokenizer: Tokenizer, words: list[str], render: Callable[[lis
     pending = [words[i:i + 64] for i in range(0, len(words), 64)]
     while pending:
         groups = pending
-        counts = await _bounded([lambda g=g: tokenizer.encode(render(g)) for g in groups])
+        counts = await _bounded([functools.partial(tokenizer.encode, render(g)) for g in groups])
         pending = []
         for g, ids in zip(groups, counts):
             if len(ids) == expected(len(g)):
@@ -139,7 +140,7 @@ async def _first_words(tokenizer: Tokenizer, candidates: list[str], need: int) -
     while len(found) < need and pos < len(candidates):
         batch = candidates[pos:pos + max(16, (need - len(found)) * 5 // 4)]
         pos += len(batch)
-        ids = await _bounded([lambda w=w: tokenizer.encode(w) for w in batch])
+        ids = await _bounded([functools.partial(tokenizer.encode, w) for w in batch])
         found += [w for w, t in zip(batch, ids) if len(t) == 1]
     return found[:need]
 
@@ -242,7 +243,7 @@ async def chat_template_overhead(client: Client, model: str, tokenizer: Tokenize
         TokenizeError: the tokenizer failed.
     """
     probe = (await random_prompts(1, _PROBE_LEN, seed=0, tokenizer=tokenizer, bucket="overhead"))[0]
-    body: dict[str, Any] = {"model": model, "messages": list(probe.messages), "max_tokens": 1, "stream": False}
+    body: dict[str, Any] = {"model": model, "messages": list(probe.messages or ()), "max_tokens": 1, "stream": False}
     reply, err = await client.post_json("/v1/chat/completions", body, timeout_s=120)
     if err is not None:
         raise OpError(f"measuring the chat template overhead: the chat request failed: {err}")

@@ -90,7 +90,8 @@ def http_ok(url: str, timeout_s: float = 2.0) -> bool:
     """True when GET ``url`` answers 200."""
     try:
         with urllib.request.urlopen(url, timeout=timeout_s) as r:  # noqa: S310 (loopback URLs we built)
-            return r.status == 200
+            ok: bool = r.status == 200
+            return ok
     except (urllib.error.URLError, OSError, ValueError):
         return False
 

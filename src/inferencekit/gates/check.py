@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from inferencekit.gates import GATES
-from inferencekit.gates.inputs import LengthInputs, ProbeRun, RunRows
+from inferencekit.gates.inputs import LengthInputs, ProbeRun, RunRows, reply_file
 from inferencekit.gates.judges.order import compare_sample
 from inferencekit.gates.judges.output_length import exact_length_of, forcing_options, reply_length
 from inferencekit.gates.judges.token_count import count_row
@@ -90,7 +90,7 @@ def token_rows(run_dir: Path, engine: str) -> tuple[list[CountRow], str | None, 
                 continue
             body = read_json(run.input_of(path)) or {}
             mt = body.get("max_tokens") if isinstance(body, dict) else None
-            row = count_row(f"load-{level}/{path.parent.name}/{path.stem}", reply,
+            row = count_row(f"load-{level}/{path.parent.name}/{path.stem}", reply_file(reply),
                             max_tokens=mt if isinstance(mt, int) else None, retokenized=counts.get(path.stem))
             files.append(_rel(run, path))
             if row is not None:
@@ -155,7 +155,8 @@ def load_probe_records(run: RunDir, engine: str) -> tuple[list[ProbeRecord], lis
         if not isinstance(reply, dict) or not key:
             continue
         body = read_json(run.input_of(path)) or {}
-        records.append({"id": path.stem, "kind": kind, "key": key, "meta": {}, "body": body, "reply": reply})
+        records.append({"id": path.stem, "kind": kind, "key": key, "meta": {}, "body": body,
+                        "reply": reply_file(reply)})
         files.append(_rel(run, path))
     return records, files
 
@@ -216,8 +217,7 @@ def judge_probe_log(header: dict[str, Any], records: Sequence[ProbeRecord], *, w
     for spec in asked:
         assert spec.judge_probes is not None
         if spec.needs_answer and not answered:
-            first = next((r["reply"].get("error") for r in records
-                          if r.get("reply") and (r["reply"] or {}).get("error")), None)
+            first = next((err for r in records if (err := (r.get("reply") or {}).get("error"))), None)
             out[spec.name] = Gate(spec.name, "NOT RUN", "the endpoint answered no probe"
                                   + (f" (first error: {first[:200]})" if first else ""))
         else:

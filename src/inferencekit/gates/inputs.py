@@ -10,11 +10,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
-from inferencekit.shapes import CountRow, ProbeRecord
+from inferencekit.shapes import CountRow, ProbeRecord, ReplyFile
 
-__all__ = ["LengthInputs", "ProbeRun", "RunRows"]
+__all__ = ["LengthInputs", "ProbeRun", "RunRows", "reply_file"]
+
+
+def reply_file(obj: Mapping[str, Any]) -> ReplyFile:
+    """``obj`` taken as the reply file it was written as: a JSON object read back from a run dir or a probe log, or
+    the client's ``Exchange.to_reply()``. Nothing is checked here: every reader tests the fields it uses (an absent
+    or ill-typed field is unknown, ``shapes``)."""
+    return cast(ReplyFile, obj)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from inferencekit.stats import VERDICTS, Verdict, combine_claims
 __all__ = ["Gate", "merge_gates", "overall"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Gate:
     """A gate's verdict (frozen: a change is a new ``Gate``, made with ``replace`` or ``with_limitations``).
 
@@ -37,12 +37,20 @@ class Gate:
     limitations: tuple[str, ...] = ()
     applicable: bool = True
 
-    def __post_init__(self) -> None:
-        if self.verdict not in VERDICTS:
-            raise ValueError(f"unknown verdict {self.verdict!r}")
-        object.__setattr__(self, "verdict", Verdict(self.verdict))
-        object.__setattr__(self, "details", tuple(self.details))
-        object.__setattr__(self, "limitations", tuple(self.limitations))
+    # written out (``init=False``) so the constructor can take what the judges build (a verdict's plain string,
+    # lists) while the fields keep their stored types: a ``Verdict`` and tuples
+    def __init__(self, gate: str, verdict: Verdict | str, reason: str, metrics: Mapping[str, Any] | None = None,
+                 details: Iterable[Mapping[str, Any]] = (), limitations: Iterable[str] = (),
+                 applicable: bool = True) -> None:
+        if verdict not in VERDICTS:
+            raise ValueError(f"unknown verdict {verdict!r}")
+        object.__setattr__(self, "gate", gate)
+        object.__setattr__(self, "verdict", Verdict(verdict))
+        object.__setattr__(self, "reason", reason)
+        object.__setattr__(self, "metrics", {} if metrics is None else metrics)
+        object.__setattr__(self, "details", tuple(details))
+        object.__setattr__(self, "limitations", tuple(limitations))
+        object.__setattr__(self, "applicable", applicable)
 
     def replace(self, **changes: Any) -> Gate:
         """A copy with ``changes`` (``dataclasses.replace``)."""

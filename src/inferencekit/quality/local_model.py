@@ -25,7 +25,7 @@ _CACHE: dict[str, LocalModel] = {}
 
 
 def _versions() -> dict[str, str | None]:
-    out = {}
+    out: dict[str, str | None] = {}
     for d in ("torch", "transformers", "gguf"):
         try:
             out[d] = importlib.metadata.version(d)
@@ -68,13 +68,16 @@ class LocalModel:
         self._torch = torch
         from transformers.utils import logging as hf_logging
 
-        hf_logging.disable_progress_bar()
+        # transformers leaves it unannotated (unused-ignore: without the reference extra transformers is Any)
+        hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call, unused-ignore]
         try:
             if self.source.is_file() and self.source.suffix == ".gguf":
                 from transformers import GgufConfig
 
                 kw: dict[str, Any] = {"gguf_file": self.source.name}
-                self.tokenizer = AutoTokenizer.from_pretrained(self.source.parent, **kw)
+                # Any: transformers types its results as unions (str | list[str], str | BatchEncoding) wider than
+                # what the single-sequence calls below return
+                self.tokenizer: Any = AutoTokenizer.from_pretrained(self.source.parent, **kw)
                 self.model = AutoModelForCausalLM.from_pretrained(self.source.parent, dtype=torch.float32,
                                                                   quantization_config=GgufConfig(dequantize=True), **kw)
                 self.kind = "gguf_dequantized"
@@ -84,7 +87,8 @@ class LocalModel:
                 self.kind = "hf_directory"
         except (OSError, ValueError, RuntimeError, ImportError) as e:
             raise OpError(f"cannot load the local reference model {self.source}: {e}") from None
-        self.model.eval()
+        # torch leaves Module.eval unannotated (unused-ignore: without the reference extra the model is Any)
+        self.model.eval()  # type: ignore[no-untyped-call, unused-ignore]
         eos = self.tokenizer.eos_token_id
         gen_eos = getattr(getattr(self.model, "generation_config", None), "eos_token_id", None)
         self.eos_ids = {int(t) for t in ([eos] if isinstance(eos, int) else []) +
@@ -115,7 +119,8 @@ class LocalModel:
         return [self.tokenizer.decode([t], skip_special_tokens=False) for t in ids]
 
     def decode(self, ids: list[int]) -> str:
-        return self.tokenizer.decode(ids, skip_special_tokens=True)
+        text: str = self.tokenizer.decode(ids, skip_special_tokens=True)
+        return text
 
     def _top(self, logits: Any, k: int, chosen: Any = None) -> tuple[Any, Any, Any]:
         """log-softmax in float32 → (top-k ids, top-k logprobs, chosen tokens' logprobs or None)."""

@@ -105,7 +105,7 @@ def parse_chat_logprobs(resp: dict[str, Any]) -> ChatLogprobs:
     listed = ch.get("token_ids")
     have_list = (isinstance(listed, list) and all(isinstance(t, int) for t in listed)
                  and len(listed) in (len(entries), len(entries) + 1))
-    if have_list:
+    if have_list and isinstance(listed, list):
         out.method, out.token_ids = "token_ids", [int(t) for t in listed[:len(entries)]]
         out.id_mismatch_positions = [i for i, (a, b) in enumerate(zip(ids, out.token_ids)) if a is not None and a != b]
     elif all(i is not None for i in ids):

@@ -94,7 +94,8 @@ def _side_vector(lp: Mapping[int, float], union: list[int]) -> np.ndarray:
     other = max(0.0, tail - m * imputed)
     vec = np.array([probs.get(tok, imputed) for tok in union] + [other])
     vec = np.maximum(vec, PROB_FLOOR)
-    return vec / vec.sum()
+    out: np.ndarray = vec / vec.sum()
+    return out
 
 
 def _pair(ref: Mapping[int, float], eng: Mapping[int, float]) -> tuple[np.ndarray, np.ndarray]:

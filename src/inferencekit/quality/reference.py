@@ -123,13 +123,16 @@ class LocalReference:
         return {**self.m.describe(), "k": self.k}
 
     async def chat_prompt_ids(self, messages: list[dict[str, Any]], ctk: dict[str, Any]) -> list[int]:
-        return self.m.chat_prompt_ids(messages, ctk)
+        ids: list[int] = self.m.chat_prompt_ids(messages, ctk)
+        return ids
 
     async def encode(self, text: str) -> list[int]:
-        return self.m.encode(text)
+        ids: list[int] = self.m.encode(text)
+        return ids
 
     async def score(self, ids: list[int], start: int) -> list[dict[int, float]]:
-        return self.m.score(ids, start, self.k)
+        rows: list[dict[int, float]] = self.m.score(ids, start, self.k)
+        return rows
 
 
 async def check_echo_reference(client: Client, model: str) -> dict[str, Any]:

@@ -33,7 +33,7 @@ import numbers
 from collections import Counter
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 from scipy.stats import binom
@@ -152,8 +152,13 @@ class Implied:
 # ------------------------------------------------------------------------------------------------ settings
 
 
+def _real(x: object) -> TypeGuard[float]:
+    """A real number, bool excluded (typed float: mypy cannot compute with ``numbers.Real``)."""
+    return not isinstance(x, bool) and isinstance(x, numbers.Real)
+
+
 def _number(x: object, name: str) -> float:
-    if isinstance(x, bool) or not isinstance(x, numbers.Real) or not math.isfinite(x):
+    if not _real(x) or not math.isfinite(x):
         raise ValueError(f"{name} must be a finite number, got {x!r}")
     return float(x)
 
@@ -183,7 +188,7 @@ def sampling_settings(body: Mapping[str, Any]) -> tuple[dict[str, float | int | 
         raise ValueError(f"temperature must be >= 0, got {t}")
     k = body.get("top_k")
     if k is not None:
-        if isinstance(k, bool) or not isinstance(k, numbers.Real) or not math.isfinite(k) or int(k) != k:
+        if not _real(k) or not math.isfinite(k) or int(k) != k:
             raise ValueError(f"top_k must be an integer, got {k!r}")
         k = int(k) if k > 0 else None
     p = body.get("top_p")
@@ -331,7 +336,8 @@ def _run_order(r: _Ranking, steps: Sequence[str], t: float, k: int | None, p: fl
                m: float | None) -> tuple[float, float, list[str]]:
     """Bounds [lo, hi] on how many tokens of the full ranking the filters keep, and boundary notes."""
     lo = hi = r.n + r.n_tail if r.tail > 0 else float(r.n)
-    alpha, notes = 1.0, []
+    alpha = 1.0
+    notes: list[str] = []
     for step in steps:
         if step == "temperature":
             alpha = 1.0 / t
@@ -362,7 +368,7 @@ def _resolve_orders(order: Iterable[str | Sequence[str]]) -> dict[str, tuple[str
 
 
 def _bad_logprob(v: object) -> bool:
-    if isinstance(v, bool) or not isinstance(v, numbers.Real) or math.isnan(v):
+    if not _real(v) or math.isnan(v):
         return True
     return v > 1e-6  # a log-probability is <= 0 (a little above is rounding)
 
@@ -458,14 +464,16 @@ def implied_distribution(top: Mapping[Token, float], *, temperature: float, top_
         if r.n > 1 and lp[0] - lp[1] <= 2 * tol:
             return unjudged("boundary", [f"greedy: the top two tokens are tied within {2 * tol:.2g} nats"], keys,
                             mass)
-        by_order = {name: keys[:1] for name in orders}
+        by_order: dict[str, tuple[Token, ...] | None] = {name: keys[:1] for name in orders}
         return Implied("near_deterministic", {keys[0]: 1.0}, keys[:1], keys, mass, 1.0,
                        (f"temperature {t:g} is greedy decoding",), by_order, t)
 
-    by_order, beyond, notes = {}, [], []
+    by_order = {}
+    beyond: list[str] = []
+    notes: list[str] = []
     for name, steps in orders.items():
-        lo, hi, why = _run_order(r, steps, t, k, p, m)
-        notes += [f"{name}: {w}" for w in why]
+        lo, hi, order_notes = _run_order(r, steps, t, k, p, m)
+        notes += [f"{name}: {w}" for w in order_notes]
         if lo == hi and hi <= r.n:
             by_order[name] = keys[: int(hi)]
         else:
@@ -642,7 +650,7 @@ def combine_seed_checks(checks: Sequence[Mapping[str, Any]], *, match_min: float
 # -------------------------------------------------------------------------------------------------- judge
 
 
-def _as_counts(draws: Mapping[int, Token] | Sequence[Token] | None) -> Counter:
+def _as_counts(draws: Mapping[int, Token] | Sequence[Token] | None) -> Counter[Token]:
     if draws is None:
         return Counter()
     return Counter(draws.values()) if isinstance(draws, Mapping) else Counter(draws)
@@ -749,11 +757,11 @@ def judge_sampling(per_prompt: Sequence[Mapping[str, Any]], *, sampling: Mapping
     cfg, unsent = sampling_settings(sampling)
     unmodelled = unmodelled_settings(sampling)
     t = float(cfg["temperature"] or 0.0)
-    kw = {"temperature": t, "top_k": cfg["top_k"], "top_p": cfg["top_p"], "min_p": cfg["min_p"],
-          "order": tuple(order), "near_deterministic": near_deterministic,
-          "vocab_size": vocab_size}
+    kw: dict[str, Any] = {"temperature": t, "top_k": cfg["top_k"], "top_p": cfg["top_p"], "min_p": cfg["min_p"],
+                          "order": tuple(order), "near_deterministic": near_deterministic,
+                          "vocab_size": vocab_size}
     rows: list[dict[str, Any]] = []
-    dropped: Counter = Counter()
+    dropped: Counter[str] = Counter()
     errors: list[str] = []
     seed_rows = []
     for item in per_prompt:

@@ -141,8 +141,8 @@ def run_sampling_check(url: str, run: RunDir, prompts: list[Prompt], plan: Sampl
     """Collect and judge one server (and the optional baseline, the same way); write the results file and the
     ``quality_task`` record, and return the record. The record's verdict is the first server's."""
     got, info, name = asyncio.run(_side(url, model, api_key_env, timeout, prompts, plan, run, label, quiet))
-    kw = {"sampling": plan.send, "margin": margin, "resamples": resamples, "seed": bootstrap_seed,
-          "n_seeds": plan.seeds, "order": DEFAULT_ORDERS}
+    kw: dict[str, Any] = {"sampling": plan.send, "margin": margin, "resamples": resamples, "seed": bootstrap_seed,
+                          "n_seeds": plan.seeds, "order": DEFAULT_ORDERS}
     res = judge_sampling(_per_prompt(got, prompts), **kw)
     res["checks"]["settings"]["binned_by"] = ("id" if any(isinstance(k, int) for r in got["rows"].values()
                                                           for k, _ in r["top"] or []) else "text")

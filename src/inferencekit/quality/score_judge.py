@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from inferencekit import stats
@@ -78,7 +78,7 @@ def first_divergence(a: Sequence[int], b: Sequence[int]) -> int | None:
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
-def divergence(path: dict[str, Sequence[int]], mine: dict[str, Sequence[int]]) -> dict[str, Any]:
+def divergence(path: Mapping[str, Sequence[int]], mine: Mapping[str, Sequence[int]]) -> dict[str, Any]:
     """Where each prompt's tokens first leave the reference's greedy path (prompts both sides have): how many never
     do, and the median and earliest index among those that do."""
     per = {pid: first_divergence(path[pid], mine[pid]) for pid in sorted(path.keys() & mine.keys())}
@@ -112,8 +112,8 @@ def judge_engine(engine: Sequence[dict[str, Any]], floor_by_id: dict[str, dict[s
     if floor_by_id is None:
         return {"verdict": "UNPROVEN", "reason": "no A/A noise floor (give --baseline: the reference's own greedy "
                                                   "trajectories)", "checks": {}}
-    pairs = [(e, floor_by_id.get(e["id"])) for e in engine if "rows" in e]
-    pairs = [(e, f) for e, f in pairs if f is not None and "rows" in f]
+    candidates = [(e, floor_by_id.get(e["id"])) for e in engine if "rows" in e]
+    pairs = [(e, f) for e, f in candidates if f is not None and "rows" in f]
     eng, flo = [e for e, _ in pairs], [f for _, f in pairs]
     with_kl = [min(e["k_kl"], f["k_kl"]) for e, f in pairs
                if any(x["kl"] is not None for x in e["rows"]) and any(x["kl"] is not None for x in f["rows"])]

@@ -74,7 +74,7 @@ def score_positions(tokens: Sequence[int], ref_rows: Sequence[dict[int, float]],
     """
     if len(ref_rows) != len(tokens):
         raise ValueError(f"{len(ref_rows)} reference lists for {len(tokens)} tokens")
-    rows = []
+    rows: list[dict[str, Any]] = []
     for t, (tok, ref) in enumerate(zip(tokens, ref_rows)):
         if tok not in ref:
             raise ValueError(f"reference list at position {t} lacks the token {tok}")

@@ -134,8 +134,10 @@ def _header(receipt: dict[str, Any]) -> tuple[str, list[tuple[str, str]], str]:
     run = _section_dict(receipt, "run")
     tool = _section_dict(receipt, "tool")
     proto = _section_dict(receipt, "protocol")
-    eng = run.get("engine") if isinstance(run.get("engine"), dict) else {}
-    meta = run.get("appliance") if isinstance(run.get("appliance"), dict) else {}
+    eng = run.get("engine")
+    eng = eng if isinstance(eng, dict) else {}
+    meta = run.get("appliance")
+    meta = meta if isinstance(meta, dict) else {}
     label = str(run.get("label") or "(no label)")
     items: list[tuple[str, str]] = [("label", label), ("model", str(run.get("model") or DASH))]
     if meta.get("model_revision"):
@@ -183,14 +185,16 @@ def _decode(receipt: dict[str, Any]) -> Section | None:
     for name, w in dec.items():
         w = w if isinstance(w, dict) else {}
         s = w.get("decode_tokens_per_second")
-        gate = w.get("completion_gate") if isinstance(w.get("completion_gate"), dict) else {}
+        gate = w.get("completion_gate")
+        gate = gate if isinstance(gate, dict) else {}
         passed, total = gate.get("passed"), gate.get("total")
         if isinstance(passed, int) and isinstance(total, int):
             bad = passed < total
             gate_cell = Cell(f"{passed}/{total}" + (" FAIL" if bad else " ok"), "bad" if bad else "good")
         else:
             gate_cell = Cell(DASH)
-        runs = w.get("runs") if isinstance(w.get("runs"), list) else []
+        runs = w.get("runs")
+        runs = runs if isinstance(runs, list) else []
         sec.rows.append((Cell(str(name)), Cell(fmt_rate(_summary(s, "median"))), Cell(_range(s)),
                          Cell(fmt_rate(_summary(s, "p90"))), Cell(fmt_rate(w.get("pooled_decode_tokens_per_second"))),
                          Cell(fmt_seconds(_summary(w.get("ttft_seconds"), "median"))), gate_cell,
@@ -213,11 +217,15 @@ def _prefill(receipt: dict[str, Any]) -> Section | None:
                   ("depth", "cold tok/s", "cold TTFT", "warm tok/s", "warm TTFT", "cold check", "usable"))
     for depth, p in _sorted_numeric(pre):
         p = p if isinstance(p, dict) else {}
-        cold = p.get("cold") if isinstance(p.get("cold"), dict) else {}
-        warm = p.get("warm_replay") if isinstance(p.get("warm_replay"), dict) else {}
+        cold = p.get("cold")
+        cold = cold if isinstance(cold, dict) else {}
+        warm = p.get("warm_replay")
+        warm = warm if isinstance(warm, dict) else {}
         label = str(p.get("cold_verification") or DASH)
-        cold_runs = cold.get("runs") if isinstance(cold.get("runs"), list) else []
-        warm_runs = warm.get("runs") if isinstance(warm.get("runs"), list) else []
+        cold_runs = cold.get("runs")
+        cold_runs = cold_runs if isinstance(cold_runs, list) else []
+        warm_runs = warm.get("runs")
+        warm_runs = warm_runs if isinstance(warm_runs, list) else []
         sec.rows.append((
             Cell(str(depth)),
             Cell(fmt_rate(_summary(cold.get("effective_prefill_tokens_per_second"), "median"))),
@@ -249,7 +257,8 @@ def _concurrency(receipt: dict[str, Any]) -> Section | None:
     for level, c in _sorted_numeric(con):
         c = c if isinstance(c, dict) else {}
         agg = c.get("aggregate_end_to_end_tokens_per_second")
-        rounds = c.get("rounds") if isinstance(c.get("rounds"), list) else []
+        rounds = c.get("rounds")
+        rounds = rounds if isinstance(rounds, list) else []
         streams = [s for r in rounds if isinstance(r, dict) for s in (r.get("streams") or [])]
         sec.rows.append((Cell(str(level)), Cell(fmt_rate(_summary(agg, "median"))), Cell(_range(agg)),
                          Cell(fmt_rate(_summary(c.get("per_stream_decode_tokens_per_second"), "median"))),
@@ -334,9 +343,9 @@ def render_appliance(console: Any, receipt: dict[str, Any]) -> None:
             console.print(line, markup=False, style="red")
     for name, why in m.skipped:
         console.print(f"skipped {name}: {why}", markup=False, style="yellow")
-    line = Text("verdict: ")
-    line.append(m.verdict, style=verdict_style(m.verdict))
-    console.print(line)
+    verdict_line = Text("verdict: ")
+    verdict_line.append(m.verdict, style=verdict_style(m.verdict))
+    console.print(verdict_line)
     console.print(m.verdict_note, markup=False, style="dim")
     for lim in m.limitations:
         console.print(f"limitation: {lim}", markup=False, style="yellow")

@@ -94,7 +94,7 @@ _NO_TOKEN = "no generated token in the stream (vLLM counts a stream without a va
 def _traffic(spec: Any) -> dict[str, Any]:
     """``label``, ``mode``, ``arrival`` and vLLM's ``request_rate``, ``burstiness``, ``max_concurrency`` of a
     level given as a ``LevelSpec``, its ``asdict`` form (ServeConfig JSON) or its ``describe()`` form (record)."""
-    d = asdict(spec) if is_dataclass(spec) else dict(spec)
+    d = asdict(spec) if is_dataclass(spec) and not isinstance(spec, type) else dict(spec)
     mode = d.get("mode")
     if mode == "closed":
         return {"label": d.get("label"), "mode": mode, "arrival": None, "request_rate": "inf", "burstiness": 1.0,

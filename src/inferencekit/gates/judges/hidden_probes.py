@@ -145,8 +145,9 @@ def sampling_rows(records: Sequence[ProbeRecord]) -> list[SamplingRow]:
 
 def _refused_knobs(records: Sequence[ProbeRecord]) -> list[str]:
     """``top_p`` / ``top_k`` when a sampling reply says the server refused them (``dropped_fields``)."""
-    dropped = {field for rec in records if rec.get("kind") in SAMPLING_KINDS and isinstance(rec.get("reply"), dict)
-               for field in (rec["reply"].get("dropped_fields") or [])}
+    dropped = {field for rec in records
+               if rec.get("kind") in SAMPLING_KINDS and isinstance(reply := rec.get("reply"), dict)
+               for field in (reply.get("dropped_fields") or [])}
     return sorted(dropped & {"top_p", "top_k"})
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import Any, TypeGuard
 
 import inferencekit.gates.records as pr
 from inferencekit.gates.inputs import LengthInputs, ProbeRun, RunRows
@@ -208,7 +208,7 @@ def judge_probes(run: ProbeRun) -> Gate:
 # ---- the run-dir part
 
 
-def exact_length_of(body: dict[str, Any]) -> int | None:
+def exact_length_of(body: Mapping[str, Any]) -> int | None:
     """``max_tokens`` (else ``max_completion_tokens``) when the request forces its output to exactly that
     length -- ``ignore_eos`` true, or ``min_tokens`` equal to it -- else None (the seed's rule)."""
     mt = body.get("max_tokens")
@@ -221,7 +221,7 @@ def exact_length_of(body: dict[str, Any]) -> int | None:
     return None
 
 
-def forcing_options(body: dict[str, Any]) -> frozenset[str]:
+def forcing_options(body: Mapping[str, Any]) -> frozenset[str]:
     """The options by which ``body`` forces its exact length (``ignore_eos``, ``min_tokens``)."""
     out = set()
     if body.get("ignore_eos") is True:
@@ -247,7 +247,7 @@ def reply_length(reply: Any) -> tuple[int | None, str | None, str | None]:
     return None, None, "reply has neither token_ids nor usage.completion_tokens"
 
 
-def _is_int(x: Any) -> bool:
+def _is_int(x: object) -> TypeGuard[int]:
     return isinstance(x, int) and not isinstance(x, bool)
 
 

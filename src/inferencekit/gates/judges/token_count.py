@@ -27,7 +27,7 @@ change how the re-tokenized count is judged (see ``judge_counts``).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 from inferencekit.gates.inputs import ProbeRun, RunRows
 from inferencekit.gates.result import Gate
@@ -35,7 +35,7 @@ from inferencekit.shapes import CountRow, ProbeRecord, ReplyFile, generated_text
 
 __all__ = ["COPY_PROBES", "COUNTED_KINDS", "RETOK_EXEMPT", "RETOK_TOL", "count_row", "gate_token_count",
            "judge_counts", "judge_probes", "judge_run", "lossy_text", "probe_count_part", "text_covers",
-           "unstreamed_at_cut"]
+           "unstreamed_at_cut", "CountProblem", "JudgedCounts"]
 
 # Probe kinds whose text is not a fair re-tokenization target. After EOS (ignore_eos) an engine may
 # generate special tokens and strip them from the text; a string the model copies (rare tokens, echo
@@ -60,11 +60,28 @@ RETOK_TOL = 0.02  # re-tokenized count tolerance (relative, at least 2 tokens): 
 COUNTED_KINDS = ("count", "ignore_eos", "rare", "echo_orig", "echo_perturbed")
 
 
+class CountProblem(CountRow):
+    """A count row ``judge_counts`` set aside or found wrong, with what it showed (``problem``)."""
+
+    problem: str
+
+
+class JudgedCounts(TypedDict):
+    """What ``judge_counts`` returns: the rows by what their counts show, and how many were checked."""
+
+    bad: list[CountProblem]
+    unsettled: list[CountProblem]
+    by_text: list[CountProblem]
+    retok_only: list[CountProblem]
+    lossy: list[CountProblem]
+    checked: int
+
+
 def _int(v: Any) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
-def _streamed(reply: dict[str, Any]) -> tuple[int | None, str | None]:
+def _streamed(reply: Mapping[str, Any]) -> tuple[int | None, str | None]:
     """Tokens the stream carried: token ids if any came, else logprob entries, else None.
 
     Reads the ``token_ids`` / ``logprobs`` arrays of a reply file; a summary without them (a probe line)
@@ -82,7 +99,7 @@ def _streamed(reply: dict[str, Any]) -> tuple[int | None, str | None]:
     return None, None
 
 
-def lossy_text(reply: dict[str, Any]) -> bool:
+def lossy_text(reply: Mapping[str, Any]) -> bool:
     """The streamed text lost bytes: a logprob entry whose token piece is empty (a partial UTF-8 character
     the server dropped instead of holding back — llama-cpp-python 0.3.36 does this with CJK output), or a
     U+FFFD replacement character in the text. Such a text re-tokenizes to fewer tokens than were made."""
@@ -120,7 +137,7 @@ def count_row(key: str, reply: ReplyFile, *, max_tokens: int | None,
             "lossy_text": lossy_text(reply), "multibyte": any(ord(c) > 127 for c in generated_text(reply))}
 
 
-def unstreamed_at_cut(row: dict[str, Any]) -> bool:
+def unstreamed_at_cut(row: CountRow) -> bool:
     """A logprob stream shorter than usage on a reply stopped by ``max_tokens`` with usage exactly there.
 
     Tokens generated and counted but never streamed (an end-of-turn or padding token, a partial UTF-8
@@ -147,7 +164,7 @@ def text_covers(retokenized: int | None, usage: int | None, retok_tol: float) ->
     return usage <= retokenized <= usage + _tolerance(usage, retok_tol)
 
 
-def _usage_vs_stream(row: dict[str, Any], retok_tol: float) -> str | None:
+def _usage_vs_stream(row: CountRow, retok_tol: float) -> str | None:
     """How usage compares with the stream: None (agree, or one of them missing), ``"bad"``, or — for a
     logprob stream short at the max_tokens cut — ``"by_text"`` (the text covers usage) / ``"unsettled"``.
     One token of slack at a natural stop: an EOS counted but not streamed. A stream short of usage on a
@@ -165,7 +182,7 @@ def _usage_vs_stream(row: dict[str, Any], retok_tol: float) -> str | None:
     return "by_text" if text_covers(row.get("retokenized"), u, retok_tol) else "unsettled"
 
 
-def judge_counts(rows: Iterable[dict[str, Any]], retok_tol: float = 0.02) -> dict[str, Any]:
+def judge_counts(rows: Iterable[CountRow], retok_tol: float = 0.02) -> JudgedCounts:
     """Sort count rows by what their counts show.
 
     Rules, per row (a row with fewer than two counts is skipped):
@@ -190,11 +207,11 @@ def judge_counts(rows: Iterable[dict[str, Any]], retok_tol: float = 0.02) -> dic
         the lists hold the rows with a ``"problem"`` string added; ``bad`` rows make the gate FAIL,
         ``unsettled`` ones UNPROVEN; ``checked`` counts the rows with at least two counts judged.
     """
-    bad: list[dict[str, Any]] = []
-    unsettled: list[dict[str, Any]] = []
-    by_text: list[dict[str, Any]] = []
-    retok_only: list[dict[str, Any]] = []
-    lossy: list[dict[str, Any]] = []
+    bad: list[CountProblem] = []
+    unsettled: list[CountProblem] = []
+    by_text: list[CountProblem] = []
+    retok_only: list[CountProblem] = []
+    lossy: list[CountProblem] = []
     checked = 0
     for row in rows:
         u, s, t = row.get("usage"), row.get("streamed"), row.get("retokenized")
@@ -207,6 +224,7 @@ def judge_counts(rows: Iterable[dict[str, Any]], retok_tol: float = 0.02) -> dic
         if verdict == "bad":
             problems.append(f"usage {u} != streamed {s}")
         elif verdict is not None:
+            assert u is not None and s is not None  # _usage_vs_stream compares only rows with both
             gap = u - s
             what = (_MERGED if settled and row.get("multibyte") and not unstreamed_at_cut(row)
                     else _AFTER_EOS if key.startswith("ignore_eos:") else _AT_CUT)
@@ -218,15 +236,15 @@ def judge_counts(rows: Iterable[dict[str, Any]], retok_tol: float = 0.02) -> dic
         if t is not None and not settled:
             ref, ref_name = (s, "streamed") if s is not None else (u, "usage")
             if ref is not None and abs(t - ref) > _tolerance(ref, retok_tol):
-                gap = f"re-tokenized {t} vs {ref_name} {ref}"
+                retok_gap = f"re-tokenized {t} vs {ref_name} {ref}"
                 if row.get("lossy_text"):
-                    lossy.append({**row, "problem": f"{gap}: the streamed text lost bytes"})
+                    lossy.append({**row, "problem": f"{retok_gap}: the streamed text lost bytes"})
                     counts_row = u is not None and s is not None
                 elif u is not None and key.startswith(RETOK_EXEMPT) and (s is not None or key.startswith(COPY_PROBES)):
-                    retok_only.append({**row, "problem": gap})
+                    retok_only.append({**row, "problem": retok_gap})
                     counts_row = s is not None  # usage against the text alone, set aside: nothing checked
                 else:
-                    problems.append(gap)
+                    problems.append(retok_gap)
         checked += counts_row
         if problems:
             bad.append({**row, "problem": "; ".join(problems)})
@@ -234,7 +252,7 @@ def judge_counts(rows: Iterable[dict[str, Any]], retok_tol: float = 0.02) -> dic
             "checked": checked}
 
 
-def _bad_note(bad: Sequence[dict[str, Any]]) -> str:
+def _bad_note(bad: Sequence[Mapping[str, Any]]) -> str:
     """Which way the counts disagree (usage above / below the stream, re-tokenized text off) and the first case."""
     over = sum(1 for r in bad if _int(r.get("usage")) is not None and _int(r.get("streamed")) is not None
                and r["usage"] > r["streamed"])
@@ -246,7 +264,7 @@ def _bad_note(bad: Sequence[dict[str, Any]]) -> str:
     return ", ".join(p for p in parts if p) + f" (first: {bad[0].get('key')}: {bad[0].get('problem')})"
 
 
-def _gaps_note(rows: Sequence[dict[str, Any]]) -> str:
+def _gaps_note(rows: Sequence[Mapping[str, Any]]) -> str:
     """'a to b tokens counted but not streamed (…)', once for ignore_eos rows and once for the others."""
     parts = []
     for after_eos, what in ((True, _AFTER_EOS), (False, _AT_CUT)):
@@ -258,7 +276,7 @@ def _gaps_note(rows: Sequence[dict[str, Any]]) -> str:
     return "; ".join(parts)
 
 
-def _failed_note(failed: Sequence[dict[str, Any]]) -> str:
+def _failed_note(failed: Sequence[Mapping[str, Any]]) -> str:
     """'N count probe(s) failed (HTTP 500 x2, no response x1; first error: …)'."""
     by: dict[str, int] = {}
     for f in failed:
@@ -269,8 +287,8 @@ def _failed_note(failed: Sequence[dict[str, Any]]) -> str:
     return f"{len(failed)} count probe(s) failed ({tally}" + (f"; first error: {first[:160]}" if first else "") + ")"
 
 
-def gate_token_count(rows: Sequence[dict[str, Any]], *, retok_tol: float = 0.02, tokenizer: str | None,
-                     failed: Sequence[dict[str, Any]] | None = None) -> Gate:
+def gate_token_count(rows: Sequence[CountRow], *, retok_tol: float = 0.02, tokenizer: str | None,
+                     failed: Sequence[Mapping[str, Any]] | None = None) -> Gate:
     """The token_count gate over count rows (``count_row``), judged by ``judge_counts``.
 
     Args:
@@ -288,7 +306,7 @@ def gate_token_count(rows: Sequence[dict[str, Any]], *, retok_tol: float = 0.02,
     judged = judge_counts(rows, retok_tol)
     bad, unsettled, checked = judged["bad"], judged["unsettled"], judged["checked"]
     by_text, retok_only, lossy = judged["by_text"], judged["retok_only"], judged["lossy"]
-    limitations = []
+    limitations: list[str] = []
     if tokenizer is None:
         limitations.append("no tokenizer given: re-tokenized counts not checked (pass --tokenizer)")
     if retok_only:
@@ -310,13 +328,13 @@ def gate_token_count(rows: Sequence[dict[str, Any]], *, retok_tol: float = 0.02,
     metrics = {"replies_checked": checked, "mismatches": len(bad), "unstreamed_at_limit": len(unsettled),
                "lossy_text_replies": len(lossy),
                "unstreamed_settled_by_text": len(by_text), "retokenize_only_gaps": len(retok_only),
-               "streamed_methods": sorted({r["streamed_method"] for r in rows if r.get("streamed_method")}),
+               "streamed_methods": sorted({m for r in rows if (m := r.get("streamed_method"))}),
                "failed_probes": len(failed)}
     if bad:
         return Gate("token_count", "FAIL",
                     f"{len(bad)}/{checked} replies report a token count the stream does not support: {_bad_note(bad)}",
                     metrics, bad[:_DETAILS_CAP] + unsettled[:_SIDE_CAP] + failed, limitations)
-    notes = []
+    notes: list[str] = []
     if failed:
         notes.append(_failed_note(failed) + ": a refused probe cannot be judged")
     if unsettled:
@@ -343,7 +361,8 @@ def _max_tokens(rec: ProbeRecord) -> int | None:
 
 def probe_count_part(records: Sequence[ProbeRecord], retokenized: Mapping[str, int], tokenizer: str | None) -> Gate:
     """token_count on the probes of ``COUNTED_KINDS`` (keys ``"<kind>:<id>"``); failed probes are evidence."""
-    rows, failed = [], []
+    rows: list[CountRow] = []
+    failed: list[dict[str, Any]] = []
     for rec in records:
         if rec.get("kind") not in COUNTED_KINDS:
             continue

@@ -12,14 +12,15 @@ foundation's client; a refused or broken probe is recorded like any other.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
 from inferencekit.api.client import Client
 from inferencekit.api.tokenize import TokenizeError, Tokenizer
+from inferencekit.gates.inputs import reply_file
 from inferencekit.shapes import ProbeRecord, generated_text, is_ok
 
 __all__ = ["ProbeLog", "read_probe_log", "send_probes", "retokenize_probes"]
@@ -28,20 +29,20 @@ __all__ = ["ProbeLog", "read_probe_log", "send_probes", "retokenize_probes"]
 class ProbeLog:
     """Append-only ``probes/<gate-run>.jsonl``; the header is written on creation."""
 
-    def __init__(self, path: Path, header: dict[str, Any]) -> None:
+    def __init__(self, path: Path, header: Mapping[str, Any]) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self._fh = open(path, "ab")  # noqa: SIM115 - held open for the gate run, closed by close()
         if self._fh.tell() == 0:
             self._write(header)
 
-    def _write(self, obj: dict[str, Any]) -> None:
+    def _write(self, obj: Mapping[str, Any]) -> None:
         self._fh.write(orjson.dumps(obj) + b"\n")
         self._fh.flush()
         os.fsync(self._fh.fileno())
 
-    def append(self, record: dict[str, Any]) -> None:
-        """Write one finished probe (as a single line, synced)."""
+    def append(self, record: Mapping[str, Any]) -> None:
+        """Write one finished probe, or the re-tokenized counts (as a single line, synced)."""
         self._write(record)
 
     def close(self) -> None:
@@ -75,7 +76,7 @@ def read_probe_log(path: Path) -> tuple[dict[str, Any], list[ProbeRecord], int]:
             elif i == 0 and "gate_run" in obj:
                 header = obj
             elif "kind" in obj:
-                records.append(obj)
+                records.append(cast(ProbeRecord, obj))  # a probe line as written (fields unchecked: JSON)
             else:
                 header.update(obj)
     return header, records, bad
@@ -91,14 +92,14 @@ async def send_probes(client: Client, probes: Sequence[ProbeRecord], log: ProbeL
         kind_suffix: appended to kind and id (``"_reference"`` for a reference engine's copies).
         model: replaces the body's model (a reference engine serves its own name).
     """
-    out = []
+    out: list[ProbeRecord] = []
     for p in probes:
         body = dict(p["body"])
         if model is not None:
             body["model"] = model
         ex = await client.post(p["endpoint"], body, optional=optional)
-        rec = {**p, "id": p["id"] + kind_suffix, "kind": p["kind"] + kind_suffix, "body": body,
-               "reply": ex.to_reply(id=p["id"] + kind_suffix)}
+        rec: ProbeRecord = {**p, "id": p["id"] + kind_suffix, "kind": p["kind"] + kind_suffix, "body": body,
+                            "reply": reply_file(ex.to_reply(id=p["id"] + kind_suffix))}
         if log is not None:
             log.append(rec)
         if on_done is not None:

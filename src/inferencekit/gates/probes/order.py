@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from inferencekit.api.client import Client
+from inferencekit.gates.inputs import reply_file
 from inferencekit.gates.judges.order import OrderSettings, order_label, order_permutation
 from inferencekit.gates.probes.collect import ProbeLog
 from inferencekit.shapes import ProbeRecord
@@ -66,17 +67,18 @@ async def send_orders(client: Client, bodies: Sequence[tuple[str, str, dict[str,
             queue = list(enumerate(order_permutation(k, n, s.orders)))
             queue.reverse()
 
-            async def worker(label: str = label, k: int = k, regime: Regime = regime, queue: list = queue) -> None:
+            async def worker(label: str = label, k: int = k, regime: Regime = regime,
+                             queue: list[tuple[int, int]] = queue) -> None:
                 while queue:
                     position, i = queue.pop()
                     sid, subset, base = bodies[i]
                     body = {**base, **(regime.fields() if regime.fields else {})}
                     ex = await client.post(CHAT, body, optional=("stream_options",))
                     rid = f"{regime.name}/{label}/{sid}"
-                    rec = {"id": rid, "kind": "order", "key": sid, "endpoint": CHAT, "body": body,
-                           "meta": {"regime": regime.name, "order": label, "order_index": k, "position": position,
-                                    "subset": subset},
-                           "reply": ex.to_reply(id=rid)}
+                    rec: ProbeRecord = {"id": rid, "kind": "order", "key": sid, "endpoint": CHAT, "body": body,
+                                        "meta": {"regime": regime.name, "order": label, "order_index": k,
+                                                 "position": position, "subset": subset},
+                                        "reply": reply_file(ex.to_reply(id=rid))}
                     log.append(rec)
                     if on_done is not None:
                         on_done(rec)

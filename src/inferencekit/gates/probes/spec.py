@@ -26,7 +26,7 @@ def spec_probes(prompts: list[Prompt], limit: int, max_tokens: int, model: str, 
     token by token. Long prompts are left out: their prefill, three times per prompt, would dominate the
     gate's time and a divergence shows in the output, not the prompt."""
     chosen = probe_pool(prompts)[: limit or None]
-    out = []
+    out: list[ProbeRecord] = []
     for p in chosen:
         body = {**extra, "model": model, "messages": [dict(m) for m in p.messages or ()], "max_tokens": max_tokens,
                 "stream": True, "stream_options": {"include_usage": True}, "temperature": 0.0, **count_fields}
