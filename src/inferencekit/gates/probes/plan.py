@@ -17,9 +17,13 @@ rare_tokens         ``rare`` (echo a rare string between random nonces), ``rare_
 
 Every prompt is drawn from the prompt set's short/medium prompts without replacement and carries a
 random tag, so no probe repeats a prompt the engine saw before (except the repeats the caching gate
-sends on purpose). Ordered pairs keep their order but are staggered and randomly interleaved with
-all other probes, so nothing marks a request as a probe and slow drift hits both members of a pair
-alike. The plan follows the seed's probe plan; the random seed is fresh per run and recorded.
+sends on purpose). Ordered pairs keep their order and are randomly interleaved with all other probes,
+so nothing marks a request as a probe. The caching gate's timing pairs go out as one staggered run
+(each repeat within two requests of its own first, ``probes/text.py`` ``stagger``) placed at a random point
+among the others: its verdict compares a repeat's speed with its first request's, and the engine's own
+drift (the embedded engine, measured under the test suite, decoded the first probes after a load at
+about half the rate of the later ones) must touch both members of a pair alike. The plan follows the
+seed's probe plan, with that one change; the random seed is fresh per run and recorded.
 """
 
 from __future__ import annotations
@@ -174,14 +178,14 @@ def plan_probes(prompts: Sequence[Prompt], s: ProbeSettings, *, model: str, extr
 
     gates = set(s.gates)
     warm = [_probe("warmup", f"w{i}", b.chat(fresh(), s.max_tokens)) for i in range(2)]
-    chains: list[list[dict[str, Any]]] = []
-    singles: list[dict[str, Any]] = []
+    chains: list[list[list[ProbeRecord]]] = []  # chains of units; a unit goes out as one contiguous run
+    singles: list[ProbeRecord] = []
     echo_max = max(s.max_tokens, s.echo_tokens)
     if "caching" in gates:
         texts = [fresh() for _ in range(s.cache_prompts)]
         firsts = [_probe("cache_first", f"c{i}", b.chat(t, s.max_tokens)) for i, t in enumerate(texts)]
         repeats = [_probe("cache_repeat", f"c{i}", b.chat(t, s.max_tokens)) for i, t in enumerate(texts)]
-        chains.append(pt.stagger(firsts, repeats))
+        chains.append([pt.stagger(firsts, repeats)])  # one unit: the pairs compare timings
         origs, changed = [], []
         for i in range(s.echo_pairs):
             word, style = pt.nonce(rng, 16), pt.echo_style(rng)  # one style per pair: one character differs
@@ -189,7 +193,7 @@ def plan_probes(prompts: Sequence[Prompt], s: ProbeSettings, *, model: str, extr
             origs.append(_probe("echo_orig", f"e{i}", b.chat(pt.echo_prompt(word, style), echo_max), nonce=word))
             changed.append(_probe("echo_perturbed", f"e{i}", b.chat(pt.echo_prompt(other, style), echo_max),
                                   nonce=other, orig=word))
-        chains.append(pt.stagger(origs, changed))
+        chains.append([[x] for x in pt.stagger(origs, changed)])  # compared by content: spread out
     if "token_count" in gates:
         singles += [_probe("count", f"n{i}", b.counted(fresh(), s.max_tokens)) for i in range(s.count_probes)]
     if "output_length" in gates:
@@ -202,7 +206,8 @@ def plan_probes(prompts: Sequence[Prompt], s: ProbeSettings, *, model: str, extr
         for i, (cls, target) in enumerate(pt.rare_targets(rng, s.rare_per_class)):
             singles.append(_probe("rare", f"r{i}", b.chat(pt.echo_prompt(target, pt.echo_style(rng)), echo_max),
                                   **{"class": cls, "target": target, "core": pt.rare_core(target)}))
-    return warm + pt.interleave(chains + [[p] for p in singles], rng)
+    units = pt.interleave([*chains, *([[p]] for p in singles)], rng)
+    return warm + [p for unit in units for p in unit]
 
 
 def _hidden(b: _Bodies, fresh: Any, rng: random.Random, s: ProbeSettings) -> list[ProbeRecord]:

@@ -193,8 +193,9 @@ def reproduced(target: str, text: str) -> bool:
 def stagger(first: Sequence[T], then: Sequence[T]) -> list[T]:
     """``[f0, f1, t0, f2, t1, ..., t_last]``: each follow-up goes out right after the next first request.
 
-    A repeat thus follows its own first request closely, with one other request between them, so slow
-    drift (clock, other tenants) touches a first request and its follow-up alike. Leftovers of the
+    A repeat thus follows its own first request closely (at most two other requests between them, as long
+    as the run is sent as one: ``plan.py`` keeps it together), so slow drift (clock, other tenants, an
+    engine speeding up after a load) touches a first request and its follow-up alike. Leftovers of the
     longer list come last, in order.
     """
     out: list[T] = list(first[:1])

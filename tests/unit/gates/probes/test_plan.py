@@ -51,6 +51,19 @@ def test_pairs_keep_their_order_and_prompts_are_fresh_except_the_repeats():
     assert plan[0]["kind"] == plan[1]["kind"] == "warmup"
 
 
+def test_each_timing_repeat_goes_out_one_request_after_its_first():
+    # the caching gate compares a repeat's speed with its first request's: the pairs run together, staggered,
+    # so the engine's drift touches both members alike (the echo pairs, compared by content, are spread out)
+    for seed in range(5):
+        _, plan = _plan(seed=seed)
+        pos = {p["id"]: i for i, p in enumerate(plan)}
+        gaps = [pos[f"{p['key']}.cache_repeat"] - pos[p["id"]] for p in plan if p["kind"] == "cache_first"]
+        # stagger: f0 f1 t0 f2 t1 f3 t2 … f5 t4 t5 — two requests between a first and its repeat, one at the ends
+        assert gaps == [2] + [3] * (len(gaps) - 2) + [2]
+        run = [p["kind"] for p in plan[pos["c0.cache_first"]:pos[f"c{len(gaps) - 1}.cache_repeat"] + 1]]
+        assert set(run) == {"cache_first", "cache_repeat"}
+
+
 def test_bodies_carry_what_each_gate_needs():
     _, plan = _plan()
     for p in plan:
