@@ -102,9 +102,9 @@ def _part(name: str, kind: str | None, rec: dict[str, Any] | None, verdict: str 
 
 def verification_record(run: RunDir, profile: Profile, info: dict[str, Any], parts: list[Part],
                         sub_records: list[dict[str, Any]], headline: list[dict[str, Any]],
-                        notes: list[str]) -> dict[str, Any]:
+                        notes: dict[str, list[str]]) -> dict[str, Any]:
     """One record linking every part; its verdict combines the parts (informational parts excluded). ``notes``: the
-    request policy's limitations (``--extra-body`` fields a part set itself and did not send)."""
+    request policy's limitations by part (``--extra-body`` fields a part set itself and did not send)."""
     judged = [p["verdict"] for p in parts if p["verdict"] is not None]
     verdict = combine_claims("UNPROVEN" if v == "NOT RUN" else v for v in judged)
     not_run = [p["part"] for p in parts if p["verdict"] == "NOT RUN"]
@@ -115,10 +115,11 @@ def verification_record(run: RunDir, profile: Profile, info: dict[str, Any], par
                        identity={"engine": {k: v for k, v in info.items() if k != "models"},
                                  "model": {"id": info.get("model")}, "workload": {"profile": profile.name}},
                        metrics=headline, artifacts=arts, missing=[f"{p}: expected, not run" for p in not_run],
-                       limitations=[*notes, *(f"{p['part']}: {p['reason']}" for p in parts
-                                              if p["verdict"] == "NOT RUN")],
+                       limitations=[*(f"{part}: {line}" for part, lines in notes.items() for line in lines),
+                                    *(f"{p['part']}: {p['reason']}" for p in parts if p["verdict"] == "NOT RUN")],
                        verdict=verdict,
                        data={"run_dir": str(run.path.resolve()), "profile": profile.name, "parts": parts,
+                             "request_notes": notes,
                              "combine": "any FAIL → FAIL; else any UNPROVEN (an expected part NOT RUN counts as "
                                         "UNPROVEN) → UNPROVEN; else any PASS → PASS; else NOT RUN"})
     save_record(rec, run)
@@ -350,9 +351,9 @@ class VerifyPlan:
     appliance: dict[str, Any] | None
     static: Any
 
-    def notes(self) -> list[str]:
-        """Each part's refused ``--extra-body`` fields, one line per part that refused any."""
-        return [f"{part}: {line}" for part, pol in self.policies.items() for line in pol.limitations()]
+    def notes(self) -> dict[str, list[str]]:
+        """Each part's refused ``--extra-body`` fields (``api.body``), by part, for the parts that refused any."""
+        return {part: pol.limitations() for part, pol in self.policies.items() if pol.refused}
 
 
 def plan_verify(req: VerifyRequest) -> VerifyPlan:

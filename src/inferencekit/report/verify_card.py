@@ -29,6 +29,10 @@ def render_verification(console: Any, rec: dict[str, Any], subs: dict[str, dict[
     console.print(t)
     console.print(f"overall: {rec['data']['combine']}", style="dim", markup=False)
     render_bench_notes(console, subs["bench"])
+    # --extra-body fields a part sets itself and did not send (the bench part's are among the bench notes above)
+    for part, lines in (rec["data"].get("request_notes") or {}).items():
+        for line in lines if part != "bench serve" else ():
+            console.print(f"note: {part}: {line}", markup=False, style="yellow")
     if subs.get("appliance"):
         run_dir = rec["data"]["run_dir"]
         console.print(f"appliance receipt: {run_dir}/appliance/receipt.json, card {run_dir}/appliance/card.txt "
