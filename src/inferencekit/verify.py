@@ -31,7 +31,7 @@ from inferencekit.data.prompts import load_prompt_set
 from inferencekit.engines.target import serve_target
 from inferencekit.errors import OpError
 from inferencekit.evidence import artifact, build_record, save_record
-from inferencekit.gates import PLANNED_GATES
+from inferencekit.gates import GATES, PLANNED_GATES
 from inferencekit.gates.check import check_run_dir
 from inferencekit.gates.probes.load import load_extras
 from inferencekit.gates.probes.order import ORDER_FIXED
@@ -73,9 +73,10 @@ class Profile:
 
 
 ORDER_PART = "gates: order"
-_QUICK_GATES = (("gates: caching", "gates"), ("gates: token_count", "gates"), ("gates: output_length", "gates"),
-                ("gates: unique_prompts", "gates"), ("gates: hidden_probes", "gates"), ("gates: rare_tokens", "gates"),
-                (ORDER_PART, "order gate"))
+# every gate of the table that one engine can be judged by: those the gate run plans, those judged from the load,
+# and those of their own command (the order gate); not those that need a second engine (spec_exact)
+_QUICK_GATES = tuple((f"gates: {g.name}", "gates") for g in GATES.values()
+                     if g.planned or g.command != "gates run")
 SAMPLER_PART, GSM8K_PART, NIAH_PART = "quality: sampler check", "quality: gsm8k subset", "quality: niah grid"
 _STANDARD = (("quality: trajectory + score", "quality parity"), (SAMPLER_PART, "quality tasks"),
              (GSM8K_PART, "quality tasks"))

@@ -47,3 +47,10 @@ def test_the_record_and_the_card_say_what_was_refused(tmp_path):
     text = out.getvalue()
     assert "note: gates: order: --extra-body fields temperature, tools were not sent" in text
     assert "note: bench serve:" not in text  # the bench part's own note is among the bench notes
+
+
+def test_the_profiles_expect_every_gate_one_engine_can_be_judged_by():
+    gates = [p for p, _ in PROFILES["quick"].expected if p.startswith("gates: ")]
+    assert gates == ["gates: caching", "gates: token_count", "gates: output_length", "gates: unique_prompts",
+                     "gates: hidden_probes", "gates: rare_tokens", "gates: order"]  # spec_exact needs a second engine
+    assert all(g in [p for p, _ in PROFILES[name].expected] for name in ("standard", "full") for g in gates)

@@ -279,7 +279,9 @@ def check_run_dir(run_dir: Path, engine: str, *, reference: Path | None = None, 
                 mine.insert(0, from_run)
         if mine:
             out.append(merge_gates(spec.name, mine))
+        elif spec.judge_probes is not None:
+            out.append(Gate(spec.name, "NOT RUN", f"a live gate: it needs probes sent to a server (`{spec.command}`), "
+                            "and this run dir holds no probe replies for it", applicable=False))
         else:
-            out.append(Gate(spec.name, "NOT RUN", "a live gate: it needs probes sent to a server, and this run dir "
-                            "holds no probe replies for it", applicable=False))
+            out.append(Gate(spec.name, "NOT RUN", "this run dir holds nothing it judges", applicable=False))
     return Checked(out, files, notes)

@@ -21,7 +21,7 @@ from inferencekit.api.endpoint import Endpoint
 from inferencekit.api.tokenize import Tokenizer
 from inferencekit.data.prompts import Prompt
 from inferencekit.errors import OpError
-from inferencekit.gates import PLANNED_GATES, RUN_COMMAND_GATES
+from inferencekit.gates import GATES, PLANNED_GATES, RUN_COMMAND_GATES
 from inferencekit.gates.check import check_run_dir
 from inferencekit.gates.probes.collect import ProbeLog, retokenize_probes, send_probes
 from inferencekit.gates.probes.plan import (
@@ -78,9 +78,10 @@ def gate_run_id() -> str:
 
 
 def default_gates(spec_off_url: str | None) -> list[str]:
-    """The gates ``gates run`` runs when none are named: every gate of its command the inputs allow (spec_exact
-    only with a spec-off engine; unique_prompts is judged from a load, not probed)."""
-    return [g for g in RUN_COMMAND_GATES if g != "unique_prompts" and (g != "spec_exact" or spec_off_url)]
+    """The gates ``gates run`` runs when none are named: those whose probes it plans, and with a spec-off engine
+    those it sends to a second engine (spec_exact). A gate judged from a load alone is not probed, so not asked."""
+    return [g for g in RUN_COMMAND_GATES
+            if GATES[g].planned or (GATES[g].command == "gates run" and spec_off_url is not None)]
 
 
 def size_probes(s: ProbeSettings, prompts: Sequence[Prompt], sampling_prompts: int | None, what: str) -> None:

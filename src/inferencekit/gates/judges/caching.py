@@ -1,11 +1,11 @@
 """The caching gate, live: does the engine answer repeated or near-repeated prompts from a cache?
 
 A benchmark that replays prompts measures a cache, not the engine, when one is on. Two probe families
-(planned by ``gates/probe_plan.py``, read here as probe records, ``gates/probe_records.py``):
+(planned by ``gates/probes/plan.py``, read here as probe records, ``gates/records.py``):
 
 - timing pairs: ``cache_first`` then ``cache_repeat`` of the same prompt (same ``key``). Per pair,
   TTFT speedup = first TTFT / repeat TTFT and decode speedup = repeat decode tok/s / first decode tok/s
-  (``probe_records.decode_tok_s``). A repeat that streams all its tokens in one instant counts as a
+  (``records.decode_tok_s``). A repeat that streams all its tokens in one instant counts as a
   decode speedup of ``ALL_AT_ONCE_SPEEDUP`` (nothing was decoded).
 - perturbed echoes: ``echo_orig`` copies a nonce, ``echo_perturbed`` the same prompt with one character
   of the nonce changed (meta ``{"nonce": sent, "orig": the original}``). The old string coming back for

@@ -3,7 +3,7 @@
 An engine that prunes its vocabulary or masks logits to save work loses rare tokens first: CJK,
 Hangul, emoji and ZWJ sequences, Devanagari, Arabic, math symbols, long numbers, odd identifiers. Each
 ``rare`` probe asks the model to copy ``"<nonce> <string> <nonce>"`` (meta ``{"class", "target",
-"core"}``, ``gates/probe_text.py``); an optional ``rare_reference`` probe (same key) sent the same request
+"core"}``, ``gates/probes/text.py``); an optional ``rare_reference`` probe (same key) sent the same request
 to a reference engine.
 
 A probe is judged on its core string: a slip in a random ASCII nonce is a model's copy error, which a

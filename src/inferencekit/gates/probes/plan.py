@@ -15,6 +15,10 @@ hidden_probes       ``greedy``, ``sample_a``, ``sample_a2`` (same seed), ``sampl
 rare_tokens         ``rare`` (echo a rare string between random nonces), ``rare_reference``
 ==================  ========================================================================
 
+Probe keys start with a letter per family, so ids never clash across gates: ``w`` warm-up, ``c`` cache
+pairs, ``e`` echo pairs, ``n`` count, ``l`` exact length, ``s`` sampling groups, ``p`` logprobs, ``r`` rare
+strings (a new gate's probes take a letter not in this list).
+
 Every prompt is drawn from the prompt set's short/medium prompts without replacement and carries a
 random tag, so no probe repeats a prompt the engine saw before (except the repeats the caching gate
 sends on purpose). Ordered pairs keep their order and are randomly interleaved with all other probes,

@@ -1,8 +1,8 @@
 """Text material for the live probes: nonces, echo prompts, prompt tags and the rare-string pool.
 
 Everything here is pure and draws its randomness from a ``random.Random`` the caller seeds, so a probe
-plan is repeatable from its seed. The probe planner (``gates/probe_plan.py``) builds requests from
-these pieces; the judges (``gates/live_*.py``) read the same helpers back (``rare_core``,
+plan is repeatable from its seed. The probe planner (``gates/probes/plan.py``) builds requests from
+these pieces; the judges (``gates/judges/<gate>.py``) read the same helpers back (``rare_core``,
 ``reproduced``) so planning and judging agree on what a probe asked for.
 
 Why each piece exists (the rules are the seed's; the strings
