@@ -34,7 +34,8 @@ __all__ = ["engine_down", "engine_status", "engine_up"]
                  Arg("port", "integer", "Loopback port (default: a free one)."),
                  Arg("parallel", "integer", "llama-server: parallel slots.", default=4),
                  Arg("ctx_size", "integer", "Context length in tokens (per slot for llama-server).", default=4096),
-                 Arg("threads", "integer", "CPU threads for llama.cpp engines (default: all cores)."),
+                 Arg("threads", "integer",
+                     "CPU threads for llama.cpp engines (default: all cores; llama-cpp-python: all but one)."),
                  Arg("run_dir", "string", "Keep the engine log in this run directory's engine/ folder.")])
 def engine_up(call: Call, engine: str, name: str | None, port: int | None, parallel: int, ctx_size: int,
               threads: int | None, run_dir: str | None) -> Outcome:

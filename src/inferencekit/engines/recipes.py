@@ -22,7 +22,8 @@ from pathlib import Path
 from inferencekit.engines.model import EMBEDDED_MODEL_NAME, embedded_gguf
 from inferencekit.errors import OpError
 
-__all__ = ["DEFAULT_CONTEXT", "Recipe", "ENGINES", "recipe", "cache_root", "llama_server_binary", "vllm_install"]
+__all__ = ["DEFAULT_CONTEXT", "Recipe", "ENGINES", "embedded_threads", "recipe", "cache_root", "llama_server_binary",
+           "vllm_install"]
 
 ENGINES = ("llama-cpp-python", "llama-server", "vllm")
 LLAMA_CPP_VERSION = "0.3.36"
@@ -85,6 +86,18 @@ class Recipe:
 DEFAULT_CONTEXT = 4096  # context length in tokens an engine is started with (per slot for llama-server)
 
 
+def embedded_threads(cores: int) -> int:
+    """llama-cpp-python's decode threads on ``cores`` cores: all but one (at least one).
+
+    Its server does per-token work in Python (sampling glue, detokenising, the SSE event) on a thread of
+    its own beside ggml's; with ggml on every core, that thread preempts a decode thread and the others
+    spin at the barrier. Measured here (2 cores, 40 sequential 32-token streams per run, two runs each):
+    2 threads decoded at a median 82 and 51 tok/s with stretches at 25-45 tok/s (half speed for 10-20
+    requests at a time, which timed probes compare across); 1 thread at 86 and 80 tok/s, never below 56.
+    """
+    return max(1, cores - 1)
+
+
 def recipe(engine: str, port: int, *, threads: int | None = None, parallel: int = 4, ctx_size: int = DEFAULT_CONTEXT,
            extra: tuple[str, ...] = ()) -> Recipe:
     """The command that starts ``engine`` on ``127.0.0.1:port``.
@@ -92,7 +105,8 @@ def recipe(engine: str, port: int, *, threads: int | None = None, parallel: int 
     Args:
         threads: CPU threads for llama.cpp engines (default: every core this process may run on: two
             engines pinned to one core each must not each spin two threads: oversubscribed, llama.cpp's
-            spinning threads slowed decode from ~10 ms to ~3 s per token here).
+            spinning threads slowed decode from ~10 ms to ~3 s per token here; llama-cpp-python: all but
+            one, ``embedded_threads``).
         parallel: llama-server slots; its context is ``ctx_size`` per slot.
         ctx_size: context length in tokens (per slot for llama-server; vLLM uses ``min(ctx_size, 2048)``).
         extra: more engine flags, appended as given.
@@ -100,7 +114,7 @@ def recipe(engine: str, port: int, *, threads: int | None = None, parallel: int 
     Raises:
         OpError: unknown engine, or the engine / model is not installed.
     """
-    threads = threads or len(os.sched_getaffinity(0)) or 1  # the cores this process may run on
+    cores = len(os.sched_getaffinity(0)) or 1  # the cores this process may run on
     host = ("--host", "127.0.0.1", "--port", str(port))
     if engine == "llama-cpp-python":
         try:
@@ -109,15 +123,16 @@ def recipe(engine: str, port: int, *, threads: int | None = None, parallel: int 
             raise OpError("llama-cpp-python is not installed in this environment; run `make demo` (it builds "
                           "it with GGML_NATIVE=OFF)") from None
         argv = (sys.executable, "-m", "llama_cpp.server", "--model", str(embedded_gguf()), *host,
-                "--n_ctx", str(ctx_size), "--n_threads", str(threads), "--model_alias", EMBEDDED_MODEL_NAME,
+                "--n_ctx", str(ctx_size), "--n_threads", str(threads or embedded_threads(cores)),
+                "--model_alias", EMBEDDED_MODEL_NAME,
                 # Its default interrupts a streaming request whenever another arrives (broken streams under
                 # load); with this off it queues them, which is what a serialising server should do.
                 "--interrupt_requests", "false", *extra)
         return Recipe(engine, argv, ready_timeout_s=120.0)
     if engine == "llama-server":
         argv = (str(llama_server_binary()), "-m", str(embedded_gguf()), *host, "--ctx-size", str(ctx_size * parallel),
-                "--parallel", str(parallel), "--threads", str(threads), "--metrics", "--alias", EMBEDDED_MODEL_NAME,
-                *extra)
+                "--parallel", str(parallel), "--threads", str(threads or cores), "--metrics",
+                "--alias", EMBEDDED_MODEL_NAME, *extra)
         return Recipe(engine, argv, health_path="/health", ready_timeout_s=60.0)
     if engine == "vllm":
         py, model = vllm_install()
