@@ -120,7 +120,7 @@ def test_verify_without_url_runs_the_embedded_engine_and_is_unproven(tmp_path, c
     run = tmp_path / "v"
     code = main(["verify", "--run-dir", str(run), "--quiet"])  # the card, as `make demo` prints it
     card = capsys.readouterr().out
-    assert code == 3
+    assert code == 3, card  # the card names the part that decided otherwise
     rid = json.loads((run / "run.json").read_text())["verification_record"]
     for text in ("UNPROVEN", "TTFT p50", "out tok/s", "capabilities (judged by effect)", "gates: caching",
                  "NOT RUN", f"record: {rid}", f"run dir: {run.resolve()}", "N_out from: streamed:logprobs"):
