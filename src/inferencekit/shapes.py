@@ -14,7 +14,7 @@ nothing of inferencekit.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 __all__ = ["CountRow", "ExtraRequests", "Part", "ProbeRecord", "ReplyFile", "generated_text", "is_ok", "n_out",
            "reply_end_ns", "reply_start_ns"]
@@ -102,7 +102,9 @@ class CountRow(TypedDict):
     ``usage``: ``usage.completion_tokens``; ``streamed``: token ids the stream carried, else logprob entries
     (``streamed_method`` says which); ``retokenized``: the generated text through the model's tokenizer.
     None: that count is unknown. ``lossy_text``: the streamed text lost bytes; ``multibyte``: it holds a
-    non-ASCII character.
+    non-ASCII character; ``merge_slack``: how many tokens its multi-byte characters could hide if each was
+    streamed as one entry (Σ UTF-8 bytes − 1 over them); ``usage_conflict``: usage fields that contradict
+    each other (a reasoning or cached count above its total), None when they do not.
     """
 
     key: str
@@ -114,6 +116,8 @@ class CountRow(TypedDict):
     max_tokens: int | None
     lossy_text: bool
     multibyte: bool
+    merge_slack: NotRequired[int]
+    usage_conflict: NotRequired[str | None]
 
 
 class Part(TypedDict):

@@ -22,8 +22,9 @@ from typing import TypedDict
 
 import numpy as np
 
-__all__ = ["Verdict", "VERDICTS", "PERCENTILES", "summarize", "combine_claims", "wilson_interval", "pooled_mean",
-           "cluster_bootstrap_ci", "PairedDelta", "paired_bootstrap_delta", "margin_verdict", "mcnemar_exact"]
+__all__ = ["Verdict", "VERDICTS", "PERCENTILES", "summarize", "combine_claims", "rules_out", "wilson_interval",
+           "pooled_mean", "cluster_bootstrap_ci", "PairedDelta", "paired_bootstrap_delta", "margin_verdict",
+           "mcnemar_exact"]
 
 
 
@@ -90,6 +91,18 @@ def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, fl
         raise ValueError(f"need 0 <= k <= n and n >= 1, got k={k}, n={n}")
     ci = binomtest(k, n).proportion_ci(confidence_level=confidence, method="wilson")
     return float(ci.low), float(ci.high)
+
+
+def rules_out(k: int, n: int, what: str, rate: str, confidence: float = 0.95) -> str:
+    """What ``k`` bad items out of ``n`` judged rule out: the upper end of the two-sided Wilson interval
+    (``wilson_interval``), e.g. ``rules_out(0, 40, "repeats served from a cache", "cache rate")`` →
+    ``"0 of 40 repeats served from a cache: a cache rate above 8.8% is ruled out at 95% (Wilson)"``.
+
+    Raises:
+        ValueError: ``n`` < 1 or ``k`` outside [0, n] (as ``wilson_interval``).
+    """
+    _, high = wilson_interval(k, n, confidence)
+    return f"{k} of {n} {what}: a {rate} above {high:.1%} is ruled out at {confidence:.0%} (Wilson)"
 
 
 

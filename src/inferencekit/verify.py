@@ -37,7 +37,7 @@ from inferencekit.gates.probes.load import load_extras
 from inferencekit.gates.probes.order import ORDER_FIXED
 from inferencekit.gates.probes.plan import PROBE_FIXED, ProbeSettings
 from inferencekit.gates.record import gates_record
-from inferencekit.gates.result import Gate, merge_gates
+from inferencekit.gates.result import Gate, merge_gates, strict_gate
 from inferencekit.gates.run import GateRunSettings, run_gate_probes
 from inferencekit.quality.verify_tasks import TaskSizes, gsm8k_task, niah_task, sampler_task
 from inferencekit.report.progress import ProgressBar
@@ -99,6 +99,21 @@ PROFILES: dict[str, Profile] = {
 def _part(name: str, kind: str | None, rec: dict[str, Any] | None, verdict: str | None, reason: str) -> Part:
     return {"part": name, "kind": kind, "evidence_id": rec["evidence_id"] if rec else None, "verdict": verdict,
             "reason": reason}
+
+
+def strict_parts(parts: list[Part], notes: dict[str, list[str]]) -> list[Part]:
+    """``verify --strict``: a PASS part whose requests dropped a field of ``--extra-body`` (``notes``, by part) is
+    UNPROVEN; the gates were made strict already (``gates.result.strict_gate``); an expected part NOT RUN counts
+    as UNPROVEN anyway."""
+    out: list[Part] = []
+    for p in parts:
+        policy = "gates" if p["part"].startswith("gates: ") and p["part"] != ORDER_PART else p["part"]
+        lines = notes.get(policy) or []
+        if p["verdict"] == "PASS" and lines:
+            p = {**p, "verdict": "UNPROVEN", "reason": f"--strict: its requests dropped a field ({lines[0]}): "
+                                                      f"{p['reason']}"}
+        out.append(p)
+    return out
 
 
 def verification_record(run: RunDir, profile: Profile, info: dict[str, Any], parts: list[Part],
@@ -174,8 +189,8 @@ def _gate_settings(prof: Profile, seed: int, reference_url: str | None) -> GateR
     return GateRunSettings(gates=live, probes=probes, reference_url=reference_url)
 
 
-def _gate_parts(run: RunDir, engine: str, gate_runs: list[str], s: GateRunSettings, order_missing: str | None
-                ) -> tuple[dict[str, Part], dict[str, Any]]:
+def _gate_parts(run: RunDir, engine: str, gate_runs: list[str], s: GateRunSettings, order_missing: str | None,
+                strict: bool = False) -> tuple[dict[str, Part], dict[str, Any]]:
     """Every gate judged with ``gates check``'s code — the load replies, the hidden probes and known answers mixed
     into the load, this verify's gate runs (live probes, order draw) — as verify parts by name, and their ``gates``
     record. ``order_missing``: why the profile's order draw could not run (it then counts as UNPROVEN)."""
@@ -185,9 +200,11 @@ def _gate_parts(run: RunDir, engine: str, gate_runs: list[str], s: GateRunSettin
         gates = [merge_gates("order", [*([g] if g.verdict != "NOT RUN" else []),
                                        Gate("order", "UNPROVEN", f"BFCL order draw not run: {order_missing}")])
                  if g.gate == "order" else g for g in gates]
+    if strict:
+        gates = [strict_gate(g) for g in gates]
     rec = gates_record(run, gates, engine=engine, files=checked.files, mode="verify", notes=checked.notes,
                        settings={"engine": engine, "gate_runs": gate_runs, **s.header()})
-    return ({f"gates: {g.gate}": _part(f"gates: {g.gate}", "gates", rec, g.verdict, g.reason)
+    return ({f"gates: {g.gate}": _part(f"gates: {g.gate}", "gates", rec, g.verdict, g.bounded_reason)
              for g in gates if g.verdict != "NOT RUN" or g.applicable}, rec)
 
 
@@ -338,6 +355,7 @@ class VerifyRequest:
     quality_reference: str | None = None
     metadata: str | None = None
     comparison_id: str | None = None
+    strict: bool = False  # --strict: fallbacks and not-applicable gates make a PASS UNPROVEN (strict_parts)
 
 
 @dataclass(slots=True)
@@ -433,7 +451,7 @@ def run_verify(plan: VerifyPlan, *, argv: list[str], operation: str, quiet: bool
         parts = [_part("capability probe", "probe", probe_rec, None, "informational: what the endpoint honours"),
                  _bench_part(bench_rec)]
         parts += [st["app_part"]] if st["app_part"] else []
-        built, gates_rec = _gate_parts(run, label, st["gate_runs"], gate_s, st["order_missing"])
+        built, gates_rec = _gate_parts(run, label, st["gate_runs"], gate_s, st["order_missing"], req.strict)
         if st["q_part"]:
             built[QUALITY_PART] = st["q_part"]  # a built part like the gates, found by its name below
         task_recs = _task_parts(built, url, run, prof, label=label, model=req.model, api_key_env=req.api_key_env,
@@ -445,7 +463,10 @@ def run_verify(plan: VerifyPlan, *, argv: list[str], operation: str, quiet: bool
                     and m["name"] in ("ttft_ms", "tpot_ms", "output_throughput")]
         subs = ([probe_rec, bench_rec, gates_rec] + ([st["app_rec"]] if st["app_rec"] else []) + st["q_recs"]
                 + task_recs)
-        rec = verification_record(run, prof, info.to_dict(), parts, subs, headline, plan.notes())
+        notes = plan.notes()
+        if req.strict:
+            parts = strict_parts(parts, notes)
+        rec = verification_record(run, prof, info.to_dict(), parts, subs, headline, notes)
         return rec, {"probe": probe_rec, "bench": bench_rec, "appliance": st["app_rec"]}
 
     try:

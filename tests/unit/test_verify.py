@@ -54,3 +54,17 @@ def test_the_profiles_expect_every_gate_one_engine_can_be_judged_by():
     assert gates == ["gates: caching", "gates: token_count", "gates: output_length", "gates: unique_prompts",
                      "gates: hidden_probes", "gates: rare_tokens", "gates: order"]  # spec_exact needs a second engine
     assert all(g in [p for p, _ in PROFILES[name].expected] for name in ("standard", "full") for g in gates)
+
+
+def test_strict_makes_a_pass_part_whose_requests_dropped_a_field_unproven():
+    from inferencekit.verify import strict_parts
+
+    parts = [{"part": "bench serve", "kind": "bench", "evidence_id": "ev_1", "verdict": "PASS", "reason": "ok"},
+             {"part": "gates: caching", "kind": "gates", "evidence_id": "ev_2", "verdict": "PASS", "reason": "ok"},
+             {"part": "gates: order", "kind": "gates", "evidence_id": "ev_2", "verdict": "PASS", "reason": "ok"},
+             {"part": "capability probe", "kind": "probe", "evidence_id": "ev_3", "verdict": None, "reason": "info"}]
+    notes = {"gates": ["--extra-body temperature not sent (gates run sets it)"]}
+    got = {p["part"]: p["verdict"] for p in strict_parts(parts, notes)}  # type: ignore[arg-type]
+    assert got == {"bench serve": "PASS", "gates: caching": "UNPROVEN", "gates: order": "PASS",
+                   "capability probe": None}
+    assert strict_parts(parts, {}) == parts  # type: ignore[arg-type]

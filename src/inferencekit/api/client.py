@@ -28,7 +28,7 @@ import numpy as np
 import orjson
 
 from inferencekit.api.endpoint import Endpoint
-from inferencekit.api.reply import derive
+from inferencekit.api.reply import derive, loads_json
 from inferencekit.api.sse import split_events
 from inferencekit.api.tap import StreamTap, cut
 
@@ -146,7 +146,7 @@ class Exchange:
         """The body parsed as JSON (non-streamed replies), or None when it is not JSON."""
         self.settle()
         try:
-            return orjson.loads(b"".join(c for _, c in self.chunks))
+            return loads_json(b"".join(c for _, c in self.chunks))
         except orjson.JSONDecodeError:
             return None
 

@@ -22,7 +22,27 @@ import orjson
 
 from inferencekit.shapes import ReplyFile, is_ok
 
-__all__ = ["ReplyFile", "derive", "rederive", "is_ok"]
+__all__ = ["ReplyFile", "derive", "loads_json", "rederive", "is_ok"]
+
+
+def loads_json(payload: str | bytes) -> Any:
+    """One JSON document from a server. Strict JSON (orjson) first; on failure, Python's ``json``, which also
+    reads the ``NaN`` / ``Infinity`` / ``-Infinity`` literals some servers write for a logprob of a masked token
+    (strict JSON has no such literal; orjson writes them back as ``null``, which the judges read as
+    probability 0).
+
+    Raises:
+        ValueError: not JSON even with those literals (``orjson.JSONDecodeError`` is a ``ValueError``).
+    """
+    try:
+        return orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        import json
+
+        try:
+            return json.loads(payload)
+        except (ValueError, RecursionError):
+            raise orjson.JSONDecodeError("not JSON", str(payload)[:200], 0) from None
 
 
 def _legacy_logprobs(lp: dict[str, Any]) -> list[dict[str, Any]]:
@@ -90,12 +110,13 @@ def derive(events: Sequence[Sequence[Any]]) -> dict[str, Any]:
     done = False
     first_tok = first_vis = last_tok = None
     token_times: list[tuple[int, int | None]] = []
+    usage_before: int | None = None  # the last cumulative usage.completion_tokens seen (continuous usage stats)
     for t_ns, payload in events:
         if payload == "[DONE]":
             done = True
             continue
         try:
-            obj = orjson.loads(payload)
+            obj = loads_json(payload)
         except orjson.JSONDecodeError:
             stream_error = stream_error or f"unparseable event: {payload[:200]}"
             continue
@@ -104,8 +125,11 @@ def derive(events: Sequence[Sequence[Any]]) -> dict[str, Any]:
         if obj.get("error") is not None:
             err = obj["error"]
             stream_error = (err.get("message") if isinstance(err, dict) else None) or str(err)[:500]
+        cum = None
         if obj.get("usage"):
             usage = obj["usage"]
+            ct = usage.get("completion_tokens") if isinstance(usage, dict) else None
+            cum = ct if isinstance(ct, int) and not isinstance(ct, bool) else None
         if obj.get("timings"):
             timings = obj["timings"]
         if obj.get("prompt_token_ids") is not None:
@@ -140,6 +164,13 @@ def derive(events: Sequence[Sequence[Any]]) -> dict[str, Any]:
             ids.extend(ev_ids)
             if ev_ids:
                 n_here = len(ev_ids)
+        if n_here is None and cum is not None and (content or rsn or tool_delta):
+            # cumulative usage on every event (vLLM's continuous_usage_stats): its step is this event's tokens;
+            # usage first seen on a later event (a final total) says nothing about that event alone
+            step = cum if not token_times else (cum - usage_before if usage_before is not None else None)
+            n_here = step if step is not None and step > 0 else None
+        if cum is not None:
+            usage_before = cum
         if content:
             text.append(content)
         if rsn:

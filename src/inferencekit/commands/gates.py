@@ -23,6 +23,7 @@ from inferencekit.gates.order import order_settings, run_order_gate
 from inferencekit.gates.probes.order import ORDER_FIXED
 from inferencekit.gates.probes.plan import PROBE_FIXED, SAMPLING_FLOOR, ProbeSettings
 from inferencekit.gates.record import gates_record
+from inferencekit.gates.result import bounded_text, strict_gate
 from inferencekit.gates.run import (
     GateRunSettings,
     default_gates,
@@ -47,7 +48,7 @@ def render_gates(console: Any, rec: dict[str, Any]) -> None:
     t = Table("gate", "verdict", "reason", title=f"gates — {rec['summary'].split(':')[0]}", title_justify="left")
     for g in rec["data"]["gates"]:
         shown = g["verdict"] + ("" if g["applicable"] or g["verdict"] != "NOT RUN" else " (not asked)")
-        t.add_row(g["gate"], f"[{verdict_style(g['verdict'])}]{shown}[/]", g["reason"])
+        t.add_row(g["gate"], f"[{verdict_style(g['verdict'])}]{shown}[/]", bounded_text(g))
     console.print(t)
     print_limitations(console, rec["limitations"])
     console.print(f"verdict: {rec['verdict']}   record: {rec['evidence_id']}  (check: inferencekit evidence verify "
@@ -73,10 +74,13 @@ def render_gates(console: Any, rec: dict[str, Any]) -> None:
                      default=0.10),
                  Arg("max_length_outliers", "number", "output_length: share of prompts allowed outside the tolerance "
                      "(missing outputs count).", default=0.10),
-                 Arg("gate_run", "array", "Judge only these gate runs (probes/<name>.jsonl; default: all of them).")])
+                 Arg("gate_run", "array", "Judge only these gate runs (probes/<name>.jsonl; default: all of them)."),
+                 Arg("strict", "boolean", "For CI: a PASS that rests on a fallback (a dropped field, a shrunk prompt "
+                     "set, an allowance used) and a gate marked not applicable count as UNPROVEN (exit 3). Without "
+                     "it, those PASSes stand and say their limitation.", default=False)])
 def gates_check(call: Call, run_dir: str, engine: str | None = None, reference_outputs: str | None = None,
                 length_tolerance: float = 0.10, max_length_outliers: float = 0.10,
-                gate_run: list[str] | None = None) -> Outcome:
+                gate_run: list[str] | None = None, strict: bool = False) -> Outcome:
     run = RunDir.open(run_dir)
     labels = engines_in(run.path)
     if engine is None:
@@ -98,9 +102,9 @@ def gates_check(call: Call, run_dir: str, engine: str | None = None, reference_o
                       f"{', '.join(sorted(known)) or 'none'})")
     checked = check_run_dir(run.path, engine, reference=ref, length_tolerance=length_tolerance,
                             max_length_outliers=max_length_outliers, gate_runs=gate_run or None)
-    gates = checked.gates
+    gates = [strict_gate(g) for g in checked.gates] if strict else checked.gates
     settings = {"engine": engine, "reference_outputs": reference_outputs, "length_tolerance": length_tolerance,
-                "max_length_outliers": max_length_outliers, "gate_runs": gate_run}
+                "max_length_outliers": max_length_outliers, "gate_runs": gate_run, "strict": strict}
     rec = gates_record(run, gates, engine=engine, files=checked.files, mode="check", settings=settings,
                        notes=checked.notes)
     return Outcome({"evidence_id": rec["evidence_id"], "verdict": rec["verdict"],

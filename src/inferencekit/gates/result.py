@@ -9,7 +9,7 @@ from typing import Any
 
 from inferencekit.stats import VERDICTS, Verdict, combine_claims
 
-__all__ = ["Gate", "merge_gates", "overall"]
+__all__ = ["Gate", "bounded_text", "merge_gates", "overall", "strict_gate"]
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -24,6 +24,14 @@ class Gate:
         details: the rows that decided it (offending requests first, each naming its file or key).
         limitations: what the verdict cannot see.
         applicable: the inputs asked for (or allowed) this gate, so NOT RUN counts as UNPROVEN overall.
+        judged: how many items (replies, pairs, positions, samples) the verdict rests on. A PASS that judged
+            none is no claim: the constructor turns it into UNPROVEN (docs/design.md, "A PASS is a bounded
+            claim").
+        rules_out: for a PASS, what it rules out with that n: a Wilson bound for counts
+            (``stats.rules_out``), the limit and the figures for a continuous statistic.
+        fallbacks: the limitations that changed what was measured (a dropped field, a shrunk prompt set, an
+            allowance used); each is also in ``limitations``. ``--strict`` turns a PASS carrying any into
+            UNPROVEN (``strict_gate``).
 
     Raises:
         ValueError: a verdict outside the four.
@@ -36,14 +44,22 @@ class Gate:
     details: tuple[Mapping[str, Any], ...] = ()
     limitations: tuple[str, ...] = ()
     applicable: bool = True
+    judged: int = 0
+    rules_out: str = ""
+    fallbacks: tuple[str, ...] = ()
 
     # written out (``init=False``) so the constructor can take what the judges build (a verdict's plain string,
     # lists) while the fields keep their stored types: a ``Verdict`` and tuples
     def __init__(self, gate: str, verdict: Verdict | str, reason: str, metrics: Mapping[str, Any] | None = None,
                  details: Iterable[Mapping[str, Any]] = (), limitations: Iterable[str] = (),
-                 applicable: bool = True) -> None:
+                 applicable: bool = True, *, judged: int = 0, rules_out: str = "",
+                 fallbacks: Iterable[str] = ()) -> None:
         if verdict not in VERDICTS:
             raise ValueError(f"unknown verdict {verdict!r}")
+        fallbacks = tuple(fallbacks)
+        limitations = (*limitations, *(f for f in fallbacks if f not in limitations))
+        if verdict == Verdict.PASS and judged < 1:
+            verdict, reason = Verdict.UNPROVEN, f"judged no item, so no PASS: {reason}"
         object.__setattr__(self, "gate", gate)
         object.__setattr__(self, "verdict", Verdict(verdict))
         object.__setattr__(self, "reason", reason)
@@ -51,6 +67,9 @@ class Gate:
         object.__setattr__(self, "details", tuple(details))
         object.__setattr__(self, "limitations", tuple(limitations))
         object.__setattr__(self, "applicable", applicable)
+        object.__setattr__(self, "judged", int(judged))
+        object.__setattr__(self, "rules_out", rules_out)
+        object.__setattr__(self, "fallbacks", fallbacks)
 
     def replace(self, **changes: Any) -> Gate:
         """A copy with ``changes`` (``dataclasses.replace``)."""
@@ -64,19 +83,50 @@ class Gate:
         """The JSON form stored in a ``gates`` record (``data.gates``)."""
         return {"gate": self.gate, "verdict": str(self.verdict), "reason": self.reason, "metrics": dict(self.metrics),
                 "details": [dict(d) for d in self.details], "limitations": list(self.limitations),
-                "applicable": self.applicable}
+                "applicable": self.applicable, "judged": self.judged, "rules_out": self.rules_out,
+                "fallbacks": list(self.fallbacks)}
+
+    @property
+    def bounded_reason(self) -> str:
+        """The reason, and for a PASS what it judged and rules out (the card's line, ``bounded_text``)."""
+        return bounded_text(self.to_json())
+
+
+def bounded_text(gate: Mapping[str, Any]) -> str:
+    """A gate's reason (its JSON form, ``Gate.to_json``) and, for a PASS, ``[n=<judged>; <rules_out>]``: the
+    card's line. A record written before these fields existed shows its reason alone."""
+    reason = str(gate.get("reason", ""))
+    if gate.get("verdict") != Verdict.PASS or "judged" not in gate:
+        return reason
+    bound = gate.get("rules_out")
+    return f"{reason} [n={gate['judged']}" + (f"; {bound}]" if bound else "]")
 
 
 def merge_gates(name: str, parts: Sequence[Gate]) -> Gate:
     """One gate from several checks of it (e.g. live probes and the run dir): verdicts combined by
     ``combine_claims``, reasons joined with their part's verdict, metrics (``part1``, ``part2``, …), details and
-    limitations kept; applicable when any part is."""
+    limitations kept; applicable when any part is; ``judged`` summed, ``rules_out`` and ``fallbacks`` joined."""
     if len(parts) == 1:
         return parts[0]
     metrics = {f"part{i + 1}": dict(p.metrics) for i, p in enumerate(parts)}
     return Gate(name, combine_claims(p.verdict for p in parts), "; ".join(f"{p.verdict}: {p.reason}" for p in parts),
                 metrics, tuple(d for p in parts for d in p.details), tuple(x for p in parts for x in p.limitations),
-                any(p.applicable for p in parts))
+                any(p.applicable for p in parts), judged=sum(p.judged for p in parts),
+                rules_out="; ".join(p.rules_out for p in parts if p.rules_out),
+                fallbacks=tuple(x for p in parts for x in p.fallbacks))
+
+
+def strict_gate(gate: Gate) -> Gate:
+    """``--strict``: a PASS that carries a fallback (``Gate.fallbacks``) becomes UNPROVEN, and so does a gate
+    marked not applicable (nothing asked for it), so a CI job cannot pass on an allowance or on a gate that
+    never ran. Other gates are returned unchanged."""
+    if gate.verdict == Verdict.PASS and gate.fallbacks:
+        return gate.replace(verdict=Verdict.UNPROVEN, reason=f"--strict: a PASS resting on a fallback "
+                            f"({gate.fallbacks[0]}): {gate.reason}")
+    if not gate.applicable:
+        return gate.replace(verdict=Verdict.UNPROVEN, applicable=True,
+                            reason=f"--strict: not applicable to this run ({gate.verdict}): {gate.reason}")
+    return gate
 
 
 def overall(gates: Iterable[Gate]) -> Verdict:

@@ -6,6 +6,8 @@ gave its own top-k list when it returned logprobs with token ids. Per position:
 - ``agree``: 1 when the engine's token is the reference's most likely one (top-1 agreement);
 - ``nll``: −log p_ref(token), nats — the reference's surprise at what the engine chose;
 - ``gap``: log p_ref(best) − log p_ref(token) (0 where they agree): how close a disagreement was;
+  ``nll`` and ``gap`` are None where the reference's logprob of the token is a clamp sentinel
+  (``CLAMP_FLOOR``; ``clamped`` True);
 - ``kl_at[k]`` / ``tv_at[k]``: KL(reference ‖ engine) and total variation with both lists cut to their
   k most likely tokens plus the actual token (``metrics.kl_tv_rows``), at every k in ``ks`` — so an
   engine is compared with the noise floor at the k both returned. A top-20 reference list against a
@@ -22,7 +24,13 @@ import numpy as np
 
 from inferencekit.quality.metrics import kl_tv_rows, top_k_cut
 
-__all__ = ["doc_k", "engine_lists", "score_positions"]
+__all__ = ["CLAMP_FLOOR", "doc_k", "engine_lists", "score_positions"]
+
+# A logprob at or below this is a server's clamp sentinel, not a value: vLLM writes -9999.0 for a prompt
+# position whose probability underflowed (observed in public bug reports; float32 softmax underflows near
+# -104 nats). Averaged in, one such position puts a mean NLL in the thousands; such a position's NLL is left
+# out (None) and counted (``clamped``), never averaged as a real value.
+CLAMP_FLOOR = -1000.0
 
 
 def doc_k(doc: dict[str, Any]) -> int:
@@ -79,7 +87,9 @@ def score_positions(tokens: Sequence[int], ref_rows: Sequence[dict[int, float]],
         if tok not in ref:
             raise ValueError(f"reference list at position {t} lacks the token {tok}")
         best = min(ref, key=lambda i: (-ref[i], i))
-        rows.append({"t": t, "agree": int(tok == best), "nll": -ref[tok], "gap": ref[best] - ref[tok],
+        clamped = ref[tok] <= CLAMP_FLOOR
+        rows.append({"t": t, "agree": int(tok == best), "nll": None if clamped else -ref[tok],
+                     "gap": None if clamped else ref[best] - ref[tok], "clamped": clamped,
                      "kl": None, "tv": None, "kl_at": {}, "tv_at": {}})
     if eng_rows is None:
         return rows

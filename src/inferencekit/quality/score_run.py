@@ -20,7 +20,7 @@ from inferencekit.evidence.canonical import canonical_json, sha256_hex
 from inferencekit.quality.metrics import BUCKET_LABELS
 from inferencekit.quality.reference import Reference
 from inferencekit.quality.score_judge import divergence, first_divergence, judge_engine, summarize
-from inferencekit.quality.score_rows import doc_k, engine_lists, score_positions
+from inferencekit.quality.score_rows import CLAMP_FLOOR, doc_k, engine_lists, score_positions
 from inferencekit.quality.trajectory_store import TrajectorySet
 from inferencekit.rundir import RunDir, write_json
 
@@ -144,7 +144,8 @@ def _engine_block(label: str, results: list[dict[str, Any]], path: dict[str, lis
         "template_mismatch": {r["id"]: r["template_mismatch"] for r in results if r.get("template_mismatch")},
         "context": sorted({r["context"] for r in ok if r.get("context")}),
         "kl_top_k": sorted({r["k_kl"] for r in ok if any(x["kl"] is not None for x in r["rows"])}),
-        "retokenized_prompts": sum(1 for r in ok if r.get("token_ids_source") == "retokenized_text")}
+        "retokenized_prompts": sum(1 for r in ok if r.get("token_ids_source") == "retokenized_text"),
+        "nll_clamped_positions": sum(1 for r in ok for x in r["rows"] if x.get("clamped"))}
     block.update(summarize(ok, resamples, seed))
     by_input = {}
     for b in sorted({r.get("bucket") or "none" for r in ok}):
@@ -154,8 +155,13 @@ def _engine_block(label: str, results: list[dict[str, Any]], path: dict[str, lis
         block["first_divergence"] = divergence(path, {r["id"]: r["token_ids"] for r in ok})
     block["per_prompt"] = {r["id"]: {"bucket": r.get("bucket"), "tokens": len(r["rows"]),
                                      "agreement": sum(x["agree"] for x in r["rows"]) / len(r["rows"]),
-                                     "nll_mean": sum(x["nll"] for x in r["rows"]) / len(r["rows"])} for r in ok}
+                                     "nll_mean": _mean([x["nll"] for x in r["rows"] if x["nll"] is not None])}
+                          for r in ok}
     return block
+
+
+def _mean(xs: list[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
 
 
 def _metrics_for(label: str, block: dict[str, Any]) -> list[dict[str, Any]]:
@@ -287,6 +293,10 @@ async def score_sets(ref: Reference, engines: list[TrajectorySet], baseline: Tra
                                "so the reference tokenized their text: agreement and NLL only, paired with the floor's "
                                "text read the same way (a tokenization of text need not be the sequence the engine "
                                "sampled)")
+        if block["nll_clamped_positions"]:
+            limitations.append(f"{label}: {block['nll_clamped_positions']} position(s) where the reference's logprob "
+                               f"of the token is a clamp sentinel (<= {CLAMP_FLOOR:g}, e.g. vLLM's -9999.0): left out "
+                               "of NLL, not averaged as real values")
         kcheck = (v["checks"].get("kl_mean") or {}).get("top_k")
         if kcheck is not None and kcheck < ref.k:
             limitations.append(f"{label}: KL and TV taken on top-{kcheck} lists (the shortest either arm returned); "

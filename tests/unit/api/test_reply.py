@@ -96,3 +96,28 @@ def test_tool_call_deltas_are_merged_by_index():
                 [2, mk({"index": 0, "function": {"name": "weather", "arguments": ": 1}"}})]])
     assert d["tool_calls"] == [{"id": "c1", "type": "function", "name": "get_weather", "arguments": '{"a": 1}'}]
     assert d["ttft_ms"] == 1e-6
+
+
+def test_minus_infinity_literal_in_a_stream_is_read_not_an_unparseable_event():
+    # a masked token's logprob written as the non-JSON literal -Infinity: the token must not be cut off (issue 18)
+    ev = ('{"choices": [{"delta": {"content": "Hi"}, "logprobs": {"content": [{"token": "Hi", "logprob": -0.1, '
+          '"top_logprobs": [{"token": "Hi", "logprob": -0.1}, {"token": "Yo", "logprob": -Infinity}]}]}}]}')
+    d = derive([[1_000_000, ev], [2_000_000, "[DONE]"]])
+    assert d["stream_error"] is None and d["text"] == "Hi" and d["n_streamed"] == 1
+    assert d["logprobs"][0]["top_logprobs"][1]["logprob"] == float("-inf")
+    assert derive([[1, "{not json"]])["stream_error"] == "unparseable event: {not json"
+
+
+def test_cumulative_usage_per_event_splits_the_gap_by_the_tokens_each_event_carried():
+    # vLLM continuous_usage_stats with several tokens per event (speculative decoding): no ids, no logprobs
+    def ev(text, total):
+        return json.dumps({"choices": [{"delta": {"content": text}}], "usage": {"completion_tokens": total}})
+
+    d = derive([[1_000_000, ev("a", 1)], [4_000_000, ev("bcd", 4)], [6_000_000, ev("ef", 6)], [7_000_000, "[DONE]"]])
+    assert d["itl_ms"] == [1.0, 1.0, 1.0, 1.0, 1.0]
+
+
+def test_usage_only_on_the_last_event_says_nothing_about_that_event():
+    evs = [[1_000_000, json.dumps({"choices": [{"delta": {"content": "a"}}]})],
+           [3_000_000, json.dumps({"choices": [{"delta": {"content": "b"}}], "usage": {"completion_tokens": 2}})]]
+    assert derive(evs)["itl_ms"] == [2.0]

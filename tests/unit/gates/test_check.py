@@ -95,3 +95,26 @@ def test_gates_check_on_a_run_dir_gives_the_gate_runs_verdicts(name, tmp_path):
     assert {g.gate: g.verdict for g in again.gates if g.gate in direct} == checked
     assert any("unreadable line" in x for x in again.notes)
     shutil.rmtree(run_dir)
+
+
+def test_every_pass_of_the_honest_run_names_its_n_and_bound_and_strict_turns_what_rests_on_less_unproven(tmp_path):
+    import json
+
+    from tests.cli_run import run_cli
+
+    run_dir = tmp_path / "run"
+    unpack("llama-server-honest-full", run_dir)
+    (run_dir / "run.json").write_text("{}")
+    code, out = run_cli(["gates", "check", str(run_dir)])
+    rec = json.loads(next((run_dir / "evidence").glob(f"{out['evidence_id']}.json")).read_text())
+    passes = [g for g in rec["data"]["gates"] if g["verdict"] == "PASS"]
+    assert code == 0 and len(passes) == 6
+    assert all(g["judged"] > 0 and g["rules_out"] for g in passes), passes
+    assert any("is ruled out at 95% (Wilson)" in g["rules_out"] for g in passes)
+    # unique_prompts and order judged nothing here (no load, no order draw): not applicable, so they do not count…
+    na = {g["gate"] for g in rec["data"]["gates"] if not g["applicable"]}
+    assert na >= {"unique_prompts"}
+    # …unless --strict, for CI: then a gate that never ran is no pass
+    code, out = run_cli(["gates", "check", str(run_dir), "--strict"])
+    assert code == 3 and out["verdict"] == "UNPROVEN"
+    assert out["gates"]["unique_prompts"]["reason"].startswith("--strict: not applicable to this run (NOT RUN)")

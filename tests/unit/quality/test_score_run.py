@@ -249,3 +249,12 @@ def test_a_baseline_repeat_is_the_floor_and_gets_its_own_first_divergence(run):
     e = report["engines"]["llama-server"]
     assert e["first_divergence"]["n_prompts"] == 4
     assert e["verdict"]["checks"]["kl_mean"]["n_prompts"] == 4
+
+
+def test_clamp_sentinels_are_left_out_of_nll_not_averaged():
+    # vLLM writes -9999.0 for an underflowed prompt position; averaged in it made a mean NLL of thousands (issue 18)
+    from inferencekit.quality.score_rows import score_positions
+
+    rows = score_positions([5, 6], [{5: -0.5, 7: -0.2}, {6: -9999.0, 8: -0.1}], None, ks=(), own_k=0)
+    assert rows[0]["nll"] == 0.5 and rows[0]["clamped"] is False
+    assert rows[1]["nll"] is None and rows[1]["gap"] is None and rows[1]["clamped"] is True and rows[1]["agree"] == 0

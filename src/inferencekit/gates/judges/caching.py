@@ -28,6 +28,7 @@ import inferencekit.gates.records as pr
 from inferencekit.gates.inputs import ProbeRun
 from inferencekit.gates.result import Gate
 from inferencekit.shapes import ProbeRecord, ReplyFile, generated_text
+from inferencekit.stats import rules_out
 
 __all__ = ["ALL_AT_ONCE_SPEEDUP", "CACHE_KINDS", "DEFAULT_THRESHOLD", "EchoRow", "TimingPair", "echo_rows",
            "gate_caching", "judge_probes", "timing_pairs", "typical_speedup"]
@@ -220,10 +221,16 @@ def gate_caching(records: Sequence[ProbeRecord], threshold: float = DEFAULT_THRE
         return Gate("caching", "UNPROVEN", f"no perturbed prompt was answered from a cache "
                     f"({len(echoes) - len(unclear)} judged), but the repeat timing could not be measured",
                     metrics, timing_rows, limitations)
+    judged_echoes = len(echoes) - len(unclear)
+    fast = sum(1 for p in pairs if (p.ttft_speedup or 0) > 1 + threshold or (p.decode_speedup or 0) > 1 + threshold)
+    bounds = [rules_out(fast, len(pairs), f"repeats faster than {1 + threshold:.2f}× their first-seen prompt",
+                        "share of cached repeats")]
+    if judged_echoes:
+        bounds.append(rules_out(0, judged_echoes, "perturbed prompts answered from a cache", "near-duplicate hit rate"))
     return Gate("caching", "PASS", f"repeats are not faster than first-seen prompts: median speedup TTFT "
                 f"{_fmt(ttft_mid)}, decode {_fmt(decode_mid)} (limit {1 + threshold:.2f}×); "
-                f"0/{len(echoes) - len(unclear)} perturbed prompts answered from a cache", metrics,
-                timing_rows, limitations)
+                f"0/{judged_echoes} perturbed prompts answered from a cache", metrics,
+                timing_rows, limitations, judged=len(pairs) + judged_echoes, rules_out="; ".join(bounds))
 
 
 def judge_probes(run: ProbeRun) -> Gate:

@@ -26,7 +26,7 @@ import inferencekit.gates.records as pr
 from inferencekit.gates.inputs import ProbeRun, RunRows
 from inferencekit.gates.result import Gate
 from inferencekit.shapes import ProbeRecord, generated_text
-from inferencekit.stats import combine_claims
+from inferencekit.stats import combine_claims, rules_out
 
 __all__ = ["LIVE_LIMITATION", "SAMPLING_KINDS", "SAMPLING_MIN_FAIL", "SamplingRow", "check_logprob_entry",
            "gate_hidden_probes", "judge_probes", "judge_run", "sampling_rows", "sampling_verdict"]
@@ -67,6 +67,16 @@ def _valid_logprob(x: Any) -> bool:
     return _is_number(x) and x <= _TINY
 
 
+def _top_value(x: Any) -> float | None:
+    """A top logprob as a float: ``null`` and ``-inf`` mean probability 0 (servers send both for a token the
+    sampler masked: a legitimate value, not a protocol error); None for anything that is no logprob."""
+    if x is None:
+        return -math.inf
+    if isinstance(x, (int, float)) and not isinstance(x, bool) and not math.isnan(x) and x <= _TINY:
+        return float(x)
+    return None
+
+
 def check_logprob_entry(entry: dict[str, Any], greedy: bool) -> list[str]:
     """The ways one logprob entry is not a slice of a probability distribution; empty when it is.
 
@@ -74,7 +84,8 @@ def check_logprob_entry(entry: dict[str, Any], greedy: bool) -> list[str]:
         entry: ``{"token": str, "logprob": float, "top_logprobs": [{"token", "logprob"}, ...]}``, natural log.
         greedy: the reply was decoded greedily, so its token must be the argmax of ``top_logprobs``.
 
-    Checks: the chosen logprob and every top logprob finite and <= 0 (1e-6 slack); top logprobs sorted
+    Checks: the chosen logprob finite and <= 0, every top logprob <= 0 (1e-6 slack; a top logprob of ``null``
+    or ``-inf`` is probability 0, ``_top_value``); top logprobs sorted
     descending (1e-6 slack); their probability mass sum(exp) <= 1 + 1e-3; when greedy, the chosen
     logprob within 1e-3 of the top one and the chosen token the top-1 token (unless tied within 1e-3).
     Source: the seed's ``check_logprob_entry``.
@@ -84,12 +95,13 @@ def check_logprob_entry(entry: dict[str, Any], greedy: bool) -> list[str]:
     problems = []
     if not _valid_logprob(chosen):
         problems.append(f"chosen logprob {chosen!r} is not a finite number <= 0")
-    if not all(_valid_logprob(t.get("logprob")) for t in top):
-        problems.append("a top logprob is not a finite number <= 0")
+    tops = [_top_value(t.get("logprob")) for t in top]
+    if any(v is None for v in tops):
+        problems.append("a top logprob is not a number <= 0 (nor null / -inf: probability 0)")
         return problems
     if not top:
         return problems
-    values = [float(t["logprob"]) for t in top]
+    values = [v for v in tops if v is not None]
     if any(later > earlier + _TINY for earlier, later in itertools.pairwise(values)):
         problems.append(_UNSORTED)
     mass = math.fsum(math.exp(v) for v in values)
@@ -194,6 +206,7 @@ def _logprob_part(records: Sequence[ProbeRecord], metrics: dict[str, Any],
     violations: list[dict[str, Any]] = []
     positions = answered = unsorted = 0
     missing = []
+    no_top: list[str] = []  # replies whose positions carry no top_logprobs (refused and dropped, or not sent)
     for rec in probes:
         reply = pr.ok_reply(rec)
         if reply is None:
@@ -203,20 +216,30 @@ def _logprob_part(records: Sequence[ProbeRecord], metrics: dict[str, Any],
             missing.append(rec.get("key"))
             continue
         answered += 1
+        tops = [e for e in entries if isinstance(e, dict) and e.get("top_logprobs")]
+        if "top_logprobs" in (reply.get("dropped_fields") or ()) or not tops:
+            no_top.append(str(rec.get("key")))
+            # the chosen logprobs alone are still checked for range, but they prove no distribution
+            for pos, entry in enumerate(entries):
+                bare = (check_logprob_entry(entry, greedy=True) if isinstance(entry, dict)
+                        else ["entry is not an object"])
+                violations += [{"key": rec.get("key"), "position": pos, "problem": p} for p in bare]
+            continue
         positions += len(entries)
         for pos, entry in enumerate(entries):
             found = check_logprob_entry(entry, greedy=True) if isinstance(entry, dict) else ["entry is not an object"]
             unsorted += sum(p == _UNSORTED for p in found)
             violations += [{"key": rec.get("key"), "position": pos, "problem": p} for p in found if p != _UNSORTED]
     metrics.update(logprob_replies=answered, logprob_positions=positions, logprob_violations=len(violations),
-                   logprob_failed=len(fails), logprob_missing=len(missing), logprob_unsorted=unsorted)
+                   logprob_failed=len(fails), logprob_missing=len(missing), logprob_unsorted=unsorted,
+                   logprob_without_top=len(no_top))
     parts = []
     if violations:
         first = violations[0]
         parts.append(("FAIL", (f"{len(violations)} logprob violation(s) in {positions} positions (first: "
                                f"{first['problem']} at {first['key']}:{first['position']})")))
         details += violations[:_DETAILS_CAP]
-    elif answered:
+    elif positions:
         order = (f" (top_logprobs listed out of order at {unsorted} position(s): the order is presentation, not a "
                  "probability, so it is noted, not failed; llama-cpp-python under load, observed)" if unsorted
                  else ", sorted")
@@ -224,6 +247,11 @@ def _logprob_part(records: Sequence[ProbeRecord], metrics: dict[str, Any],
     if fails:
         parts.append(("UNPROVEN", pr.fail_note(fails, "logprob probe")))
         details += fails
+    if no_top and not violations:
+        parts.append(("UNPROVEN", (f"{len(no_top)}/{len(probes)} logprob probes came back without top_logprobs (the "
+                                   "server refused the field and the client dropped it, or sent none): their "
+                                   "positions show no distribution, so normalisation and the greedy argmax were not "
+                                   f"checked on them (first: {no_top[0]})")))
     if missing:
         parts.append(("UNPROVEN", (f"{len(missing)}/{len(probes)} logprob probes came back without logprobs "
                                    "(they were requested): the logprob check could not run on them")))
@@ -256,8 +284,17 @@ def gate_hidden_probes(records: Sequence[ProbeRecord], where: str = "live") -> G
     details: list[dict[str, Any]] = []
     limitations = [LIVE_LIMITATION] if where == "live" else []
     parts = _sampling_part(records, metrics, details, limitations) + _logprob_part(records, metrics, details)
+    n_prompts, positions = metrics["sampling_prompts"], metrics["logprob_positions"]
+    bounds = []
+    if n_prompts:
+        bounds.append(f"T=1 samples equal greedy on {metrics['samples_equal_greedy']}/{n_prompts} prompts: an engine "
+                      f"ignoring temperature matches on all {n_prompts}, an honest one with chance about "
+                      f"(1/3)^{n_prompts} = {(1 / 3) ** n_prompts:.2g} (the seed's estimate)")
+    if positions:
+        bounds.append(rules_out(metrics["logprob_violations"], positions, "logprob positions off a distribution",
+                                "violation rate"))
     return Gate("hidden_probes", combine_claims(v for v, _ in parts), "; ".join(f"{v}: {why}" for v, why in parts),
-                metrics, details, limitations)
+                metrics, details, limitations, judged=n_prompts + positions, rules_out="; ".join(bounds))
 
 
 def judge_probes(run: ProbeRun) -> Gate:

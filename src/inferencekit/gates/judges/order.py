@@ -32,6 +32,7 @@ from inferencekit.api.reply import rederive
 from inferencekit.gates.inputs import ProbeRun, RunRows
 from inferencekit.gates.result import Gate, merge_gates
 from inferencekit.shapes import is_ok
+from inferencekit.stats import rules_out
 
 __all__ = [
     "COMPARED",
@@ -251,7 +252,8 @@ def judge_order(rows: Sequence[Mapping[str, Any]], *, what: str) -> Gate:
     fields = "text, reasoning, tool calls with raw arguments, finish_reason, " + (
         "completion_tokens" if not limitations else "not completion_tokens: the server sent no usage")
     return Gate("order", "PASS", f"{what}: all {n} samples byte-identical in every run ({fields})", metrics, details,
-                limitations)
+                limitations, judged=n, rules_out=rules_out(0, n, "samples answered differently by order",
+                                                           "order-dependent share"))
 
 
 def order_rows(records: Sequence[Mapping[str, Any]], sample_ids: Sequence[str], orders: int, regime: str

@@ -26,7 +26,7 @@ import inferencekit.gates.records as pr
 from inferencekit.gates.inputs import LengthInputs, ProbeRun, RunRows
 from inferencekit.gates.result import Gate
 from inferencekit.shapes import ProbeRecord
-from inferencekit.stats import combine_claims
+from inferencekit.stats import combine_claims, rules_out
 
 __all__ = ["LengthRow", "exact_length_of", "forcing_options", "gate_output_length_live", "gate_output_length_static",
            "judge_probes", "judge_run", "length_row", "reply_length"]
@@ -185,7 +185,8 @@ def gate_output_length_live(records: Sequence[ProbeRecord]) -> Gate:
         return Gate("output_length", "UNPROVEN", f"{n} ignore_eos replies are exactly max_tokens long by usage only "
                     "(no stream to confirm the count)", metrics, exact, limitations)
     return Gate("output_length", "PASS", f"{n} ignore_eos replies are exactly max_tokens long "
-                f"({n - len(by_usage)} by their stream)", metrics, exact, limitations)
+                f"({n - len(by_usage)} by their stream)", metrics, exact, limitations, judged=n,
+                rules_out=rules_out(0, n, "ignore_eos replies of another length", "share of wrong lengths"))
 
 
 def _known_to_drop(gate: Gate, header: Mapping[str, Any]) -> Gate:
@@ -373,8 +374,12 @@ def gate_output_length_static(engine: str, inputs: LengthInputs) -> Gate:
     if not sub:
         return Gate("output_length", "NOT RUN", "no exact-length requests and no reference outputs given", metrics,
                     applicable=False)
+    judged = metrics["exact_length_outputs"] - metrics["exact_length_unenforced"] + metrics.get("reference_pairs", 0)
+    wrong = metrics["exact_length_wrong"] + metrics.get("outside_tolerance", 0)
     return Gate("output_length", combine_claims(v for v, _ in sub), "; ".join(f"{v}: {w}" for v, w in sub), metrics,
-                details, lim)
+                details, lim, judged=judged,
+                rules_out=rules_out(wrong, judged, "outputs off their asked or reference length",
+                                    "share of wrong lengths") if judged else "")
 
 
 def judge_run(rows: RunRows) -> Gate:

@@ -32,6 +32,7 @@ from inferencekit.gates.inputs import ProbeRun
 from inferencekit.gates.probes.text import rare_core, reproduced
 from inferencekit.gates.result import Gate
 from inferencekit.shapes import ProbeRecord, generated_text
+from inferencekit.stats import rules_out
 
 __all__ = ["RareRow", "gate_rare_tokens", "judge_probes", "rare_rows"]
 
@@ -166,7 +167,10 @@ def gate_rare_tokens(records: Sequence[ProbeRecord], reference_given: bool) -> G
     if both_refused:
         return Gate("rare_tokens", "UNPROVEN", f"{said}; {len(both_refused)} refused by both engines (not judged)",
                     metrics, [asdict(r) for r in both_refused + slips], limitations)
-    return Gate("rare_tokens", "PASS", said, metrics, [asdict(r) for r in slips], limitations)
+    judged = len(rows) - len(shared_misses)
+    return Gate("rare_tokens", "PASS", said, metrics, [asdict(r) for r in slips], limitations, judged=judged,
+                rules_out=rules_out(0, judged, "rare strings the engine could not write", "share of unwritable "
+                                    "strings") if judged else "")
 
 
 def judge_probes(run: ProbeRun) -> Gate:

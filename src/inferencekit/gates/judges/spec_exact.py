@@ -21,6 +21,7 @@ import inferencekit.gates.records as pr
 from inferencekit.gates.inputs import ProbeRun
 from inferencekit.gates.result import Gate
 from inferencekit.shapes import ProbeRecord, ReplyFile, generated_text, is_ok
+from inferencekit.stats import rules_out
 
 __all__ = ["SPEC_KINDS", "SpecRow", "judge_probes", "judge_spec_exact", "spec_row", "spec_rows"]
 
@@ -137,7 +138,8 @@ def judge_spec_exact(rows: Sequence[dict[str, Any]], early_tokens: int = 32, tol
             return Gate("spec_exact", verdict, reason, metrics, shown, notes)
     return Gate("spec_exact", "PASS", f"{n - len(ab)}/{n} identical to the reference engine; early divergences "
                 f"{ab_early} <= A/A floor {aa_early} + {tolerance}; any divergence {len(ab)} <= A/A {len(aa)} + "
-                f"{late_allowed}", metrics, shown, notes)
+                f"{late_allowed}", metrics, shown, notes, judged=n,
+                rules_out=rules_out(ab_early, n, "prompts diverging early", "early-divergence rate"))
 
 
 def spec_rows(records: Sequence[ProbeRecord]) -> list[dict[str, Any]]:

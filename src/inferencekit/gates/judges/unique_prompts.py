@@ -114,7 +114,9 @@ def gate_unique_prompts(reqs: Sequence[Mapping[str, Any]], journals: Sequence[st
                     f"({len(repeats)} repeat request(s) of {len(reqs)}): a cache could have served them", metrics,
                     repeats[:_MAX_DETAILS], lim)
     return Gate("unique_prompts", "PASS", f"{len(reqs)} load requests over {len(levels)} level(s): no prompt repeats "
-                "inside a level" + (f" ({salted} salted reuse(s))" if salted else ""), metrics, [], lim)
+                "inside a level" + (f" ({salted} salted reuse(s))" if salted else ""), metrics, [], lim,
+                judged=len(reqs), rules_out=f"every one of the {len(reqs)} load requests was read: no repeat inside a "
+                "level, not a sample")
 
 
 def judge_run(rows: RunRows) -> Gate:

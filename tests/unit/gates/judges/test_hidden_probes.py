@@ -63,8 +63,22 @@ def test_a_valid_entry_has_no_problems():
 def test_positive_or_non_finite_logprobs_are_flagged():
     assert check_logprob_entry({"token": "a", "logprob": 0.5}, greedy=False) == [
         "chosen logprob 0.5 is not a finite number <= 0"]
-    got = check_logprob_entry(entry("a", float("nan"), [("a", -0.1), ("b", float("-inf"))]), greedy=True)
-    assert got == ["chosen logprob nan is not a finite number <= 0", "a top logprob is not a finite number <= 0"]
+    got = check_logprob_entry(entry("a", float("nan"), [("a", -0.1), ("b", float("nan"))]), greedy=True)
+    assert got == ["chosen logprob nan is not a finite number <= 0",
+                   "a top logprob is not a number <= 0 (nor null / -inf: probability 0)"]
+    assert check_logprob_entry(entry("a", -0.1, [("a", -0.1), ("b", 0.3)]), greedy=True) == [
+        "a top logprob is not a number <= 0 (nor null / -inf: probability 0)"]
+
+
+def test_a_null_or_minus_infinity_top_logprob_is_probability_zero():
+    # a masked token's logprob: servers send null or -Infinity; neither is a protocol error (failed before 18)
+    for zero in (None, float("-inf")):
+        e = {"token": "a", "logprob": -0.1, "top_logprobs": [{"token": "a", "logprob": -0.1},
+                                                            {"token": "b", "logprob": zero}]}
+        assert check_logprob_entry(e, greedy=True) == []
+    # ...but the chosen token of a greedy reply cannot have probability 0
+    assert check_logprob_entry({"token": "a", "logprob": None, "top_logprobs": []}, greedy=True) == [
+        "chosen logprob None is not a finite number <= 0"]
 
 
 def test_unsorted_top_logprobs_are_flagged():
@@ -225,3 +239,24 @@ def test_top_logprobs_out_of_order_are_noted_not_failed():
     parts = _logprob_part([rec], metrics, [])
     assert parts[0][0] == "PASS" and "out of order at 1 position" in parts[0][1]
     assert metrics["logprob_unsorted"] == 1 and metrics["logprob_violations"] == 0
+
+
+def test_a_pass_names_its_n_and_what_it_rules_out():
+    g = gate_hidden_probes(honest() + LP_OK)
+    assert g.judged == 4 + 3
+    assert "T=1 samples equal greedy on 0/4 prompts" in g.rules_out
+    assert "0 of 3 logprob positions off a distribution: a violation rate above" in g.rules_out
+
+
+def test_refused_top_logprobs_dropped_by_the_client_is_unproven_not_a_pass():
+    # the server 400'd top_logprobs, the client resent without it: chosen logprobs only (failed before 18: PASS)
+    bare = [{"token": "Paris", "logprob": -0.1}] * 3
+    g = gate_hidden_probes(honest() + [rec("logprobs", "l0", reply(logprobs=bare, dropped=["top_logprobs"]))])
+    assert g.verdict == "UNPROVEN" and g.metrics["logprob_positions"] == 0 and g.metrics["logprob_without_top"] == 1
+    assert "1/1 logprob probes came back without top_logprobs" in g.reason
+    # no top lists at all, even without a recorded drop, proves no distribution either
+    g = gate_hidden_probes(honest() + [rec("logprobs", "l0", reply(logprobs=bare))])
+    assert g.verdict == "UNPROVEN" and "normalisation and the greedy argmax were not checked" in g.reason
+    # a chosen logprob out of range is still a FAIL without top lists
+    g = gate_hidden_probes(honest() + [rec("logprobs", "l0", reply(logprobs=[{"token": "a", "logprob": 0.7}]))])
+    assert g.verdict == "FAIL"
