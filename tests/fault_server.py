@@ -34,6 +34,8 @@ async def chat(request: web.Request) -> web.StreamResponse:
     if fault == "drop":  # close the connection before any byte of a reply: a transport failure (status 0)
         request.transport.close()
         return web.Response()
+    if fault == "http400":  # a 400 whose message names no field (the cause is elsewhere in the request)
+        return web.json_response({"error": {"message": "Bad Request"}}, status=400)
     if fault == "http500":
         return web.Response(status=500, text="E" * 2000)
     if not body.get("stream"):
@@ -86,6 +88,16 @@ def _plain(body: dict, lp: dict) -> web.Response:
     return web.json_response({"choices": [choice], "usage": {"prompt_tokens": 4, "completion_tokens": len(words)}})
 
 
+async def tokenize(request: web.Request) -> web.Response:
+    """llama-cpp-python's ``/extras/tokenize`` for a model whose GGUF adds BOS: one id per character after BOS
+    (id 1), with no switch to leave it out; ``"422"`` as the text is refused the way a validation error is."""
+    body = await request.json()
+    text = body.get("input")
+    if text == "422":
+        return web.json_response({"detail": [{"msg": "field required"}]}, status=422)
+    return web.json_response({"tokens": [1, *(1000 + ord(c) for c in str(text))]})
+
+
 async def models(request: web.Request) -> web.Response:
     return web.json_response({"data": [{"id": "fault-model", "owned_by": "test"}]})
 
@@ -108,6 +120,7 @@ def fault_server(*, reject_stream_options: bool = False, logprob_cap: int | None
         app[EMPTY] = empty_replies
         app.router.add_post("/v1/chat/completions", chat)
         app.router.add_get("/v1/models", models)
+        app.router.add_post("/extras/tokenize", tokenize)
         runner = web.AppRunner(app)
         loop.run_until_complete(runner.setup())
         site = web.TCPSite(runner, "127.0.0.1", 0)

@@ -8,7 +8,9 @@ connection, HTTP error, broken stream, timeout — becomes a recorded ``Exchange
 
 Optional request fields (those an operation can live without, e.g. ``stream_options`` or
 ``return_token_ids``) that a server rejects with HTTP 400 are dropped and the request is sent once
-more; the dropped names are recorded and the client keeps them dropped for later requests.
+more; the dropped names are recorded and the client keeps them dropped for later requests. When the
+400 names no field, all the optional ones are dropped for that one retry, and kept dropped only if
+the retry succeeds.
 """
 
 from __future__ import annotations
@@ -320,12 +322,21 @@ class Client:
         ex = await self._exchange("POST", path, send, rid, timeout_s)
         if ex.status == 400 and optional:
             left = [f for f in optional if f not in dropped]
-            drop = _named_in(left, ex.error or "") or left
+            named = _named_in(left, ex.error or "")
+            drop = named or left
             if drop:
-                self.rejected_fields.update(drop)
-                dropped = dropped + drop
-                send = {k: v for k, v in body.items() if k not in dropped}
-                ex = await self._exchange("POST", path, send, rid, timeout_s)
+                send = {k: v for k, v in body.items() if k not in dropped + drop}
+                retry = await self._exchange("POST", path, send, rid, timeout_s)
+                # a field the error names is rejected for good; fields dropped blind (the message named none) are
+                # kept dropped only when the request then went through: a retry that fails too shows they were not
+                # the cause, and dropping them for the rest of the run would change every later request for nothing
+                if named or retry.ok:
+                    self.rejected_fields.update(drop)
+                    dropped = dropped + drop
+                    ex = retry
+                else:
+                    ex.retried = (f"resent once without {', '.join(drop)} (the HTTP 400 named no field); that failed "
+                                  f"too (HTTP {retry.status}), so the fields are sent again on later requests")
         ex.dropped_fields = dropped
         return ex
 

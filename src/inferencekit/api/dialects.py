@@ -88,6 +88,9 @@ class Dialect:
         capacity_path: GET path whose JSON reports parallel capacity; ``capacity_of`` reads it.
         fixed_capacity: capacity known without asking (llama-cpp-python serialises: 1).
         ignores: option names this engine is known to accept and drop without effect.
+        honours: option names this engine is known to honour (docs/engines.md: llama-server and vLLM generate
+            past EOS with ``ignore_eos``): a reply that shows otherwise is the engine's fault, not a missing
+            feature.
         neutral_sampling: request fields that undo a server default which changes the model's distribution
             (llama-cpp-python applies ``repeat_penalty`` 1.1 unless told otherwise, so its greedy token is not
             the argmax of the logprobs it reports); probes that judge sampling send them.
@@ -117,6 +120,7 @@ class Dialect:
     capacity_of: Callable[[Any], int | None] | None = None
     fixed_capacity: int | None = None
     ignores: tuple[str, ...] = ()
+    honours: tuple[str, ...] = ()
     neutral_sampling: dict[str, Any] = field(default_factory=dict)
     id_fields: dict[str, Any] = field(default_factory=dict)
     chat_tokenize_body: Callable[[list[dict[str, Any]], dict[str, Any]], dict[str, Any]] | None = None
@@ -139,7 +143,8 @@ class Dialect:
                 "stream_count_fields": self.count_fields or None,
                 "cache_bypass": sorted(self.cache_bypass()) if self.cache_bypass else None,
                 "cache_reset": self.cache_reset_path, "capacity": self.capacity_path or self.fixed_capacity,
-                "known_ignored_options": list(self.ignores), "neutral_sampling": self.neutral_sampling or None}
+                "known_ignored_options": list(self.ignores), "known_honoured_options": list(self.honours),
+                "neutral_sampling": self.neutral_sampling or None}
 
 
 def _slots(props: Any) -> int | None:
@@ -168,7 +173,7 @@ DIALECTS: dict[str, Dialect] = {
         cache_bypass=lambda: {"cache_salt": uuid.uuid4().hex},
         cache_reset_path="/reset_prefix_cache",
         id_fields={"return_tokens_as_token_ids": True, "return_token_ids": True},
-        chat_tokenize_body=_vllm_chat_tokenize, top_k_off=-1,
+        chat_tokenize_body=_vllm_chat_tokenize, top_k_off=-1, honours=("ignore_eos", "min_tokens"),
         prefill_isolation=PrefillIsolation(
             "cache_salt", "cache_salt: a random salt per cold/warm pair (vLLM prefix-cache isolation)", "token ids",
             cold_fields=lambda s: {"cache_salt": s}, warm_fields=lambda s: {"cache_salt": s},
@@ -187,7 +192,7 @@ DIALECTS: dict[str, Dialect] = {
         # top_logprobs 0 makes llama-server stream no logprob entries at all; 1 gives one per token, with its id
         count_fields={"logprobs": True, "top_logprobs": 1},
         cache_bypass=lambda: {"cache_prompt": False},
-        capacity_path="/props", capacity_of=_slots,
+        capacity_path="/props", capacity_of=_slots, honours=("ignore_eos",),
         template_path="/apply-template",
         special_tokenize_body=lambda t: {"content": t, "add_special": True, "parse_special": True},
         prefill_isolation=PrefillIsolation(

@@ -40,13 +40,9 @@ class EngineTokenizer:
         self.client = client
         self.dialect = dialect
         self.source = f"engine:{dialect.name}{dialect.tokenize_path}"
+        self._added: list[int] | None = None  # what the endpoint adds to every text (its tokens for "")
 
-    async def encode(self, text: str) -> list[int]:
-        """Token ids of ``text`` (no special tokens added).
-
-        Raises:
-            TokenizeError: HTTP error or an unknown reply shape.
-        """
+    async def _raw(self, text: str) -> list[int]:
         assert self.dialect.tokenize_path and self.dialect.tokenize_body
         val, err = await self.client.post_json(self.dialect.tokenize_path, self.dialect.tokenize_body(text),
                                                timeout_s=60)
@@ -54,6 +50,23 @@ class EngineTokenizer:
         if ids is None:
             raise TokenizeError(err or f"{self.dialect.tokenize_path}: unexpected reply {str(val)[:200]}")
         return ids
+
+    async def encode(self, text: str) -> list[int]:
+        """Token ids of ``text``, without the special tokens the endpoint adds on its own: llama-cpp-python's
+        ``/extras/tokenize`` prepends BOS and has no switch for it (observed: re-tokenized 3 vs usage 2), so
+        the endpoint's tokens for the empty string, asked once, are cut from the front of every result.
+
+        Raises:
+            TokenizeError: HTTP error or an unknown reply shape.
+        """
+        if self._added is None:
+            try:
+                self._added = await self._raw("")
+            except TokenizeError:  # an endpoint that refuses an empty text adds nothing we could cut
+                self._added = []
+        ids = await self._raw(text)
+        k = len(self._added)
+        return ids[k:] if k and ids[:k] == self._added else ids
 
     async def decode(self, ids: list[int]) -> str:
         """Text of ``ids``.

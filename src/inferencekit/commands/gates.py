@@ -153,7 +153,8 @@ def _check_settings(gates: list[str] | None, sampling_prompts: int | None, cache
                  Arg("threshold", "number", "caching: largest allowed repeat speedup − 1 (0.10 = 1.10×).",
                      default=0.10),
                  Arg("rare_per_class", "integer", "rare_tokens: strings per class (CJK, Hangul, emoji, ZWJ, "
-                     "Devanagari, Arabic, math; also code identifiers and numbers).", default=4),
+                     "Devanagari, Arabic, uncommon scripts (Runic, Cherokee, Glagolitic, Lisu), math; also code "
+                     "identifiers and numbers).", default=4),
                  Arg("tokenizer", "string", "Tokenizer for re-tokenized counts: a Hugging Face folder or .gguf "
                      "(default: the engine's /tokenize endpoint when it has one)."),
                  Arg("reference_url", "string", "Reference engine (same model, trusted): rare-string misses it shares "

@@ -17,7 +17,7 @@ applicable, with the reason.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -221,8 +221,29 @@ def judge_probe_log(header: dict[str, Any], records: Sequence[ProbeRecord], *, w
             out[spec.name] = Gate(spec.name, "NOT RUN", "the endpoint answered no probe"
                                   + (f" (first error: {first[:200]})" if first else ""))
         else:
-            out[spec.name] = spec.judge_probes(run)
+            gate = spec.judge_probes(run)
+            drop = dropped_note(r for r in records if r.get("kind") in spec.probe_kinds)
+            out[spec.name] = gate.replace(fallbacks=(*gate.fallbacks, drop)) if drop else gate
     return out
+
+
+def dropped_note(records: Iterable[ProbeRecord]) -> str | None:
+    """A fallback line when the server rejected optional fields of these probes (HTTP 400) and the client sent
+    them without (``Exchange.dropped_fields``): which fields, on how many requests, the first probe id; None
+    when none was dropped. What was measured changed: the probes ran without what they asked for."""
+    by_field: dict[str, int] = {}
+    first: str | None = None
+    for rec in records:
+        fields = (rec.get("reply") or {}).get("dropped_fields") or []
+        for f in fields:
+            by_field[f] = by_field.get(f, 0) + 1
+        if fields and first is None:
+            first = str(rec.get("id"))
+    if not by_field:
+        return None
+    said = ", ".join(f"{f} on {n}" for f, n in sorted(by_field.items()))
+    return (f"the server rejected optional fields (HTTP 400) and the probes were sent without them: {said} "
+            f"request(s) (first: {first})")
 
 
 def _gate_run_parts(run: RunDir, engine: str, gate_runs: Sequence[str] | None

@@ -113,7 +113,8 @@ async def run_gate_probes(client: Client, info: EngineInfo, run: RunDir, s: Gate
                        count_fields=info.dialect.count_fields, neutral=info.dialect.neutral_sampling,
                        ) if set(s.gates) & set(PLANNED_GATES) else []
     header = {"gate_run": name, "engine": engine, "model": info.model, "engine_info": info.identity(),
-              "known_ignored_options": list(info.dialect.ignores), "settings": s.header()}
+              "known_ignored_options": list(info.dialect.ignores),
+              "known_honoured_options": list(info.dialect.honours), "settings": s.header()}
     with ProbeLog(run.gate_run_log(name), header) as log, ProgressBar(quiet) as bar:
         def tick(rec: ProbeRecord) -> None:
             bar.on_done("probes", is_ok(rec.get("reply") or {}))
@@ -135,8 +136,8 @@ async def run_gate_probes(client: Client, info: EngineInfo, run: RunDir, s: Gate
                 bar.on_level("spec_exact: A, B, B again", 3 * len(spec))
                 await send_spec_exact(client, off, str(off_info.model), spec, log, tick)
         if tokenizer is not None:
-            counts = await retokenize_probes(tokenizer, records)
-            log.append({"tokenizer": tokenizer.source, "retokenized": counts})
+            counts, errors = await retokenize_probes(tokenizer, records)
+            log.append({"tokenizer": tokenizer.source, "retokenized": counts, "retokenize_errors": errors})
     return name
 
 

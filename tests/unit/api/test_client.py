@@ -38,6 +38,15 @@ def test_optional_field_rejected_with_400_is_dropped_retried_once_and_remembered
     assert r1["usage"] == {"prompt_tokens": 3, "completion_tokens": 2}
 
 
+def test_a_400_naming_no_field_drops_the_optional_fields_for_one_retry_only_when_that_fails_too():
+    # failed before 18: every optional field was dropped for the rest of the run although the retry failed too
+    with fault_server() as (url, seen):
+        bad, good = post(url, [{**BODY, "fault": "http400"}, BODY], optional=("stream_options",))
+    assert bad["status"] == 400 and bad["dropped_fields"] == [] and "named no field" in bad["retried"]
+    assert good["status"] == 200 and good["dropped_fields"] == [] and good["usage"]
+    assert ["stream_options" in s["body"] for s in seen] == [True, False, True]
+
+
 def test_required_field_rejection_is_recorded_not_retried():
     with fault_server(reject_stream_options=True) as (url, seen):
         (r,) = post(url, [BODY])

@@ -118,3 +118,18 @@ def test_every_pass_of_the_honest_run_names_its_n_and_bound_and_strict_turns_wha
     code, out = run_cli(["gates", "check", str(run_dir), "--strict"])
     assert code == 3 and out["verdict"] == "UNPROVEN"
     assert out["gates"]["unique_prompts"]["reason"].startswith("--strict: not applicable to this run (NOT RUN)")
+
+
+def test_a_field_the_server_rejected_on_a_gates_probes_is_a_fallback_of_that_gate(tmp_path):
+    from inferencekit.gates.result import strict_gate
+
+    header, records, _ = read_probe_log(unpack("llama-server-honest-full", tmp_path))
+    count = next(r for r in records if r["kind"] == "count")
+    count["reply"] = {**count["reply"], "dropped_fields": ["chat_template_kwargs"]}
+    gates = judge_probe_log(header, records)
+    tc = gates["token_count"]
+    assert tc.verdict == "PASS" and len(tc.fallbacks) == 1
+    assert tc.fallbacks[0] == ("the server rejected optional fields (HTTP 400) and the probes were sent without them: "
+                               f"chat_template_kwargs on 1 request(s) (first: {count['id']})")
+    assert tc.fallbacks[0] in tc.limitations and strict_gate(tc).verdict == "UNPROVEN"
+    assert gates["caching"].fallbacks == ()  # only the gate whose probes lost the field

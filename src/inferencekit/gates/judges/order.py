@@ -115,17 +115,23 @@ def fingerprint(reply: Mapping[str, Any] | None) -> dict[str, Any] | None:
     failed (not HTTP 200, an error recorded, a stream cut short) or there is no reply.
 
     ``tool_calls`` is a list of ``{"name", "arguments"}`` with the argument string exactly as streamed;
-    ``completion_tokens`` is None when the server sent no usage."""
+    ``completion_tokens`` is the server's ``usage.completion_tokens``, else the tokens the stream carried (token
+    ids or logprob entries, ``n_streamed``: the seed counts them from the stream), else None;
+    ``tokens_from`` says which (``"usage"``, ``"stream"`` or None) and is not compared."""
     if not reply or not is_ok(dict(reply)):
         return None
     r = rederive(dict(reply)) if reply.get("events") else dict(reply)
     if not is_ok(r):
         return None
-    usage = r.get("usage") or {}
+    raw_usage = r.get("usage")
+    usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
+    counted, streamed = usage.get("completion_tokens"), r.get("n_streamed")
+    tokens, source = ((counted, "usage") if counted is not None
+                      else (streamed, "stream") if isinstance(streamed, int) and streamed > 0 else (None, None))
     return {"text": r.get("text") or "", "reasoning": r.get("reasoning") or "",
             "tool_calls": [{"name": c.get("name") or "", "arguments": c.get("arguments") or ""}
                            for c in r.get("tool_calls") or ()],
-            "finish_reason": r.get("finish_reason"), "completion_tokens": usage.get("completion_tokens")}
+            "finish_reason": r.get("finish_reason"), "completion_tokens": tokens, "tokens_from": source}
 
 
 def is_empty(fp: Mapping[str, Any]) -> bool:
@@ -200,7 +206,8 @@ def compare_sample(sample_id: str, replies: Sequence[tuple[str, Mapping[str, Any
     return {"sample_id": sample_id, "status": status, "runs": [label for label, _ in replies],
             "empty": bool(answered) and all(is_empty(fp) for _, fp in answered), "difference": difference,
             "failed": failed, "answered": len(answered),
-            "usage_seen": any(fp["completion_tokens"] is not None for _, fp in answered)}
+            "usage_seen": any(fp["completion_tokens"] is not None for _, fp in answered),
+            "tokens_from": sorted({fp["tokens_from"] for _, fp in answered if fp.get("tokens_from")})}
 
 
 def _show(d: Mapping[str, Any]) -> str:
@@ -229,8 +236,13 @@ def judge_order(rows: Sequence[Mapping[str, Any]], *, what: str) -> Gate:
     if by["AGREE"]:
         details.append({"status": "AGREE", "sample_ids": [r["sample_id"] for r in by["AGREE"]]})
     limitations = []
+    sources = {s for r in rows for s in r.get("tokens_from") or ()}
     if answered and not any(r["usage_seen"] for r in rows):
-        limitations.append("the server sent no usage in these replies, so completion_tokens was not compared")
+        limitations.append("the server sent no usage and the stream no token ids or logprob entries, so "
+                           "completion_tokens was not compared")
+    elif answered and "usage" not in sources:
+        limitations.append("the server sent no usage in these replies: completion_tokens counted from the stream "
+                           "(token ids or logprob entries)")
     if n == 0:
         return Gate("order", "NOT RUN", f"{what}: no sample to compare", metrics, details, limitations)
     if vacuous:
@@ -250,7 +262,8 @@ def judge_order(rows: Sequence[Mapping[str, Any]], *, what: str) -> Gate:
                     f"the {len(by['AGREE'])} measured samples agree, a failure is not agreement",
                     metrics, details, limitations)
     fields = "text, reasoning, tool calls with raw arguments, finish_reason, " + (
-        "completion_tokens" if not limitations else "not completion_tokens: the server sent no usage")
+        "completion_tokens" if "usage" in sources else "completion_tokens counted from the stream" if sources
+        else "not completion_tokens: the server sent no usage")
     return Gate("order", "PASS", f"{what}: all {n} samples byte-identical in every run ({fields})", metrics, details,
                 limitations, judged=n, rules_out=rules_out(0, n, "samples answered differently by order",
                                                            "order-dependent share"))

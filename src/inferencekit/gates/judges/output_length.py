@@ -201,9 +201,23 @@ def _known_to_drop(gate: Gate, header: Mapping[str, Any]) -> Gate:
         "RUN_DIR --reference-outputs)"))
 
 
+def _known_to_honour(gate: Gate, header: Mapping[str, Any]) -> Gate:
+    """An engine known to honour ``ignore_eos`` (its dialect, e.g. llama-server, vLLM) that accepted it and still
+    stopped at EOS did not generate the exact length a fixed-length run claims: FAIL, not UNPROVEN."""
+    stopped = int(gate.metrics.get("stopped_at_eos") or 0)
+    if "ignore_eos" not in (header.get("known_honoured_options") or ()) or gate.verdict != "UNPROVEN" or not stopped:
+        return gate
+    engine = (header.get("engine_info") or {}).get("engine") or header.get("engine")
+    return gate.replace(verdict="FAIL", reason=(
+        f"{stopped}/{gate.metrics.get('ignore_eos_requests')} ignore_eos replies stopped at EOS on {engine}, an "
+        f"engine known to honour ignore_eos: the exact lengths it is asked for are not what it generates "
+        f"({gate.reason})"))
+
+
 def judge_probes(run: ProbeRun) -> Gate:
-    """The live part on one gate run's ``ignore_eos`` probes (a known-dropped ``ignore_eos`` makes a PASS UNPROVEN)."""
-    return _known_to_drop(gate_output_length_live(run.records), run.header)
+    """The live part on one gate run's ``ignore_eos`` probes: a known-dropped ``ignore_eos`` makes a PASS UNPROVEN;
+    on an engine known to honour it, replies that stopped at EOS FAIL."""
+    return _known_to_honour(_known_to_drop(gate_output_length_live(run.records), run.header), run.header)
 
 
 # ---- the run-dir part

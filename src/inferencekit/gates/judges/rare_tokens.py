@@ -1,7 +1,7 @@
 """The rare_tokens gate: can the engine still produce the rare parts of the vocabulary?
 
 An engine that prunes its vocabulary or masks logits to save work loses rare tokens first: CJK,
-Hangul, emoji and ZWJ sequences, Devanagari, Arabic, math symbols, long numbers, odd identifiers. Each
+Hangul, emoji and ZWJ sequences, Devanagari, Arabic, uncommon scripts, math symbols, long numbers, odd identifiers. Each
 ``rare`` probe asks the model to copy ``"<nonce> <string> <nonce>"`` (meta ``{"class", "target",
 "core"}``, ``gates/probes/text.py``); an optional ``rare_reference`` probe (same key) sent the same request
 to a reference engine.
@@ -34,7 +34,16 @@ from inferencekit.gates.result import Gate
 from inferencekit.shapes import ProbeRecord, generated_text
 from inferencekit.stats import rules_out
 
-__all__ = ["RareRow", "gate_rare_tokens", "judge_probes", "rare_rows"]
+__all__ = ["MIN_ATTEMPTS", "MIN_CLASS_ATTEMPTS", "RareRow", "gate_rare_tokens", "judge_probes", "rare_rows"]
+
+# Without a reference engine a FAIL needs at least this many copy attempts (framed replies or refusals), a
+# majority of them refused or left blank (``_framing``): with 3, an honest model would have to leave out 2 of
+# 3 strings it tried to copy, which SmolLM2-135M did on none of 30 rare probes on llama-cpp-python (observed
+# 2 Dec 2026, three verify runs).
+MIN_ATTEMPTS = 3
+# ... or, within one class, at least this many attempts all left blank (a masked Unicode block: the cheat
+# proxy's vocab-mask strips one block, which a majority over every class would not show)
+MIN_CLASS_ATTEMPTS = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +66,8 @@ class RareRow:
     error: str | None = None
     got: str | None = None
     lost_characters: str | None = None
+    framed: bool = False  # the reply holds both nonces: the model attempted the copy
+    omitted: bool = False  # framed, yet none of the core's rare characters (or, for an ASCII core, nothing between)
 
 
 def _reference_outcome(record: ProbeRecord | None, core: str) -> str | None:
@@ -85,8 +96,29 @@ def _row(record: ProbeRecord, reference: ProbeRecord | None) -> RareRow:
     whole = reproduced(target, text)
     hit = whole or reproduced(core, text)
     lost = _lost_characters(core, reference, text) if not hit and ref == "miss" else ""
+    framed, omitted = _framing(target, core, text)
     return RareRow(key, cls, target, refused=False, core_reproduced=hit, nonces_intact=whole, reference=ref,
-                   counted=not hit and (ref != "miss" or bool(lost)), got=text[:200], lost_characters=lost or None)
+                   counted=not hit and (ref != "miss" or bool(lost)), got=text[:200], lost_characters=lost or None,
+                   framed=framed, omitted=not hit and omitted)
+
+
+def _framing(target: str, core: str, text: str) -> tuple[bool, bool]:
+    """``(framed, omitted)``: the reply holds both nonces of ``target`` in order (the model tried to copy it), and
+    holds none of the core's non-ASCII characters — for an ASCII core, nothing but blanks between the nonces.
+    A small model's imperfect copy still writes most of a string's characters; an engine that cannot produce
+    the tokens writes the frame and leaves the string out."""
+    words = target.split(" ")
+    if len(words) < 3 or core == target:
+        return False, False
+    head, tail = words[0], words[-1]
+    start = text.find(head)
+    end = text.find(tail, start + len(head)) if start >= 0 else -1
+    if start < 0 or end < 0:
+        return False, False
+    rare = {c for c in core if ord(c) > 127}
+    if rare:
+        return True, not any(c in text for c in rare)
+    return True, not text[start + len(head):end].strip()
 
 
 def _lost_characters(core: str, reference: ProbeRecord | None, text: str) -> str:
@@ -115,7 +147,9 @@ def gate_rare_tokens(records: Sequence[ProbeRecord], reference_given: bool) -> G
     Verdicts, in order:
 
     - NOT RUN: no rare probe in the records;
-    - FAIL (with a reference only): counted misses, naming the classes, e.g. ``"2/9 rare strings not
+    - FAIL without a reference: of at least ``MIN_ATTEMPTS`` copy attempts (replies that hold both nonces,
+      and refusals), a majority refused or left the string out (``_framing``: no rare character of it written);
+    - FAIL (with a reference): counted misses, naming the classes, e.g. ``"2/9 rare strings not
       reproduced verbatim (hangul)"``;
     - UNPROVEN: counted misses without a reference (docs/design.md departure); or probes refused by both engines;
     - PASS: every core string reproduced (or missed by the reference too).
@@ -148,6 +182,26 @@ def gate_rare_tokens(records: Sequence[ProbeRecord], reference_given: bool) -> G
     if ref_failed:
         limitations.append(pr.fail_note(ref_failed, "reference probe") + ": those strings were judged without the "
                            "reference")
+    attempts = [r for r in rows if r.refused or r.framed]
+    blank = [r for r in rows if (r.refused and r.counted) or r.omitted]
+    metrics.update(copy_attempts=len(attempts), refused_or_omitted=len(blank))
+    by_class = {c: ([r for r in attempts if r.cls == c], [r for r in blank if r.cls == c])
+                for c in {r.cls for r in rows}}
+    masked = sorted(c for c, (tried, gone) in by_class.items() if len(tried) >= MIN_CLASS_ATTEMPTS and gone == tried)
+    if not reference_given and masked:
+        gone = [r for r in blank if r.cls in masked]
+        return Gate("rare_tokens", "FAIL", (
+            f"every copy attempt of {', '.join(masked)} ({len(gone)}) was refused or left the rare string out while "
+            "the nonces around it were copied: a block of the vocabulary the engine does not produce (a small "
+            "model's copying errors still write most of a string's characters)"), metrics,
+            [asdict(r) for r in gone], limitations, judged=len(attempts))
+    if not reference_given and len(attempts) >= MIN_ATTEMPTS and 2 * len(blank) > len(attempts):
+        classes = ", ".join(sorted({r.cls for r in blank}))
+        return Gate("rare_tokens", "FAIL", (
+            f"{len(blank)} of {len(attempts)} copy attempts refused or left the rare string out ({classes}): the "
+            "reply was an error, or copied the nonces around the string and wrote none of its rare characters; a "
+            "small model's copying errors write something, an engine that cannot produce these tokens writes "
+            "nothing"), metrics, [asdict(r) for r in blank], limitations, judged=len(attempts))
     if misses:
         classes = ", ".join(sorted({r.cls for r in misses}))
         refused = sum(r.refused for r in misses)

@@ -411,8 +411,11 @@ def _max_tokens(rec: ProbeRecord) -> int | None:
     return mt if isinstance(mt, int) and not isinstance(mt, bool) else None
 
 
-def probe_count_part(records: Sequence[ProbeRecord], retokenized: Mapping[str, int], tokenizer: str | None) -> Gate:
-    """token_count on the probes of ``COUNTED_KINDS`` (keys ``"<kind>:<id>"``); failed probes are evidence."""
+def probe_count_part(records: Sequence[ProbeRecord], retokenized: Mapping[str, int], tokenizer: str | None,
+                     retokenize_errors: Mapping[str, Any] | None = None) -> Gate:
+    """token_count on the probes of ``COUNTED_KINDS`` (keys ``"<kind>:<id>"``); failed probes are evidence.
+    ``retokenize_errors`` (``{"n", "of", "first"}``, as ``retokenize_probes`` records it): the texts the
+    tokenizer failed on, a fallback of the verdict (those replies were judged on two counts, not three)."""
     rows: list[CountRow] = []
     failed: list[dict[str, Any]] = []
     for rec in records:
@@ -426,13 +429,21 @@ def probe_count_part(records: Sequence[ProbeRecord], retokenized: Mapping[str, i
         elif not is_ok(reply):
             failed.append({"key": key, "status": reply.get("status"),
                            "error": (reply.get("error") or "not sent")[:300]})
-    return gate_token_count(rows, retok_tol=RETOK_TOL, tokenizer=tokenizer, failed=failed)
+    gate = gate_token_count(rows, retok_tol=RETOK_TOL, tokenizer=tokenizer, failed=failed)
+    errs = retokenize_errors or {}
+    if errs.get("n"):
+        gate = gate.replace(fallbacks=(*gate.fallbacks, (
+            f"the tokenizer ({tokenizer}) failed on {errs['n']} of {errs.get('of')} probe texts (first: "
+            f"{errs.get('first')}): their re-tokenized counts are missing, so those replies were judged on usage "
+            "against the stream alone")))
+    return gate
 
 
 def judge_probes(run: ProbeRun) -> Gate:
-    """The live part: the count, exact-length and copy probes of one gate run, with the re-tokenized counts and
-    tokenizer its log recorded."""
-    return probe_count_part(run.records, run.header.get("retokenized") or {}, run.header.get("tokenizer"))
+    """The live part: the count, exact-length and copy probes of one gate run, with the re-tokenized counts,
+    tokenizer and tokenizer failures its log recorded."""
+    return probe_count_part(run.records, run.header.get("retokenized") or {}, run.header.get("tokenizer"),
+                            run.header.get("retokenize_errors"))
 
 
 def judge_run(rows: RunRows) -> Gate:

@@ -108,14 +108,19 @@ async def send_probes(client: Client, probes: Sequence[ProbeRecord], log: ProbeL
     return out
 
 
-async def retokenize_probes(tok: Tokenizer, records: Sequence[ProbeRecord]) -> dict[str, int]:
-    """Re-tokenized counts of the generated text of every answered probe, by probe id (errors skipped)."""
+async def retokenize_probes(tok: Tokenizer, records: Sequence[ProbeRecord]) -> tuple[dict[str, int], dict[str, Any]]:
+    """Re-tokenized counts of the generated text of every answered probe, by probe id, and what failed:
+    ``{"n": failures, "of": texts tried, "first": the first error}`` (``{}`` when none did). A tokenizer that
+    fails (a 422 from ``/tokenize``) leaves those counts missing; the failure is recorded, never silent."""
     out: dict[str, int] = {}
+    failed, tried, first = 0, 0, None
     for r in records:
         reply = r.get("reply")
         if reply and is_ok(reply):
+            tried += 1
             try:
                 out[r["id"]] = len(await tok.encode(generated_text(reply)))
-            except TokenizeError:
-                continue
-    return out
+            except TokenizeError as e:
+                failed += 1
+                first = first or f"{r['id']}: {str(e)[:200]}"
+    return out, ({"n": failed, "of": tried, "first": first} if failed else {})

@@ -237,3 +237,15 @@ def test_known_answer_gate_follows_the_comparison(tmp_path, variant):
     write_json(base / KAT_ALONE / "k.json", TEXT)
     write_json(base / KAT_LOAD / "k.json", {**other, "level": "c2"})
     assert judge_kat(*read_kat(RunDir(tmp_path), "e")[::2]).verdict == ("PASS" if variant == "equal" else "FAIL")
+
+
+def test_without_usage_completion_tokens_are_counted_from_the_stream():
+    # llama-cpp-python sends no usage in a stream; its logprob entries count the tokens (the seed's rule; before 18
+    # completion_tokens were then not compared at all)
+    lcp = load("llama-cpp-python", "chat_stream_counted")
+    assert lcp.get("usage") is None
+    fp = fingerprint(lcp)
+    assert fp is not None and fp["completion_tokens"] == 16 and fp["tokens_from"] == "stream"
+    gate = judge_order([compare_sample("s", [("a", lcp), ("b", lcp)])], what="1 sample")
+    assert gate.verdict == "PASS" and "completion_tokens counted from the stream" in gate.reason
+    assert "counted from the stream (token ids or logprob entries)" in gate.limitations[0]

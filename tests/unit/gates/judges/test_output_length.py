@@ -124,3 +124,18 @@ def test_length_row_fields():
     assert row is not None
     assert (row.length, row.method, row.usage, row.streamed, row.outcome) == (32, "logprobs", 32, 32, "exact")
     assert length_row(rec("l1", None)) is None
+
+
+def test_an_engine_known_to_honour_ignore_eos_that_stops_at_eos_fails_live():
+    # llama-server generates past EOS with ignore_eos (docs/engines.md); echoing it and stopping is a fake fixed
+    # length (failed before 18: UNPROVEN live, only the offline check failed)
+    from inferencekit.gates.inputs import ProbeRun
+    from inferencekit.gates.judges.output_length import judge_probes
+
+    records = [rec("l0", reply(usage=10, ids=9, finish="stop")), rec("l1", reply(ids=32))]
+    header = {"engine": "llama-server", "known_honoured_options": ["ignore_eos"], "settings": {}}
+    g = judge_probes(ProbeRun(header, records, "live"))
+    assert g.verdict == "FAIL" and g.reason.startswith("1/2 ignore_eos replies stopped at EOS on llama-server, an "
+                                                       "engine known to honour ignore_eos")
+    # an engine not known either way stays UNPROVEN
+    assert judge_probes(ProbeRun({**header, "known_honoured_options": []}, records, "live")).verdict == "UNPROVEN"

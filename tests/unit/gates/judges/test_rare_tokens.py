@@ -78,8 +78,14 @@ def test_fail_with_reference_names_the_classes_missed():
     assert g.metrics["counted_misses"] == 2 and [d["key"] for d in g.details] == ["r7", "r8"]
 
 
+def garbled(key: str, cls: str) -> dict[str, Any]:
+    """An imperfect copy: the frame and part of the string, as a small model writes it."""
+    core = STRINGS[cls]
+    return rare(key, cls, core, reply(f"Ab3x {core[:2]}?? Qz9k"))
+
+
 def test_unproven_without_reference_for_the_same_misses():
-    recs = [copied("r0", "cjk"), missed("r1", "hangul"), missed("r2", "emoji_zwj")]
+    recs = [copied("r0", "cjk"), garbled("r1", "hangul"), garbled("r2", "emoji_zwj")]
     g = gate_rare_tokens(recs, reference_given=False)
     assert g.verdict == "UNPROVEN"
     assert g.reason.startswith("2/3 rare strings not reproduced verbatim (emoji_zwj, hangul)")
@@ -147,3 +153,29 @@ def test_characters_the_reference_wrote_but_the_engine_lost_count_even_when_both
     g = gate_rare_tokens(same, reference_given=True)
     # ...and with that the only string, nothing was judged: no PASS (a PASS is a bounded claim, issue 18)
     assert g.verdict == "UNPROVEN" and g.metrics["missed_by_reference_too"] == 1 and g.judged == 0
+
+
+# --- issue 18: a refusal or an omission is no copying error ----------------------------------------------------------
+
+def test_a_majority_of_copy_attempts_that_leave_the_string_out_fails_without_a_reference():
+    # failed before 18: UNPROVEN without a reference, whatever the replies
+    recs = [copied("r0", "cjk"), missed("r1", "hangul"), missed("r2", "emoji_zwj")]
+    g = gate_rare_tokens(recs, reference_given=False)
+    assert g.verdict == "FAIL" and g.metrics["copy_attempts"] == 3 and g.metrics["refused_or_omitted"] == 2
+    assert g.reason.startswith("2 of 3 copy attempts refused or left the rare string out (emoji_zwj, hangul)")
+    refused = [copied("r0", "cjk"), rare("r1", "hangul", STRINGS["hangul"], reply("", 500, "boom")),
+               rare("r2", "emoji_zwj", STRINGS["emoji_zwj"], reply("", 500, "boom"))]
+    assert gate_rare_tokens(refused, reference_given=False).verdict == "FAIL"
+
+
+def test_one_masked_block_fails_when_every_attempt_at_it_came_back_blank():
+    # the cheat proxy's vocab-mask: one block stripped, the frame kept; the other classes copied or garbled
+    recs = [copied("r0", "cjk"), garbled("r1", "emoji_zwj"), missed("r2", "hangul"), missed("r3", "hangul"),
+            copied("r4", "cjk"), garbled("r5", "cjk")]
+    g = gate_rare_tokens(recs, reference_given=False)
+    assert g.verdict == "FAIL" and g.reason.startswith("every copy attempt of hangul (2) was refused or left")
+    # one blank attempt of a block is not enough, and a reply that never tried to copy is no attempt at all
+    recs = [copied("r0", "cjk"), missed("r2", "hangul"), rare("r3", "hangul", STRINGS["hangul"], reply("Hello!")),
+            garbled("r4", "emoji_zwj")]
+    g = gate_rare_tokens(recs, reference_given=False)
+    assert g.verdict == "UNPROVEN" and g.metrics["copy_attempts"] == 3

@@ -375,3 +375,15 @@ def test_a_pass_names_its_n_and_a_wilson_bound():
     g = gate_token_count([row(usage=16, streamed=16, retok=16)] * 20, tokenizer="engine:x")
     assert g.verdict == "PASS" and g.judged == 20
     assert g.rules_out.startswith("0 of 20 replies with counts that disagree: a miscount rate above 16.1%")
+
+
+def test_a_tokenizer_that_failed_on_some_probe_texts_is_a_fallback_of_the_pass():
+    from inferencekit.gates.judges.token_count import probe_count_part
+
+    rec = {"id": "c0", "kind": "count", "body": {"max_tokens": 16},
+           "reply": load("llama-server", "chat_stream_counted")}
+    clean = probe_count_part([rec], {}, "engine:llama-server/tokenize")
+    assert clean.verdict == "PASS" and clean.fallbacks == ()
+    g = probe_count_part([rec], {}, "engine:llama-server/tokenize", {"n": 1, "of": 2, "first": "c1: HTTP 422"})
+    assert g.verdict == "PASS" and len(g.fallbacks) == 1
+    assert "failed on 1 of 2 probe texts (first: c1: HTTP 422)" in g.fallbacks[0]
