@@ -12,6 +12,7 @@ load carries (the load generator sends them and judges nothing; the gates judge 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +28,7 @@ from inferencekit.bench.config import FIXED_FIELDS, ServeConfig
 from inferencekit.bench.plan import heaviest_level, parse_levels
 from inferencekit.bench.serve import run_bench
 from inferencekit.data.datasets import load_static
-from inferencekit.data.prompts import load_prompt_set
+from inferencekit.data.prompts import Prompt, load_prompt_set
 from inferencekit.engines.target import serve_target
 from inferencekit.errors import OpError
 from inferencekit.evidence import artifact, build_record, save_record
@@ -43,7 +44,7 @@ from inferencekit.quality.verify_tasks import TaskSizes, gsm8k_task, niah_task, 
 from inferencekit.report.progress import ProgressBar
 from inferencekit.rundir import RunDir
 from inferencekit.shapes import ExtraRequests, Part
-from inferencekit.stats import combine_claims
+from inferencekit.stats import combine_claims, rules_out
 
 __all__ = ["PROFILES", "Profile", "VerifyRequest", "bench_extras", "plan_verify", "run_verify"]
 
@@ -216,8 +217,13 @@ def _bench_part(rec: dict[str, Any]) -> Part:
     paced = {k: v["client"] for k, v in levels.items() if (v.get("client") or {}).get("valid") is False}
     why = ([f"{failed} load requests failed: the figures are incomplete"] if failed else []) + [
         f"level {k} is invalid: {'; '.join(c['reasons'])}" for k, c in paced.items()]
-    return _part("bench serve", "bench", rec, "UNPROVEN" if why else "PASS",
-                 "; ".join(why) if why else "every load request completed and the client kept pace at every level")
+    total = sum(v["requests"]["total"] for v in levels.values())
+    if why or not total:
+        return _part("bench serve", "bench", rec, "UNPROVEN",
+                     "; ".join(why) or "no load request was sent: nothing was measured")
+    return _part("bench serve", "bench", rec, "PASS",
+                 f"every load request completed and the client kept pace at every level [n={total} requests over "
+                 f"{len(levels)} level(s); {rules_out(0, total, 'load requests failed', 'failure rate')}]")
 
 
 async def _order_gate(client: Client, info: Any, run: RunDir, prof: Profile, label: str, policy: BodyPolicy,
@@ -322,15 +328,18 @@ def _task_parts(built: dict[str, Part], url: str, run: RunDir, prof: Profile, **
     return recs
 
 
-def bench_extras(cfg: ServeConfig, info: EngineInfo) -> ExtraRequests | None:
+def bench_extras(cfg: ServeConfig, info: EngineInfo, prompts: Sequence[Prompt] | None = None
+                 ) -> ExtraRequests | None:
     """The gates' requests one ``bench serve`` run carries (``--probes``, ``--kat``), for its engine, or None when it
-    asked for neither (``gates/probes/load.py`` plans them; bench only sends them)."""
+    asked for neither (``gates/probes/load.py`` plans them; bench only sends them). ``prompts``: the load's own,
+    which the hidden probes draw from when the set is the user's (``cfg.dataset`` not ``dev``)."""
     if not cfg.probes and not cfg.kat:
         return None
     return load_extras(levels=[lv.label for lv in cfg.levels], heaviest=heaviest_level(cfg.levels), probes=cfg.probes,
                        kat=cfg.kat, kat_max_tokens=cfg.kat_max_tokens, seed=cfg.seed, model=str(info.model),
                        max_tokens=cfg.max_tokens, extra=cfg.extra_body, ctk=cfg.chat_template_kwargs,
-                       neutral=info.dialect.neutral_sampling, top_k_off=info.dialect.top_k_off)
+                       neutral=info.dialect.neutral_sampling, top_k_off=info.dialect.top_k_off, prompts=prompts,
+                       dataset=cfg.dataset)
 
 
 @dataclass(frozen=True, slots=True)

@@ -267,7 +267,7 @@ async def _serve(call: Call, cfg: ServeConfig, endpoint: Endpoint, run: RunDir, 
                                             api_key_env=api_key_env, resume=resume, quiet=call.quiet)
         with ProgressBar(call.quiet) as bar:
             return await run_bench(cfg, client, info, run, prompts, on_done=bar.on_done, on_level=bar.on_level,
-                                   resume=resume, extras=bench_extras(cfg, info))
+                                   resume=resume, extras=bench_extras(cfg, info, prompts))
 
 
 @operation(("bench", "export"), "Write a finished bench serve run in vLLM's result format (one file per level).",

@@ -96,7 +96,10 @@ def size_probes(s: ProbeSettings, prompts: Sequence[Prompt], sampling_prompts: i
         s.sampling_prompts = sampling_prompts
     elif "hidden_probes" in s.gates:
         room = pool - prompts_needed(ProbeSettings(gates=s.gates, cache_prompts=s.cache_prompts, sampling_prompts=0))
-        s.sampling_prompts = max(SAMPLING_FLOOR, min(s.sampling_prompts, room))
+        fitted = max(SAMPLING_FLOOR, min(s.sampling_prompts, room))
+        if fitted < s.sampling_prompts:
+            s.sampling_shrunk_from = s.sampling_prompts  # a fallback the hidden_probes gate states
+        s.sampling_prompts = fitted
     if s.gates and pool < prompts_needed(s):
         raise OpError(f"prompt set {what!r} has {pool} usable chat prompts; the probes need {prompts_needed(s)}")
 

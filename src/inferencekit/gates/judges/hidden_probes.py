@@ -297,11 +297,39 @@ def gate_hidden_probes(records: Sequence[ProbeRecord], where: str = "live") -> G
                 metrics, details, limitations, judged=n_prompts + positions, rules_out="; ".join(bounds))
 
 
+def shrunk_note(asked: int, planned: int) -> str:
+    """The fallback line of a sampling check cut from ``asked`` to ``planned`` prompts: the chance an honest engine
+    FAILs (every prompt's samples equal greedy, p ≈ 1/3 each: the module's note) at both sizes."""
+    return (f"the sampling check ran on {planned} prompts instead of {asked} (the prompt set held too few): an honest "
+            f"engine FAILs it by chance with P ≈ (1/3)^{planned} = {(1 / 3) ** planned:.2%}, against "
+            f"{(1 / 3) ** asked:.3%} at {asked}, and an engine ignoring temperature is caught as surely")
+
+
 def judge_probes(run: ProbeRun) -> Gate:
-    """hidden_probes on a gate run's sampling and logprob probes (``run.where``: live, or mixed into a load)."""
-    return gate_hidden_probes(run.records, where=run.where)
+    """hidden_probes on a gate run's sampling and logprob probes (``run.where``: live, or mixed into a load); a
+    sampling check cut short by a small prompt set says so (``shrunk_note``) as a fallback."""
+    gate = gate_hidden_probes(run.records, where=run.where)
+    probes = run.settings.get("probes") or {}
+    asked = probes.get("sampling_shrunk_from")
+    if isinstance(asked, int) and gate.verdict != "NOT RUN":
+        gate = gate.replace(fallbacks=(*gate.fallbacks, shrunk_note(asked, int(probes.get("sampling_prompts") or 0))))
+    return gate
 
 
 def judge_run(rows: RunRows) -> Gate | None:
-    """hidden_probes on the probes a load mixed in (``bench serve --probes``), None when it mixed in none."""
-    return gate_hidden_probes(rows.mixed_probes, where="load") if rows.mixed_probes else None
+    """hidden_probes on the probes a load mixed in (``bench serve --probes``), None when it mixed in none. Probes
+    drawn from the public dev set say so: a limitation when the load ran on it too, a fallback when the load's own
+    (sealed) set was too small to feed them (``meta.prompt_source``, ``gates/probes/load.py``)."""
+    if not rows.mixed_probes:
+        return None
+    gate = gate_hidden_probes(rows.mixed_probes, where="load")
+    sources = {(r.get("meta") or {}).get("prompt_source") for r in rows.mixed_probes}
+    public = ("the hidden probes came from the packaged public dev prompts, which an engine could recognise and "
+              "treat apart from the load")
+    if "dev-fallback" in sources:
+        return gate.replace(fallbacks=(*gate.fallbacks, f"{public}: the load's own prompt set held too few chat "
+                                                        "prompts to feed them"))
+    if "dev" in sources:
+        return gate.with_limitations([f"{public} (the load ran on them too; a sealed --prompts set feeds them "
+                                      "instead)"])
+    return gate

@@ -69,9 +69,23 @@ def hidden_probe_bodies(prompts: Sequence[Prompt], *, seed: int, model: str, max
             if p["kind"] != "warmup"]
 
 
+def _hidden_pool(prompts: Sequence[Prompt] | None, dataset: str) -> tuple[Sequence[Prompt], str]:
+    """The prompts the hidden probes draw from, and ``meta.prompt_source``: the load's own set when it is a user's
+    file or ShareGPT (not the packaged dev set, nor random tokens) and holds enough chat prompts (``"load"``: an
+    engine cannot tell the probes from the load), else the dev set (``"dev"`` when the load is the dev set too,
+    ``"dev-fallback"`` when the load's set was too small: a fallback the hidden_probes gate states)."""
+    if prompts is not None and dataset not in ("dev", "random"):  # random token text makes no sampling prompt
+        need = HIDDEN_SAMPLING_PROMPTS + 3
+        if len(probe_pool(prompts)) >= need:
+            return prompts, "load"
+        return load_prompt_set("dev").prompts, "dev-fallback"
+    return load_prompt_set("dev").prompts, "dev"
+
+
 def load_extras(*, levels: Sequence[str], heaviest: str, probes: bool, kat: int, kat_max_tokens: int, seed: int,
                 model: str, max_tokens: int | None, extra: dict[str, Any], ctk: dict[str, Any],
-                neutral: Mapping[str, Any], top_k_off: int) -> ExtraRequests:
+                neutral: Mapping[str, Any], top_k_off: int, prompts: Sequence[Prompt] | None = None,
+                dataset: str = "dev") -> ExtraRequests:
     """The requests the gates mix into one ``bench serve`` run.
 
     Args:
@@ -81,6 +95,8 @@ def load_extras(*, levels: Sequence[str], heaviest: str, probes: bool, kat: int,
         seed: the run's seed (the probes' tags derive from it, so a resumed run plans the same probes).
         model, max_tokens, extra, ctk: what every request carries (``max_tokens`` None: 64 for the probes).
         neutral, top_k_off: the engine dialect's neutral sampling fields and its top-k-off value.
+        prompts, dataset: the load's own prompts and the name of their set: a user's set (``--prompts``, sealed)
+            feeds the hidden probes too when it is large enough (``_hidden_pool``).
 
     Raises:
         OpError: the dev set is too small for the probes.
@@ -88,13 +104,14 @@ def load_extras(*, levels: Sequence[str], heaviest: str, probes: bool, kat: int,
     """
     out: ExtraRequests = {"alone": [], "by_level": {label: [] for label in levels}, "optional": list(OPTIONAL_FIELDS)}
     if probes:
-        planned = hidden_probe_bodies(load_prompt_set("dev").prompts,
-                                      seed=random.Random(f"{seed}:probes").getrandbits(62), model=model,
+        pool, source = _hidden_pool(prompts, dataset)
+        planned = hidden_probe_bodies(pool, seed=random.Random(f"{seed}:probes").getrandbits(62), model=model,
                                       max_tokens=max_tokens or 64, top_k_off=top_k_off, extra=extra, ctk=ctk,
                                       neutral=dict(neutral))
         groups: dict[str, list[ProbeRecord]] = {}
         for p in planned:
-            groups.setdefault(p["key"], []).append({**p, "folder": PROBES_FOLDER})
+            groups.setdefault(p["key"], []).append({**p, "folder": PROBES_FOLDER,
+                                                    "meta": {**(p.get("meta") or {}), "prompt_source": source}})
         for i, group in enumerate(groups.values()):
             out["by_level"][levels[i % len(levels)]].extend(group)
     if kat:

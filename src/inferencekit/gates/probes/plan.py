@@ -71,6 +71,8 @@ class ProbeSettings:
         count_probes, ignore_eos_probes, logprob_probes: probes of those kinds.
         rare_per_class: rare strings per class of the pool.
         top_k_off: the value that turns top-k off on this engine (``api.dialects.Dialect.top_k_off``).
+        sampling_shrunk_from: the sampling prompts asked for (the default) when the prompt set held too few
+            and fewer were planned (``gates.run.size_probes``); None when none were cut.
     """
 
     gates: tuple[str, ...] = PLANNED_GATES
@@ -85,6 +87,7 @@ class ProbeSettings:
     logprob_probes: int = 3
     rare_per_class: int = 1
     top_k_off: int = 0
+    sampling_shrunk_from: int | None = None
     notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:

@@ -260,3 +260,24 @@ def test_refused_top_logprobs_dropped_by_the_client_is_unproven_not_a_pass():
     # a chosen logprob out of range is still a FAIL without top lists
     g = gate_hidden_probes(honest() + [rec("logprobs", "l0", reply(logprobs=[{"token": "a", "logprob": 0.7}]))])
     assert g.verdict == "FAIL"
+
+
+def test_a_sampling_check_cut_by_a_small_prompt_set_states_the_false_fail_odds():
+    # before 18 the plan shrank 8 sampling prompts to as few as 4 without a word
+    from inferencekit.data.prompts import load_prompt_set
+    from inferencekit.gates.inputs import ProbeRun
+    from inferencekit.gates.judges.hidden_probes import judge_probes
+    from inferencekit.gates.probes.plan import ProbeSettings
+    from inferencekit.gates.run import size_probes
+
+    chat = [p for p in load_prompt_set("dev").prompts if p.is_chat and p.bucket in ("short", "medium")]
+    s = ProbeSettings()
+    size_probes(s, chat[:20], None, "small")  # 15 prompts for the other probes leave room for 5
+    assert s.sampling_prompts < 8 and s.sampling_shrunk_from == 8
+    header = {"settings": {"probes": s.to_json()}}
+    g = judge_probes(ProbeRun(header, honest(s.sampling_prompts) + LP_OK, "live"))
+    assert g.verdict == "PASS" and len(g.fallbacks) == 1
+    assert f"ran on {s.sampling_prompts} prompts instead of 8" in g.fallbacks[0] and "P ≈ (1/3)^" in g.fallbacks[0]
+    big = ProbeSettings()
+    size_probes(big, chat, None, "dev")
+    assert big.sampling_shrunk_from is None

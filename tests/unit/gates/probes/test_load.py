@@ -39,3 +39,21 @@ def test_load_extras_without_probes_or_known_answers_carry_nothing():
                     max_tokens=16, extra={}, ctk={}, neutral={}, top_k_off=0)
     assert x["alone"] == [] and x["by_level"] == {"c1": []}
     assert kat_pool_size() == len([p for p in DEV if p.is_chat and p.bucket in ("short", "medium")])
+
+
+def test_a_sealed_prompt_set_feeds_the_hidden_probes_and_a_small_one_falls_back_to_dev_and_says_so():
+    # before 18 the hidden probes always came from the public dev set, which an engine can recognise
+    import dataclasses
+
+    sealed = [dataclasses.replace(p, id=f"sealed-{i}", messages=({"role": "user", "content": f"SEALED {i}: what is "
+                                                                  f"{i} + {i}?"},), bucket="short")
+              for i, p in enumerate(DEV[:20])]
+    kw = dict(levels=["c1"], heaviest="c1", probes=True, kat=0, kat_max_tokens=24, seed=7, model="m", max_tokens=16,
+              extra={}, ctk={}, neutral={}, top_k_off=0)
+    x = load_extras(**kw, prompts=sealed, dataset="my.jsonl")  # type: ignore[arg-type]
+    assert {(p["meta"] or {})["prompt_source"] for p in x["by_level"]["c1"]} == {"load"}
+    texts = [m["content"] for p in x["by_level"]["c1"] for m in p["body"]["messages"] if m["role"] == "user"]
+    assert texts and all("SEALED " in t for t in texts)
+    small = load_extras(**kw, prompts=sealed[:3], dataset="my.jsonl")  # type: ignore[arg-type]
+    assert {p["meta"]["prompt_source"] for p in small["by_level"]["c1"]} == {"dev-fallback"}
+    assert {p["meta"]["prompt_source"] for p in load_extras(**kw)["by_level"]["c1"]} == {"dev"}  # type: ignore[arg-type]
