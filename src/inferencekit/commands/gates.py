@@ -185,7 +185,8 @@ def gates_run(call: Call, base_url: str | None, model: str | None, api_key_env: 
     pset = load_prompt_set(prompts)
     probe_s = ProbeSettings(gates=tuple(g for g in wanted if g in PLANNED_GATES),
                             seed=seed if seed is not None else secrets.randbits(63), max_tokens=max_tokens,
-                            echo_tokens=echo_tokens, cache_prompts=cache_prompts, rare_per_class=rare_per_class)
+                            echo_tokens=echo_tokens, cache_prompts=cache_prompts, rare_per_class=rare_per_class,
+                            sealed_prompts=prompts != "dev")
     size_probes(probe_s, pset.prompts, sampling_prompts, prompts)
     s = GateRunSettings(gates=wanted, probes=probe_s, threshold=threshold, reference_url=reference_url,
                         spec_off_url=spec_off_url, spec_limit=spec_limit, spec_max_tokens=spec_max_tokens,

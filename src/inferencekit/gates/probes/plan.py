@@ -71,6 +71,9 @@ class ProbeSettings:
         count_probes, ignore_eos_probes, logprob_probes: probes of those kinds.
         rare_per_class: rare strings per class of the pool.
         top_k_off: the value that turns top-k off on this engine (``api.dialects.Dialect.top_k_off``).
+        sealed_prompts: the prompt set is the user's (``--prompts FILE``), not the packaged public one: the
+            ignore_eos probes then draw from it too (its short prompts first), so an engine cannot single them out
+            by their fixed public questions (``SHORT_ANSWERS``).
         sampling_shrunk_from: the sampling prompts asked for (the default) when the prompt set held too few
             and fewer were planned (``gates.run.size_probes``); None when none were cut.
     """
@@ -87,6 +90,7 @@ class ProbeSettings:
     logprob_probes: int = 3
     rare_per_class: int = 1
     top_k_off: int = 0
+    sealed_prompts: bool = False
     sampling_shrunk_from: int | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -104,7 +108,8 @@ def prompts_needed(s: ProbeSettings) -> int:
     """Distinct prompts the plan draws: two warm-ups plus each planned gate's share."""
     g = set(s.gates)
     return (2 + (s.cache_prompts if "caching" in g else 0) + (s.count_probes if "token_count" in g else 0)
-            + (s.sampling_prompts + s.logprob_probes if "hidden_probes" in g else 0))
+            + (s.sampling_prompts + s.logprob_probes if "hidden_probes" in g else 0)
+            + (s.ignore_eos_probes if "output_length" in g and s.sealed_prompts else 0))
 
 
 def _user_text(p: Prompt) -> str:
@@ -204,8 +209,12 @@ def plan_probes(prompts: Sequence[Prompt], s: ProbeSettings, *, model: str, extr
     if "token_count" in gates:
         singles += [_probe("count", f"n{i}", b.counted(fresh(), s.max_tokens)) for i in range(s.count_probes)]
     if "output_length" in gates:
-        questions = rng.sample(SHORT_ANSWERS, min(s.ignore_eos_probes, len(SHORT_ANSWERS)))
-        singles += [_probe("ignore_eos", f"l{i}", b.counted(pt.tag_prompt(q, rng), s.max_tokens, ignore_eos=True))
+        if s.sealed_prompts:
+            questions = [fresh() for _ in range(s.ignore_eos_probes)]
+        else:
+            questions = [pt.tag_prompt(q, rng)
+                         for q in rng.sample(SHORT_ANSWERS, min(s.ignore_eos_probes, len(SHORT_ANSWERS)))]
+        singles += [_probe("ignore_eos", f"l{i}", b.counted(q, s.max_tokens, ignore_eos=True))
                     for i, q in enumerate(questions)]
     if "hidden_probes" in gates:
         singles += _hidden(b, fresh, rng, s)

@@ -101,3 +101,20 @@ def test_a_small_prompt_set_is_refused_before_anything_is_sent():
     assert prompts_needed(s) > len(probe_pool(DEV))
     with pytest.raises(OpError, match="the probes need"):
         plan_probes(DEV, s, model="m")
+
+
+def test_a_sealed_prompt_set_feeds_the_ignore_eos_probes_too():
+    # before 18 they were always the fixed public SHORT_ANSWERS questions, which an engine can recognise
+    from inferencekit.gates.probes.plan import SHORT_ANSWERS
+
+    def eos_texts(sealed: bool) -> list[str]:
+        s = ProbeSettings(gates=("output_length",), seed=3, sealed_prompts=sealed)
+        plan = plan_probes(DEV, s, model="m")
+        return [p["body"]["messages"][-1]["content"] for p in plan if p["kind"] == "ignore_eos"]
+
+    public, sealed = eos_texts(False), eos_texts(True)
+    assert len(public) == len(sealed) == 3
+    assert all(any(q in t for q in SHORT_ANSWERS) for t in public)
+    assert not any(any(q in t for q in SHORT_ANSWERS) for t in sealed)
+    users = {m["content"] for p in probe_pool(DEV) for m in p.messages or () if m["role"] == "user"}
+    assert all(any(u in t for u in users) for t in sealed)
