@@ -37,7 +37,7 @@ from inferencekit.quality.sampling import MIN_PROMPTS, sampling_settings
 from inferencekit.quality.sampling_collect import SamplingPlan
 from inferencekit.quality.sampling_run import DEFAULT_SETTINGS, OWN_FIELDS, SAMPLING_FIELDS, run_sampling_check
 from inferencekit.quality.score_run import CONTEXTS, score_record, score_sets
-from inferencekit.quality.task_run import open_task_run
+from inferencekit.quality.task_run import open_task_run, pinned_template_kwargs
 from inferencekit.quality.trajectory import TrajectorySettings, select_prompts
 from inferencekit.quality.trajectory_run import (
     TRAJ_FIXED,
@@ -112,6 +112,7 @@ def quality_trajectory(call: Call, base_url: str | None = None, model: str | Non
     if top_logprobs < 1 or limit < 0 or concurrency < 1 or (max_tokens is not None and max_tokens < 1):
         raise OpError("--top-logprobs ≥ 1, --limit ≥ 0, --concurrency ≥ 1 and --max-tokens ≥ 1 are required")
     src = local_source(local) if local else None
+    chat_template_kwargs = pinned_template_kwargs(run_dir, chat_template_kwargs)
     policy = body_policy(extra_body, chat_template_kwargs, fixed=TRAJ_FIXED, operation="quality trajectory")
     pset = load_prompt_set(prompts)
     chosen = select_prompts(pset.prompts, limit)
@@ -120,6 +121,7 @@ def quality_trajectory(call: Call, base_url: str | None = None, model: str | Non
     if label is not None:
         safe_name(label, "--label")
     run = open_task_run(run_dir, call.argv, call.operation)
+    run.pin("chat_template_kwargs", dict(policy.chat_template_kwargs or {}))
     info = {**pset.describe(), "selected": [p.id for p in chosen]}
     s = TrajectorySettings(label="", max_tokens=max_tokens, top_logprobs=top_logprobs, seed=seed,
                            concurrency=concurrency, ctk=policy.chat_template_kwargs, extra=policy.extra,
@@ -348,6 +350,7 @@ def quality_gsm8k(call: Call, base_url: str | None = None, model: str | None = N
         raise OpError("--time-budget-s must be a number of seconds above 0")
     if label is not None:
         safe_name(label, "--label")
+    chat_template_kwargs = pinned_template_kwargs(run_dir, chat_template_kwargs)
     policy = body_policy(extra_body, chat_template_kwargs, fixed=GSM_FIXED, operation="quality gsm8k")
     extra, ctk = policy.extra, policy.chat_template_kwargs or None
     dataset = load_gsm8k(data)
@@ -361,6 +364,7 @@ def quality_gsm8k(call: Call, base_url: str | None = None, model: str | None = N
         if problem:
             raise OpError(f"--paired-with {paired_with}: {problem}")
     run = open_task_run(run_dir, call.argv, call.operation)
+    run.pin("chat_template_kwargs", dict(policy.chat_template_kwargs or {}))
     deadline = t_start + time_budget_s if time_budget_s else None
     try:
         with serve_target(base_url, run.engine_dir, quiet=call.quiet) as (url, _):
@@ -477,6 +481,7 @@ def quality_niah(call: Call, base_url: str | None = None, model: str | None = No
         raise OpError(str(e)) from None
     if label is not None:
         safe_name(label, "--label")
+    chat_template_kwargs = pinned_template_kwargs(run_dir, chat_template_kwargs)
     policy = body_policy(extra_body, chat_template_kwargs, fixed=NIAH_FIXED, operation="quality niah")
     s = {"lengths": lengths, "depths": depths, "trials": trials, "max_tokens": max_tokens, "seed": seed,
          "concurrency": concurrency, "temperature": 0.0,
@@ -485,6 +490,7 @@ def quality_niah(call: Call, base_url: str | None = None, model: str | None = No
         check_fit(lengths, max_tokens, EMBEDDED_CONTEXT, niah.ASSUMED_CHARS_PER_TOKEN,
                   f"the embedded engine's {EMBEDDED_N_CTX_FLAG}")
     run = open_task_run(run_dir, call.argv, call.operation)
+    run.pin("chat_template_kwargs", dict(policy.chat_template_kwargs or {}))
     try:
         with serve_target(base_url, run.engine_dir, quiet=call.quiet) as (url, eng):
             rec = run_niah(url, eng, run, s, policy.extra, label=label, model=model, api_key_env=api_key_env,
@@ -606,6 +612,7 @@ def quality_sampling(call: Call, base_url: str | None = None, model: str | None 
                       f"passes anything), got {margin:g}")
     if label is not None:
         safe_name(label, "--label")
+    chat_template_kwargs = pinned_template_kwargs(run_dir, chat_template_kwargs)
     policy = body_policy(extra_body, chat_template_kwargs, fixed=OWN_FIELDS, operation="quality sampling")
     send = _settings(policy.extra, temperature, top_k, top_p, min_p, list(omit or []))
     pset = load_prompt_set(prompts)
@@ -615,6 +622,7 @@ def quality_sampling(call: Call, base_url: str | None = None, model: str | None 
     plan = SamplingPlan(send=send, seeds=seeds, concurrency=concurrency, ctk=policy.chat_template_kwargs,
                         notes=policy.limitations())
     run = open_task_run(run_dir, call.argv, call.operation)
+    run.pin("chat_template_kwargs", dict(policy.chat_template_kwargs or {}))
     info = {**pset.describe(), "selected": [p.id for p in chosen]}
     try:
         with serve_target(base_url, run.engine_dir, quiet=call.quiet) as (url, _):

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 import orjson
 
+from inferencekit.api.body import parse_json_object
 from inferencekit.api.client import Client
 from inferencekit.api.detect import EngineInfo
 from inferencekit.errors import OpError
@@ -272,6 +273,30 @@ def write_new(path: Path, data: bytes) -> Path:
     if not candidate.is_file():
         write_bytes(candidate, data)
     return candidate
+
+
+def pinned_template_kwargs(run_dir: str | None, given: str | None) -> str | None:
+    """The ``--chat-template-kwargs`` a quality command uses in ``run_dir``: the run dir's pinned value
+    (``run.json`` ``pins.chat_template_kwargs``, set by the run's first bench, gates or verify) when the flag was
+    not given, so every part of one run dir renders prompts with one template; the flag as given otherwise.
+
+    Raises:
+        OpError: the flag differs from the value the run dir pins (both named), before any request.
+    """
+    run_json = Path(str(run_dir)) / "run.json" if run_dir else None
+    if run_json is None or not run_json.is_file():
+        return given
+    pins = (RunDir.open(str(run_dir)).read_run().get("pins") or {})
+    if "chat_template_kwargs" not in pins:
+        return given
+    pinned = pins["chat_template_kwargs"] or {}
+    if given is None:
+        return orjson.dumps(pinned).decode() if pinned else None
+    if parse_json_object(given, "--chat-template-kwargs") != pinned:
+        raise OpError(f"run dir {run_dir!r} pins chat_template_kwargs = {orjson.dumps(pinned).decode()}; this command "
+                      f"has {given}. Use a new run dir, or the same setting (or leave the flag out to use the pinned "
+                      "one)")
+    return given
 
 
 def open_task_run(run_dir: str | None, argv: Sequence[str], operation: str) -> RunDir:

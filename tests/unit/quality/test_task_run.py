@@ -119,3 +119,21 @@ def test_the_index_lists_each_item_file_by_sha256(tmp_path):
     store.put("a", {"id": "a", "request": {}, "text": "1"})
     index = json.loads(store.write_index(["a", "missing"]).read_text())
     assert index == {"items": {"a": {"file": "a.json", "sha256": sha256_file(tmp_path / "items" / "a.json")}}}
+
+
+def test_a_quality_command_uses_or_checks_the_run_dirs_pinned_chat_template_kwargs(tmp_path):
+    # before 18 the quality commands ignored the pin: two parts of one run dir could render different templates
+    import pytest
+
+    from inferencekit.errors import OpError
+    from inferencekit.quality.task_run import pinned_template_kwargs
+    from inferencekit.rundir import RunDir
+
+    run = RunDir.create(str(tmp_path / "r"))
+    assert pinned_template_kwargs(str(run.path), None) is None  # nothing pinned yet
+    run.pin("chat_template_kwargs", {"enable_thinking": False})
+    assert pinned_template_kwargs(str(run.path), None) == '{"enable_thinking":false}'  # applied when not given
+    assert pinned_template_kwargs(str(run.path), '{"enable_thinking": false}') == '{"enable_thinking": false}'
+    with pytest.raises(OpError, match="pins chat_template_kwargs"):
+        pinned_template_kwargs(str(run.path), '{"enable_thinking": true}')
+    assert pinned_template_kwargs(str(tmp_path / "new"), '{"a": 1}') == '{"a": 1}'  # a new run dir
