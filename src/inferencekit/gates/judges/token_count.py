@@ -34,7 +34,7 @@ from inferencekit.gates.result import Gate
 from inferencekit.shapes import CountRow, ProbeRecord, ReplyFile, generated_text, is_ok
 from inferencekit.stats import rules_out
 
-__all__ = ["COPY_PROBES", "COUNTED_KINDS", "CUT_SLACK", "RETOK_EXEMPT", "RETOK_TOL", "count_row",
+__all__ = ["COPY_PROBES", "COUNTED_KINDS", "READ_KINDS", "CUT_SLACK", "RETOK_EXEMPT", "RETOK_TOL", "count_row",
            "gate_token_count", "usage_conflict", "judge_counts", "judge_probes", "judge_run", "lossy_text",
            "probe_count_part", "text_covers", "unstreamed_at_cut", "CountProblem", "JudgedCounts"]
 
@@ -64,6 +64,10 @@ RETOK_TOL = 0.02  # re-tokenized count tolerance (relative, at least 2 tokens): 
 # allowances (RETOK_EXEMPT). Sampled (T=1) text is left out: a sampled token sequence need not be the tokenizer's
 # own split of its text.
 COUNTED_KINDS = ("count", "ignore_eos", "rare", "echo_orig", "echo_perturbed")
+# ...and every other greedy probe of a gate run, as the seed reads them (before 18 they were left out): the
+# warm-ups, the caching pairs, the greedy half of the sampling groups and the logprob probes. Other gates own
+# these kinds (``GATES``); token_count reads their counts too.
+READ_KINDS = (*COUNTED_KINDS, "warmup", "cache_first", "cache_repeat", "greedy", "logprobs")
 
 
 class CountProblem(CountRow):
@@ -413,13 +417,13 @@ def _max_tokens(rec: ProbeRecord) -> int | None:
 
 def probe_count_part(records: Sequence[ProbeRecord], retokenized: Mapping[str, int], tokenizer: str | None,
                      retokenize_errors: Mapping[str, Any] | None = None) -> Gate:
-    """token_count on the probes of ``COUNTED_KINDS`` (keys ``"<kind>:<id>"``); failed probes are evidence.
+    """token_count on the probes of ``READ_KINDS`` (keys ``"<kind>:<id>"``); failed probes are evidence.
     ``retokenize_errors`` (``{"n", "of", "first"}``, as ``retokenize_probes`` records it): the texts the
     tokenizer failed on, a fallback of the verdict (those replies were judged on two counts, not three)."""
     rows: list[CountRow] = []
     failed: list[dict[str, Any]] = []
     for rec in records:
-        if rec.get("kind") not in COUNTED_KINDS:
+        if rec.get("kind") not in READ_KINDS:
             continue
         reply = rec.get("reply") or {}
         key = f"{rec['kind']}:{rec['id']}"

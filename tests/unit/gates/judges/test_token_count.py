@@ -387,3 +387,16 @@ def test_a_tokenizer_that_failed_on_some_probe_texts_is_a_fallback_of_the_pass()
     g = probe_count_part([rec], {}, "engine:llama-server/tokenize", {"n": 1, "of": 2, "first": "c1: HTTP 422"})
     assert g.verdict == "PASS" and len(g.fallbacks) == 1
     assert "failed on 1 of 2 probe texts (first: c1: HTTP 422)" in g.fallbacks[0]
+
+
+def test_the_other_greedy_probes_of_a_gate_run_are_counted_too():
+    # before 18 a warm-up or caching reply that over-reported went unread (the seed reads them)
+    from inferencekit.gates.judges.token_count import probe_count_part
+
+    good = load("llama-server", "chat_stream_counted")
+    lying = {**good, "usage": {**good["usage"], "completion_tokens": good["usage"]["completion_tokens"] + 5}}
+    recs = [{"id": "c0.cache_first", "kind": "cache_first", "body": {"max_tokens": 16}, "reply": good},
+            {"id": "w0.warmup", "kind": "warmup", "body": {"max_tokens": 16}, "reply": lying}]
+    g = probe_count_part(recs, {}, None)
+    assert g.verdict == "FAIL" and g.metrics["replies_checked"] == 2
+    assert g.details[0]["key"] == "warmup:w0.warmup"
