@@ -98,13 +98,17 @@ async def tokenize(request: web.Request) -> web.Response:
     return web.json_response({"tokens": [1, *(1000 + ord(c) for c in str(text))]})
 
 
+MODELS = web.AppKey("models", list)
+
+
 async def models(request: web.Request) -> web.Response:
-    return web.json_response({"data": [{"id": "fault-model", "owned_by": "test"}]})
+    return web.json_response({"data": [{"id": m, "owned_by": "test"} for m in request.app[MODELS]]})
 
 
 @contextmanager
 def fault_server(*, reject_stream_options: bool = False, logprob_cap: int | None = None,
-                 refuse_logprobs: bool = False, empty_replies: bool = False) -> Iterator[tuple[str, list]]:
+                 refuse_logprobs: bool = False, empty_replies: bool = False,
+                 model_ids: tuple[str, ...] = ("fault-model",)) -> Iterator[tuple[str, list]]:
     """Run the server in a thread; yields (base URL, list of received requests)."""
     seen: list = []
     ready = threading.Event()
@@ -118,6 +122,7 @@ def fault_server(*, reject_stream_options: bool = False, logprob_cap: int | None
         app[REJECT] = reject_stream_options
         app[LOGPROBS] = {"cap": logprob_cap, "refuse": refuse_logprobs}
         app[EMPTY] = empty_replies
+        app[MODELS] = list(model_ids)
         app.router.add_post("/v1/chat/completions", chat)
         app.router.add_get("/v1/models", models)
         app.router.add_post("/extras/tokenize", tokenize)

@@ -111,6 +111,8 @@ def derive(events: Sequence[Sequence[Any]]) -> dict[str, Any]:
     first_tok = first_vis = last_tok = None
     token_times: list[tuple[int, int | None]] = []
     usage_before: int | None = None  # the last cumulative usage.completion_tokens seen (continuous usage stats)
+    indices: set[Any] = set()  # every choice index the stream named; one request asks for one completion (index 0)
+    several = False
     for t_ns, payload in events:
         if payload == "[DONE]":
             done = True
@@ -135,6 +137,9 @@ def derive(events: Sequence[Sequence[Any]]) -> dict[str, Any]:
         if obj.get("prompt_token_ids") is not None:
             prompt_ids = obj["prompt_token_ids"]
         choices = obj.get("choices") or []
+        if isinstance(choices, list):
+            indices.update(c.get("index", 0) if isinstance(c, dict) else -1 for c in choices)
+            several = several or len(choices) > 1
         ch = choices[0] if choices and isinstance(choices[0], dict) else {}
         if ch.get("finish_reason") is not None:
             finish = ch["finish_reason"]
@@ -189,7 +194,8 @@ def derive(events: Sequence[Sequence[Any]]) -> dict[str, Any]:
         k = n if n and n > 1 else 1
         itl.extend([(t1 - t0) / 1e6 / k] * k)
     n_streamed, method = (len(ids), "token_ids") if saw_ids else ((len(lps), "logprobs") if saw_lps else (None, None))
-    return {
+    odd_choices = several or bool(indices - {0})
+    return {"odd_choices": sorted(map(str, indices)) if odd_choices else None, **{
         "text": "".join(text), "reasoning": "".join(reasoning),
         "tool_calls": [tools[k] for k in sorted(tools)],
         "token_ids": ids if saw_ids else None, "logprobs": lps if saw_lps else None,
@@ -199,7 +205,7 @@ def derive(events: Sequence[Sequence[Any]]) -> dict[str, Any]:
         "ttfo_ms": None if first_vis is None else first_vis / 1e6,
         "e2el_ms": None if last_tok is None else last_tok / 1e6,
         "itl_ms": itl, "chunks": len(token_times), "n_streamed": n_streamed, "streamed_method": method,
-    }
+    }}
 
 
 def rederive(reply: dict[str, Any]) -> dict[str, Any]:

@@ -91,6 +91,11 @@ def _base_row(reply: dict[str, Any], rel: str) -> dict[str, Any]:
     return row
 
 
+# the seed refuses a stream naming several choices, or one whose index is not 0: one request, one completion
+_ODD_CHOICES = ("the stream carried choices {} (several, or an index other than 0): a sample must be one completion; "
+                "refusing to time it")
+
+
 def _unusable(row: dict[str, Any], reason: str) -> dict[str, Any]:
     row["usable"] = False
     row["unusable_reason"] = reason
@@ -140,6 +145,8 @@ def decode_row(reply: dict[str, Any], rel: str, *, retokenized: int | None = Non
         row["retokenized_completion_tokens"] = retokenized
     if not is_ok(reply):
         return _unusable(row, str(reply.get("error") or f"HTTP {reply.get('status')}"))
+    if reply.get("odd_choices"):
+        return _unusable(row, _ODD_CHOICES.format(reply["odd_choices"]))
     if ttft is None or last is None:
         return _unusable(row, "the stream carried no token")
     window = (last - ttft) / 1e3
@@ -233,6 +240,8 @@ def prefill_row(reply: dict[str, Any], rel: str, *, depth: int, cold: bool, prom
                 "effective_prefill_tokens_per_second": None})
     if not is_ok(reply):
         return _unusable(row, str(reply.get("error") or f"HTTP {reply.get('status')}"))
+    if reply.get("odd_choices"):
+        return _unusable(row, _ODD_CHOICES.format(reply["odd_choices"]))
     if ttft is None or ttft <= 0:
         return _unusable(row, "the stream carried no token")
     if reported is None:
@@ -240,6 +249,9 @@ def prefill_row(reply: dict[str, Any], rel: str, *, depth: int, cold: bool, prom
     if reported != depth:
         return _unusable(row, f"prompt-token mismatch: requested {depth}, {source} says {reported}; "
                               "refusing to label this sample")
+    if cached is not None and reported is not None and cached > reported:
+        return _unusable(row, f"the server reports {cached} cached prompt tokens ({cached_source}) of {reported} "
+                              "prompt tokens: its usage contradicts itself; refusing to label this sample")
     if cold and cached:
         return _unusable(row, f"the cold request reported {cached} cached prompt tokens ({cached_source}); "
                               "refusing to label it cold")

@@ -125,6 +125,10 @@ async def _appliance(call: Call, a: dict[str, Any], endpoint: Endpoint, run: Run
                      metadata: dict[str, Any], source: str) -> tuple[dict[str, Any], dict[str, Any]]:
     async with Client(endpoint, timeout_s=settings.timeout_s) as client:
         info = await detect_engine(client, a.get("model"))
+        if a.get("model") is None and len(info.models) > 1:
+            # a receipt names one model; the first listed is a guess the seed refused to make
+            raise OpError(f"{endpoint.root}/v1/models lists {len(info.models)} models ({', '.join(info.models[:5])}"
+                          f"{', …' if len(info.models) > 5 else ''}); pass --model to say which one the receipt is for")
         run.pin("engine_identity", info.identity())
         run.pin("model", info.model)
         return await appliance_receipt(client, info, run, settings, label=a["label"], comparison_id=a["comparison_id"],

@@ -219,3 +219,27 @@ def test_verdict_is_pass_only_when_everything_held() -> None:
     verdict, reasons = judge.receipt_verdict(failing)
     assert verdict == "UNPROVEN"
     assert reasons == ["decode/code: completion gate passed 0/2 (finish_reason 'length', not 'stop')"]
+
+
+def test_a_stream_with_another_choice_index_or_usage_contradicting_itself_is_refused() -> None:
+    # before 18 both were timed as ordinary samples (the seed refused them)
+    import json
+
+    from inferencekit.api.reply import rederive
+
+    reply = copy.deepcopy(load("llama-server/stream-64-length.json"))
+    events = reply["events"]
+    i = next(k for k, (_, p) in enumerate(events) if p != "[DONE]" and json.loads(p).get("choices"))
+    obj = json.loads(events[i][1])
+    obj["choices"] = [*obj["choices"], {**obj["choices"][0], "index": 1}]
+    events[i] = [events[i][0], json.dumps(obj)]
+    odd = rederive(reply)
+    assert odd["odd_choices"] == ["0", "1"]
+    row = judge.decode_row(odd, "outputs/x.json", retokenized=None)
+    assert row["usable"] is False and "the stream carried choices ['0', '1']" in row["unusable_reason"]
+    assert rederive(copy.deepcopy(load("llama-server/stream-64-length.json")))["odd_choices"] is None
+    cold = copy.deepcopy(load("llama-server/prefill-d256-warm.json"))
+    cold["usage"]["prompt_tokens_details"]["cached_tokens"] = 300
+    row = judge.prefill_row(cold, "w.json", depth=256, cold=False, prompt_form="token ids")
+    assert row["usable"] is False and "300 cached prompt tokens" in row["unusable_reason"]
+    assert "contradicts itself" in row["unusable_reason"]

@@ -99,3 +99,20 @@ def test_gates_order_bad_values(flags, msg, capsys, tmp_path):
     assert main(["gates", "order", "--base-url", "http://127.0.0.1:9", *flags, "--run-dir", str(tmp_path / "r")]) == 2
     assert msg in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
+
+
+def test_bench_appliance_refuses_to_guess_among_several_served_models(capsys, tmp_path):
+    # before 18 the receipt took the first listed model; the seed refused
+    from tests.fault_server import fault_server
+
+    meta = tmp_path / "meta.json"
+    write_json(meta, {"hardware": "test box", "topology": "1 node", "model": "m-a", "model_revision": "r1",
+                      "quantisation": "none", "kv_cache_dtype": "f16", "serving_engine": "fault",
+                      "context_limit": 200000, "competing_traffic": "none"})
+    with fault_server(model_ids=("m-a", "m-b")) as (url, seen):
+        code = main(["bench", "appliance", "--base-url", url, "--metadata", str(meta), "--label", "a",
+                     "--comparison-id", "c1", "--run-dir", str(tmp_path / "a")])
+    err = capsys.readouterr().err
+    assert code == 2 and "lists 2 models (m-a, m-b); pass --model" in err, err
+    assert not [s for s in seen if s.get("body")]  # nothing was generated
+    assert not (tmp_path / "a").exists()
