@@ -78,8 +78,13 @@ bench-peers: venv vllm
 	$(if $(shell command -v flock),flock /tmp/ik-bench.lock) $(PY) benchmarks/client_vs_peers.py $(BENCH_PEERS_ARGS)
 
 # Each cheat of the cheat proxy against its target gate, 10 runs, in front of llama-server (~ 80 min)
+# The cheats against the gates on a real engine (benchmarks/README.md). BENCH_GATES_ENGINE: llama-server (default),
+# llama-cpp-python or vllm; BENCH_GATES_ARGS e.g. "--runs 3 --cheats honest".
+BENCH_GATES_ENGINE ?= llama-server
+BENCH_GATES_ARGS ?=
 bench-gates: venv llama-server
-	$(PY) benchmarks/gate_calibration.py
+	$(if $(filter vllm,$(BENCH_GATES_ENGINE)),$(MAKE) vllm,)
+	$(PY) benchmarks/gate_calibration.py --engine $(BENCH_GATES_ENGINE) $(BENCH_GATES_ARGS)
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

