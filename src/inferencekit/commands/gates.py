@@ -302,7 +302,8 @@ def gates_spec_exact(call: Call, a: str, b: str, model: str | None = None, api_k
                      "interleaves the subsets, so a cap keeps them round-robin.", default=0),
                  Arg("per_subset", "integer", "Samples drawn from each of the 13 single-turn subsets (evenly "
                      "spaced over the subset's file).", default=8),
-                 Arg("max_tokens", "integer", "Generation cap per request (recorded).", default=512),
+                 Arg("max_tokens", "integer", "Generation cap per request (recorded); 0 = BFCL's own budget, 4096 "
+                     "clipped to the server's context. A lower cap is a fallback on the verdict.", default=0),
                  Arg("concurrency", "integer", "Requests in flight at once (1: one after the other).", default=1),
                  Arg("hermetic", "boolean", "Run twice: prompt cache bypassed (llama.cpp cache_prompt: false, vLLM "
                      "cache_salt), then as served; the verdict says which regime failed. Refused (exit 2) on "
@@ -312,7 +313,7 @@ def gates_spec_exact(call: Call, a: str, b: str, model: str | None = None, api_k
                  Arg("engine_label", "string", "Label of this engine in the run dir (default: the detected engine).")])
 def gates_order(call: Call, base_url: str | None, model: str | None, api_key_env: str | None, timeout: float,
                 extra_body: str | None, chat_template_kwargs: str | None, run_dir: str | None = None, orders: int = 2,
-                sample_cap: int = 0, per_subset: int = 8, max_tokens: int = 512, concurrency: int = 1,
+                sample_cap: int = 0, per_subset: int = 8, max_tokens: int = 0, concurrency: int = 1,
                 hermetic: bool = False, bfcl_data: str | None = None, engine_label: str | None = None) -> Outcome:
     check_client_args(base_url, api_key_env, timeout)
     policy = body_policy(extra_body, chat_template_kwargs, fixed=ORDER_FIXED, operation="gates order")

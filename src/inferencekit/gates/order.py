@@ -14,7 +14,7 @@ from inferencekit.api.client import Client
 from inferencekit.api.detect import EngineInfo
 from inferencekit.data.bfcl import Sample
 from inferencekit.errors import OpError
-from inferencekit.gates.judges.order import OrderSettings
+from inferencekit.gates.judges.order import BFCL_BUDGET, OrderSettings
 from inferencekit.gates.probes.collect import ProbeLog
 from inferencekit.gates.probes.order import Regime, order_body, send_orders
 from inferencekit.gates.probes.plan import ProbeSettings
@@ -23,27 +23,39 @@ from inferencekit.report.progress import ProgressBar
 from inferencekit.rundir import RunDir
 from inferencekit.shapes import is_ok
 
-__all__ = ["MAX_ORDERS", "order_settings", "regimes_for", "run_order_gate"]
+__all__ = ["MAX_ORDERS", "bfcl_budget", "order_settings", "regimes_for", "run_order_gate"]
 
 MAX_ORDERS = 6
 
 
 def order_settings(samples: list[Sample], *, orders: int, max_tokens: int, concurrency: int, hermetic: bool,
                    draw_info: dict[str, Any], cap_warning: str | None) -> OrderSettings:
-    """Checked settings of one order-gate run.
+    """Checked settings of one order-gate run. ``max_tokens`` 0 means BFCL's own budget, fixed once the server's
+    context is known (``bfcl_budget``).
 
     Raises:
-        OpError: orders outside 2..6, max_tokens < 1, concurrency < 1, or an empty draw.
+        OpError: orders outside 2..6, max_tokens < 0, concurrency < 1, or an empty draw.
     """
     if not 2 <= orders <= MAX_ORDERS:
         raise OpError(f"--orders must be 2..{MAX_ORDERS} (2 = canonical and reversed), got {orders}")
-    if max_tokens < 1 or concurrency < 1:
-        raise OpError("--max-tokens and --concurrency must be at least 1")
+    if max_tokens < 0 or concurrency < 1:
+        raise OpError("--max-tokens must be at least 1 (or 0: BFCL's own budget) and --concurrency at least 1")
     if not samples:
         raise OpError("the draw is empty: nothing to compare")
-    return OrderSettings(sample_ids=[x.sample_id for x in samples], orders=orders, max_tokens=max_tokens,
+    return OrderSettings(sample_ids=[x.sample_id for x in samples], orders=orders,
+                         max_tokens=max_tokens or BFCL_BUDGET, budget="set" if max_tokens else "bfcl",
                          concurrency=concurrency, regimes=["cache-off", "cache-on"] if hermetic else ["as-served"],
                          draw=draw_info, cap_warning=cap_warning)
+
+
+def bfcl_budget(s: OrderSettings, info: EngineInfo) -> None:
+    """Fix a ``"bfcl"`` budget to the server: ``BFCL_BUDGET`` clipped to the context it reports minus 2 (bfcl-eval's
+    ``min(4096, context - prompt - 2)`` without the prompt, which is not known before sending; an engine that stops
+    at its context's end, as llama.cpp does, ends there anyway). A ``"set"`` budget is left as it is."""
+    ctx = info.context_tokens
+    s.context_tokens = ctx
+    if s.budget == "bfcl" and ctx is not None and 2 < ctx - 2 < BFCL_BUDGET:
+        s.max_tokens = ctx - 2
 
 
 def regimes_for(s: OrderSettings, info: EngineInfo) -> list[Regime]:
@@ -69,6 +81,7 @@ async def run_order_gate(client: Client, info: EngineInfo, run: RunDir, samples:
     """Send the draw in every order and regime into ``probes/<gate-run>.jsonl``; return the gate-run name and
     the settings stored in its header. Nothing is judged here."""
     regimes = regimes_for(s, info)
+    bfcl_budget(s, info)
     bodies = [(x.sample_id, x.subset, order_body(x.body_fields(), model=str(info.model), max_tokens=s.max_tokens,
                                                  extra=extra, ctk=ctk)) for x in samples]
     gs = GateRunSettings(gates=["order"], probes=ProbeSettings(gates=()), order=s.to_json(),

@@ -89,7 +89,8 @@ def test_evidence_show_warns_when_a_record_does_not_verify(capsys, tmp_path):
 @pytest.mark.parametrize("flags,msg", [
     (["--orders", "1"], "--orders must be 2..6"),
     (["--orders", "7"], "--orders must be 2..6"),
-    (["--max-tokens", "0"], "--max-tokens and --concurrency must be at least 1"),
+    (["--max-tokens", "-1"], "--max-tokens must be at least 1 (or 0: BFCL's own budget)"),
+    (["--concurrency", "0"], "--concurrency at least 1"),
     (["--sample-cap", "-1"], "--sample-cap must be ≥ 0"),
     (["--per-subset", "0"], "--per-subset ≥ 1"),
     (["--bfcl-data", "/nonexistent"], "/nonexistent"),

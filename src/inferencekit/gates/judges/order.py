@@ -35,6 +35,7 @@ from inferencekit.shapes import is_ok
 from inferencekit.stats import rules_out
 
 __all__ = [
+    "BFCL_BUDGET",
     "COMPARED",
     "OrderSettings",
     "compare_sample",
@@ -54,6 +55,11 @@ COMPARED = ("text", "reasoning", "tool_calls", "finish_reason", "completion_toke
 WINDOW = 24  # characters of context shown on each side of a difference
 
 
+# BFCL's own generation cap: bfcl-eval 2026.3.23 (model_handler/local_inference/base_oss_handler.py) asks for
+# min(4096, context - prompt - 2) tokens; its OpenAI function-calling handler sends no cap at all.
+BFCL_BUDGET = 4096
+
+
 @dataclass(slots=True)
 class OrderSettings:
     """One order-gate run: what was sent and how (stored in the probe log's header, ``settings.order``).
@@ -62,6 +68,9 @@ class OrderSettings:
         sample_ids: the draw's ids in canonical order (after any cap).
         orders: orders issued (2..6).
         max_tokens: generation cap per request (recorded: a different cap is a different regime).
+        budget: how ``max_tokens`` was chosen: ``"bfcl"`` (BFCL's own, ``BFCL_BUDGET`` clipped to the
+            context the server reports), ``"set"`` (a flag or a verify profile).
+        context_tokens: the context one request may use, as the server reported it (None: not reported).
         concurrency: requests in flight at once.
         regimes: ``["as-served"]`` or ``["cache-off", "cache-on"]`` (``--hermetic``).
         cache_bypass: the fields the cache-off regime sent (names; vLLM's salt differs per request).
@@ -71,12 +80,14 @@ class OrderSettings:
 
     sample_ids: list[str]
     orders: int = 2
-    max_tokens: int = 512
+    max_tokens: int = BFCL_BUDGET
     concurrency: int = 1
     regimes: list[str] = dataclasses.field(default_factory=lambda: ["as-served"])
     cache_bypass: list[str] = dataclasses.field(default_factory=list)
     draw: dict[str, Any] = dataclasses.field(default_factory=dict)
     cap_warning: str | None = None
+    budget: str = "set"
+    context_tokens: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -85,6 +96,18 @@ class OrderSettings:
     def from_json(cls, raw: Mapping[str, Any]) -> OrderSettings:
         """The settings stored in a probe log's header (unknown keys ignored)."""
         return cls(**{k: v for k, v in raw.items() if k in cls.__dataclass_fields__})
+
+    def budget_fallback(self) -> str | None:
+        """Why this run's budget is not BFCL's own, or None when it is (``Gate.fallbacks``)."""
+        if self.max_tokens >= BFCL_BUDGET:
+            return None
+        if self.budget == "bfcl":
+            return (f"max_tokens {self.max_tokens}: BFCL's own budget ({BFCL_BUDGET}) clipped to the server's "
+                    f"context ({self.context_tokens} tokens), so a reply BFCL would let run longer stops at the "
+                    "context's end here too")
+        return (f"max_tokens {self.max_tokens} is below BFCL's own budget ({BFCL_BUDGET}, bfcl-eval's cap): a reply "
+                f"BFCL would let run longer was cut at {self.max_tokens} tokens, so a difference past that token is "
+                "not seen")
 
     def describe(self, regime: str) -> str:
         return f"{len(self.sample_ids)}-sample draw in {self.orders} orders, T=0, max_tokens {self.max_tokens}, " \
@@ -290,7 +313,9 @@ def judge_order_log(header: Mapping[str, Any], records: Sequence[Mapping[str, An
     parts = [judge_order(order_rows(records, s.sample_ids, s.orders, regime), what=s.describe(regime))
              for regime in s.regimes]
     gate = merge_gates("order", parts) if parts else Gate("order", "NOT RUN", "the log names no regime")
-    return gate.with_limitations([s.cap_warning] if s.cap_warning else [])
+    gate = gate.with_limitations([s.cap_warning] if s.cap_warning else [])
+    cut = s.budget_fallback()
+    return gate.replace(limitations=(*gate.limitations, cut), fallbacks=(*gate.fallbacks, cut)) if cut else gate
 
 
 def judge_kat(rows: Sequence[Mapping[str, Any]], level: str | None) -> Gate:

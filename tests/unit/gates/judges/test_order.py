@@ -249,3 +249,44 @@ def test_without_usage_completion_tokens_are_counted_from_the_stream():
     gate = judge_order([compare_sample("s", [("a", lcp), ("b", lcp)])], what="1 sample")
     assert gate.verdict == "PASS" and "completion_tokens counted from the stream" in gate.reason
     assert "counted from the stream (token ids or logprob entries)" in gate.limitations[0]
+
+
+def _agreeing_log(**settings) -> tuple[dict, list[dict]]:
+    s = OrderSettings(sample_ids=["a"], orders=2, **settings)
+    header = {"gate_run": "20261202T000000Z-abcdef", "settings": {"gates": ["order"], "order": s.to_json()}}
+    recs = [{"id": f"as-served/{o}/a", "kind": "order", "key": "a", "meta": {"regime": "as-served", "order": o},
+             "reply": TEXT} for o in ("canonical", "reversed")]
+    return header, recs
+
+
+def test_a_budget_below_bfcls_own_is_a_fallback_that_strict_turns_into_unproven():
+    from inferencekit.gates.result import strict_gate
+
+    gate = judge_probe_log(*_agreeing_log(max_tokens=256))["order"]
+    assert gate.verdict == "PASS" and len(gate.fallbacks) == 1
+    assert "below BFCL's own budget (4096" in gate.fallbacks[0] and gate.fallbacks[0] in gate.limitations
+    assert strict_gate(gate).verdict == "UNPROVEN"
+    clipped = judge_probe_log(*_agreeing_log(max_tokens=2046, budget="bfcl", context_tokens=2048))["order"]
+    assert "clipped to the server's context (2048 tokens)" in clipped.fallbacks[0]
+    full = judge_probe_log(*_agreeing_log(max_tokens=4096, budget="bfcl", context_tokens=8192))["order"]
+    assert full.verdict == "PASS" and full.fallbacks == () and strict_gate(full).verdict == "PASS"
+
+
+def test_the_default_budget_is_bfcls_clipped_to_the_reported_context():
+    from types import SimpleNamespace
+
+    from inferencekit.data.bfcl import Sample
+    from inferencekit.gates.order import bfcl_budget, order_settings
+
+    samples = [Sample("simple_python_0", "simple_python", [{"role": "user", "content": "hi"}], [], "auto", {})]
+
+    def settled(max_tokens: int, ctx: int | None) -> OrderSettings:
+        s = order_settings(samples, orders=2, max_tokens=max_tokens, concurrency=1, hermetic=False, draw_info={},
+                           cap_warning=None)
+        bfcl_budget(s, SimpleNamespace(context_tokens=ctx))  # type: ignore[arg-type]
+        return s
+
+    assert (settled(0, None).max_tokens, settled(0, None).budget) == (4096, "bfcl")
+    assert (settled(0, 2048).max_tokens, settled(0, 2048).context_tokens) == (2046, 2048)
+    assert settled(0, 32768).max_tokens == 4096
+    assert (settled(300, 2048).max_tokens, settled(300, 2048).budget) == (300, "set")
