@@ -264,8 +264,13 @@ class RunDir:
         return walk_engine_folder(self.path / kind / engine)
 
     def input_of(self, reply_path: Path) -> Path:
-        """The request body file beside a reply file: the same relative path under ``inputs/``."""
-        return self.path / "inputs" / reply_path.relative_to(self.path / "outputs")
+        """The request body file beside a reply file: the same relative path under ``inputs/``; for a reply
+        compressed on its own (``.json.gz``) or a body compressed alone, whichever of the two exists."""
+        same = self.path / "inputs" / reply_path.relative_to(self.path / "outputs")
+        if same.exists():
+            return same
+        other = same.with_name(f"{file_key(same)}.json" if same.name.endswith(".gz") else f"{same.name}.gz")
+        return other if other.exists() else same
 
     def journals(self, engine: str | None = None) -> list[Path]:
         """Load-level journals never turned into files (an interrupted client), of one engine or all, sorted."""
@@ -273,10 +278,21 @@ class RunDir:
         return [p for e in engines for level in self.levels(e) for p in journal_paths(self.level_dir("outputs", e,
                                                                                                     level))]
 
-    def extra_files(self, engine: str, folder: str) -> list[Path]:
-        """Reply files of one extra-request folder (``outputs/<engine>/<folder>/<id>.json``), sorted."""
+    def extra_files(self, engine: str, folder: str, *, gz: bool = False) -> list[Path]:
+        """Reply files of one extra-request folder (``outputs/<engine>/<folder>/<id>.json``, and ``.json.gz`` when
+        ``gz``), sorted."""
         d = self.path / "outputs" / engine / folder
-        return sorted(d.glob("*.json")) if d.is_dir() else []
+        pats = ("*.json", "*.json.gz") if gz else ("*.json",)
+        return sorted(p for pat in pats for p in d.glob(pat)) if d.is_dir() else []
+
+    def schedule_files(self) -> list[Path]:
+        """Load schedules another harness left in the run dir: any ``*schedule*.jsonl`` or ``*requests*.jsonl``
+        below it (one load request per line; the seed's layout, read by unique_prompts when the run dir holds no
+        load level of its own), sorted. Probe logs and journals are not schedules."""
+        skip = {"probes", "superseded", "quality", "evidence"}
+        return sorted(p for pat in ("*schedule*.jsonl", "*requests*.jsonl") for p in self.path.rglob(pat)
+                      if p.is_file() and not skip & set(p.relative_to(self.path).parts[:1])
+                      and not p.name.startswith("journal"))
 
     def extra_replies(self, engine: str) -> list[tuple[str, Path]]:
         """``(folder, reply file)`` of every extra request a load mixed in (``EXTRA_FOLDERS``), sorted."""

@@ -27,7 +27,7 @@ from inferencekit.gates.inputs import LengthInputs, ProbeRun, RunRows, reply_fil
 from inferencekit.gates.judges.order import compare_sample
 from inferencekit.gates.judges.output_length import exact_length_of, forcing_options, reply_length
 from inferencekit.gates.judges.token_count import count_row
-from inferencekit.gates.judges.unique_prompts import request_row
+from inferencekit.gates.judges.unique_prompts import request_row, schedule_rows
 from inferencekit.gates.probes.collect import read_probe_log
 from inferencekit.gates.result import Gate, merge_gates
 from inferencekit.rundir import (
@@ -75,7 +75,8 @@ def token_rows(run_dir: Path, engine: str) -> tuple[list[CountRow], str | None, 
     """Count rows of every load reply of ``engine`` (``count_row``), the re-tokenizer named in the levels'
     ``retokenized.json`` (None when no level has one), and the reply files read (relative paths).
 
-    A reply's ``max_tokens`` comes from its request body (``inputs/…``, same relative path)."""
+    A reply's ``max_tokens`` comes from its request body (``inputs/…``, same relative path). Gzipped files
+    (``.json.gz``, an archived run) are read like the others."""
     run = RunDir(run_dir)
     rows: list[CountRow] = []
     files: list[str] = []
@@ -84,14 +85,15 @@ def token_rows(run_dir: Path, engine: str) -> tuple[list[CountRow], str | None, 
         retok = read_json(run.level_dir("outputs", engine, level) / RETOKENIZED_FILE) or {}
         counts = retok.get("counts") or {}
         tokenizer = tokenizer or retok.get("tokenizer")
-        for path in run.replies(engine, level):
+        for path in run.level_files("outputs", engine, level):
             reply = read_json(path)
             if not isinstance(reply, dict):
                 continue
             body = read_json(run.input_of(path)) or {}
             mt = body.get("max_tokens") if isinstance(body, dict) else None
-            row = count_row(f"load-{level}/{path.parent.name}/{path.stem}", reply_file(reply),
-                            max_tokens=mt if isinstance(mt, int) else None, retokenized=counts.get(path.stem))
+            key = file_key(path)
+            row = count_row(f"load-{level}/{path.parent.name}/{key}", reply_file(reply),
+                            max_tokens=mt if isinstance(mt, int) else None, retokenized=counts.get(key))
             files.append(_rel(run, path))
             if row is not None:
                 rows.append(row)
@@ -127,9 +129,29 @@ def exact_requests(run: RunDir, engine: str) -> dict[str, tuple[int, frozenset[s
     return out
 
 
-def load_requests(run: RunDir) -> list[dict[str, Any]]:
+def load_requests(run: RunDir) -> tuple[list[dict[str, Any]], int, list[str]]:
     """One ``request_row`` per load request of every engine: the request bodies of each level, or its reply files
-    when the level holds no bodies."""
+    when the level holds no bodies; with no load level at all, the rows of any load schedule another harness left
+    (``RunDir.schedule_files``, ``schedule_rows``). Also the count of schedule lines that held no request, and the
+    schedule files read (relative paths)."""
+    rows = _level_requests(run)
+    if rows:
+        return rows, 0, []
+    bad, files = 0, []
+    for path in run.schedule_files():
+        try:
+            lines = path.read_bytes().splitlines()
+        except OSError:
+            continue
+        rel = _rel(run, path)
+        got, n_bad = schedule_rows(rel, lines, path.parent.relative_to(run.path).as_posix() or ".")
+        rows += got
+        bad += n_bad
+        files.append(rel)
+    return rows, bad, files
+
+
+def _level_requests(run: RunDir) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     levels = sorted({(e, lv) for kind in ("inputs", "outputs") for e in run.load_engines(kind)
                      for lv in run.levels(e, kind)})
@@ -149,13 +171,13 @@ def load_probe_records(run: RunDir, engine: str) -> tuple[list[ProbeRecord], lis
     ``inputs/…``), and the files read."""
     records: list[ProbeRecord] = []
     files = []
-    for path in run.extra_files(engine, PROBES_FOLDER):
+    for path in run.extra_files(engine, PROBES_FOLDER, gz=True):
         reply = read_json(path)
-        key, _, kind = path.stem.rpartition(".")
+        key, _, kind = file_key(path).rpartition(".")
         if not isinstance(reply, dict) or not key:
             continue
         body = read_json(run.input_of(path)) or {}
-        records.append({"id": path.stem, "kind": kind, "key": key, "meta": {}, "body": body,
+        records.append({"id": file_key(path), "kind": kind, "key": key, "meta": {}, "body": body,
                         "reply": reply_file(reply)})
         files.append(_rel(run, path))
     return records, files
@@ -164,8 +186,8 @@ def load_probe_records(run: RunDir, engine: str) -> tuple[list[ProbeRecord], lis
 def read_kat(run: RunDir, engine: str) -> tuple[list[dict[str, Any]], list[str], str | None]:
     """``compare_sample`` rows (alone first, then under load) of every known-answer request of ``engine``, the reply
     files read (relative paths) and the level the load copies ran in (None when none did)."""
-    alone = {p.stem: p for p in run.extra_files(engine, KAT_ALONE)}
-    load = {p.stem: p for p in run.extra_files(engine, KAT_LOAD)}
+    alone = {file_key(p): p for p in run.extra_files(engine, KAT_ALONE, gz=True)}
+    load = {file_key(p): p for p in run.extra_files(engine, KAT_LOAD, gz=True)}
     rows, files, level = [], [], None
     for key in sorted(set(alone) | set(load)):
         a = read_json(alone[key]) if key in alone else None
@@ -197,10 +219,11 @@ def read_run_rows(run_dir: Path, engine: str, *, reference: Path | None = None, 
                                  length_tolerance, max_length_outliers, ignored) if lengths else None
     mixed, mixed_files = load_probe_records(run, engine)
     kat_rows, kat_files, kat_level = read_kat(run, engine)
+    requests, bad_lines, schedules = load_requests(run)
     rows = RunRows(engine=engine, has_load=bool(files), count_rows=counts, tokenizer=tokenizer, lengths=length_inputs,
-                   requests=load_requests(run), journals=[_rel(run, p) for p in run.journals()],
-                   mixed_probes=mixed, kat_rows=kat_rows, kat_level=kat_level)
-    return rows, files + mixed_files + kat_files
+                   requests=requests, journals=[_rel(run, p) for p in run.journals()],
+                   unreadable_schedule_lines=bad_lines, mixed_probes=mixed, kat_rows=kat_rows, kat_level=kat_level)
+    return rows, files + mixed_files + kat_files + schedules
 
 
 def judge_probe_log(header: dict[str, Any], records: Sequence[ProbeRecord], *, where: str = "live"

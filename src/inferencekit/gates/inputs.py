@@ -82,6 +82,7 @@ class RunRows:
         requests: one row per load request of every engine (unique_prompts): ``{"source", "engine", "level",
             "key", "salt", "prompt"}``.
         journals: load levels whose journal was never turned into files (an interrupted run).
+        unreadable_schedule_lines: lines of another harness's load schedule that held no readable request.
         mixed_probes: the hidden probes a load mixed in (``outputs/<engine>/probes/``).
         kat_rows: ``compare_sample`` rows of the known answers alone vs under load (``kat/``).
         kat_level: the level the known answers ran in under load (None: none did).
@@ -94,6 +95,7 @@ class RunRows:
     lengths: LengthInputs | None = None
     requests: Sequence[Mapping[str, Any]] = ()
     journals: Sequence[str] = ()
+    unreadable_schedule_lines: int = 0
     mixed_probes: Sequence[ProbeRecord] = ()
     kat_rows: Sequence[Mapping[str, Any]] = ()
     kat_level: str | None = None

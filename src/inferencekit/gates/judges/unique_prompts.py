@@ -3,7 +3,8 @@
 A repeated prompt can be served from an exact or prefix cache, which makes the level's speed figure a
 cache's. Judged from a recorded run's load requests alone (``gates/check.py`` reads them: one
 ``request_row`` per request body, ``inputs/<engine>/load-<level>/<bucket>/<id>[~k].json``, or the reply
-file when a level holds no bodies). The seed's rule (``gate_unique_prompts``).
+file when a level holds no bodies; with no load level at all, the lines of another harness's
+``*schedule*.jsonl`` / ``*requests*.jsonl``, ``schedule_rows``). The seed's rule (``gate_unique_prompts``).
 """
 
 from __future__ import annotations
@@ -11,12 +12,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import orjson
+
 from inferencekit.evidence.canonical import canonical_json, sha256_hex
 from inferencekit.gates.inputs import RunRows
 from inferencekit.gates.result import Gate
 from inferencekit.rundir import SALT_PATTERN
 
-__all__ = ["gate_unique_prompts", "judge_run", "request_row", "salt_of"]
+__all__ = ["gate_unique_prompts", "judge_run", "request_row", "salt_of", "schedule_rows"]
 
 _MAX_DETAILS = 50  # repeat rows kept in the details (the metrics keep the full counts)
 
@@ -64,7 +67,48 @@ def request_row(source: str, engine: str, level: str, prompt: str, body: Any, *,
     return {"source": source, "engine": engine, "level": level, "key": key, "salt": salt, "prompt": prompt}
 
 
-def gate_unique_prompts(reqs: Sequence[Mapping[str, Any]], journals: Sequence[str] = ()) -> Gate:
+def schedule_rows(source: str, lines: Sequence[bytes | str], default_engine: str) -> tuple[list[dict[str, Any]], int]:
+    """``request_row``-shaped rows from a load schedule another harness wrote, one request per line, and the
+    count of lines that could not be read as one (not JSON, not an object, no level, no prompt).
+
+    A line is ``{"level" (else "concurrency", else "rate_rps"), "prompt_sha256" | "messages" | "prompt" |
+    "prompt_id" | "id", "salt"?, "engine"?}``: the key is ``prompt_sha256`` when given, else the sha256 of the
+    canonical JSON of ``messages`` (else ``prompt``), else ``"<prompt_id>|<salt>"``; ``engine`` defaults to
+    ``default_engine`` (the schedule's folder). The seed's layout (``_load_requests``)."""
+    rows: list[dict[str, Any]] = []
+    bad = 0
+    for i, line in enumerate(lines, 1):
+        if not (line.strip() if isinstance(line, str) else line.strip()):
+            continue
+        try:
+            r = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            bad += 1
+            continue
+        level = r.get("level", r.get("concurrency", r.get("rate_rps"))) if isinstance(r, dict) else None
+        if level is None or isinstance(level, (dict, list)):
+            bad += 1
+            continue
+        text = r.get("messages", r.get("prompt"))
+        pid = r.get("prompt_id", r.get("id"))
+        salt = r.get("salt") if isinstance(r.get("salt"), str) else None
+        if isinstance(r.get("prompt_sha256"), str) and r["prompt_sha256"]:
+            key = r["prompt_sha256"]
+        elif text is not None:
+            key = sha256_hex(canonical_json(text))
+        elif pid is not None:
+            key = f"{pid}|{salt or ''}"
+        else:
+            bad += 1
+            continue
+        engine = r.get("engine") if isinstance(r.get("engine"), str) else default_engine
+        rows.append({"source": f"{source}:{i}", "engine": engine, "level": str(level), "key": key, "salt": salt,
+                     "prompt": str(pid if pid is not None else key)})
+    return rows, bad
+
+
+def gate_unique_prompts(reqs: Sequence[Mapping[str, Any]], journals: Sequence[str] = (), unreadable: int = 0
+                        ) -> Gate:
     """No prompt may repeat inside one load level (one engine, one level): a repeat can be served from an
     exact or prefix cache, which makes the level's speed figure a cache's.
 
@@ -80,6 +124,8 @@ def gate_unique_prompts(reqs: Sequence[Mapping[str, Any]], journals: Sequence[st
         reqs: one ``request_row`` per load request of the run dir (every engine, every level).
         journals: load-level journals never turned into files (relative paths): their requests are not judged,
             which is a limitation.
+        unreadable: schedule lines that held no readable request (``schedule_rows``): not judged, a limitation;
+            with no row read at all the gate is UNPROVEN, not NOT RUN (a schedule was there).
 
     Details: one row per repeat -- its ``source`` file and the ``first`` file that sent the same prompt
     (at most 50). The seed's rule (``gate_unique_prompts``).
@@ -88,9 +134,15 @@ def gate_unique_prompts(reqs: Sequence[Mapping[str, Any]], journals: Sequence[st
     if journals:
         lim.append(f"{len(journals)} load level(s) still hold an unwritten journal (an interrupted run; --resume "
                    f"writes its files), whose requests are not judged: {', '.join(journals[:5])}")
+    if unreadable:
+        lim.append(f"{unreadable} line(s) of the load schedule(s) held no readable request and were not judged")
+    if not reqs and unreadable:
+        return Gate("unique_prompts", "UNPROVEN", f"a load schedule was found but none of its {unreadable} line(s) "
+                    "could be read as a request (level and prompt)", limitations=lim)
     if not reqs:
         return Gate("unique_prompts", "NOT RUN", "no load requests in the run dir (inputs/ or outputs/<engine>/"
-                    "load-<level>/<bucket>/)", limitations=lim, applicable=False)
+                    "load-<level>/<bucket>/, or a *schedule*.jsonl / *requests*.jsonl)", limitations=lim,
+                    applicable=False)
     first: dict[tuple[str, str, str], str] = {}
     repeated: set[tuple[str, str, str]] = set()
     repeats: list[dict[str, Any]] = []
@@ -121,4 +173,4 @@ def gate_unique_prompts(reqs: Sequence[Mapping[str, Any]], journals: Sequence[st
 
 def judge_run(rows: RunRows) -> Gate:
     """unique_prompts on the run dir's load requests (``rows.requests``)."""
-    return gate_unique_prompts(rows.requests, rows.journals)
+    return gate_unique_prompts(rows.requests, rows.journals, rows.unreadable_schedule_lines)

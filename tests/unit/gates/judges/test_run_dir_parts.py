@@ -35,7 +35,8 @@ POOL = [Prompt(f"p{i}", "short", ({"role": "system", "content": "sys"}, {"role":
 def unique_prompts(run_dir: Path) -> Gate:
     """unique_prompts on a run dir: its load requests read by ``gates check``'s reader, then judged."""
     run = RunDir(run_dir)
-    return gate_unique_prompts(load_requests(run), [p.relative_to(run.path).as_posix() for p in run.journals()])
+    rows, bad, _ = load_requests(run)
+    return gate_unique_prompts(rows, [p.relative_to(run.path).as_posix() for p in run.journals()], bad)
 
 
 def output_length(run_dir: Path, engine: str, *, reference: Path | None = None,
@@ -110,7 +111,7 @@ def test_unique_prompts_salted_reuse_is_distinct_and_noted(tmp_path: Path) -> No
     reqs = [planner.take() for _ in range(5)]  # 3 first uses, then 2 salted reuses
     bodies = [_send(run, "e", "8", r, None) for r in reqs]
     assert [r.salt is not None for r in reqs] == [False, False, False, True, True]
-    rows = load_requests(run)
+    rows, _, _ = load_requests(run)
     assert sorted(r["salt"] or "" for r in rows) == sorted(r.salt or "" for r in reqs)
     assert {r["prompt"] for r in rows} == {"p0", "p1", "p2"}
     assert len({r["key"] for r in rows}) == 5
@@ -139,7 +140,7 @@ def test_unique_prompts_falls_back_to_reply_files(tmp_path: Path) -> None:
     a, b = PlannedRequest("p0", POOL[0], None), PlannedRequest("p0~1", POOL[0], "ik-0123456789ab")
     write_json(run.output_path("e", "1", "short", a.key), _reply(a, "e", "1"))
     write_json(run.output_path("e", "1", "short", b.key), _reply(b, "e", "1"))
-    rows = load_requests(run)
+    rows, _, _ = load_requests(run)
     assert [(r["source"], r["key"], r["salt"]) for r in rows] == [
         ("outputs/e/load-1/short/p0.json", "p0|", None),
         ("outputs/e/load-1/short/p0~1.json", "p0|ik-0123456789ab", "ik-0123456789ab")]
@@ -154,7 +155,41 @@ def test_unique_prompts_not_run_without_load_requests(tmp_path: Path) -> None:
     _send(run, "e", None, PlannedRequest("p0", POOL[0], None), None)  # a top-level bucket: not a load level
     g = unique_prompts(run.path)
     assert (g.verdict, g.applicable, g.metrics) == ("NOT RUN", False, {})
-    assert load_requests(run) == []
+    assert load_requests(run) == ([], 0, [])
+
+
+def test_unique_prompts_reads_another_harness_schedule_when_no_load_level_is_there(tmp_path: Path) -> None:
+    run = _run(tmp_path)
+    msgs = [{"role": "user", "content": "q0"}]
+    lines = [{"level": 4, "messages": msgs}, {"concurrency": 4, "prompt_id": "a"}, {"level": 8, "messages": msgs},
+             {"rate_rps": 2, "prompt_sha256": "f" * 64, "engine": "vllm"}]
+    (run.path / "sweep").mkdir()
+    (run.path / "sweep" / "load_schedule.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    rows, bad, files = load_requests(run)
+    assert (bad, files) == (0, ["sweep/load_schedule.jsonl"])
+    assert [(r["engine"], r["level"], r["source"]) for r in rows] == [
+        ("sweep", "4", "sweep/load_schedule.jsonl:1"), ("sweep", "4", "sweep/load_schedule.jsonl:2"),
+        ("sweep", "8", "sweep/load_schedule.jsonl:3"), ("vllm", "2", "sweep/load_schedule.jsonl:4")]
+    g = unique_prompts(run.path)
+    assert g.verdict == "PASS" and g.metrics["requests"] == 4  # q0 repeats, but in two different levels
+    with (run.path / "sweep" / "load_schedule.jsonl").open("a") as f:
+        f.write(json.dumps({"level": 4, "messages": msgs}) + "\nnot json\n" + json.dumps({"level": 4}) + "\n")
+    g = unique_prompts(run.path)
+    assert g.verdict == "FAIL" and g.details[0] == {
+        "source": "sweep/load_schedule.jsonl:5", "first": "sweep/load_schedule.jsonl:1", "engine": "sweep",
+        "level": "4", "prompt": g.details[0]["prompt"], "salt": None}
+    assert any("2 line(s) of the load schedule(s)" in x for x in g.limitations)
+
+
+def test_a_schedule_with_no_readable_line_is_unproven_not_a_missing_load(tmp_path: Path) -> None:
+    run = _run(tmp_path)
+    (run.path / "requests.jsonl").write_text('{"prompt_id": "a"}\n[1, 2]\n')  # no level; not an object
+    g = unique_prompts(run.path)
+    assert g.verdict == "UNPROVEN" and "none of its 2 line(s)" in g.reason
+    (run.path / "probes").mkdir()
+    (run.path / "requests.jsonl").unlink()
+    (run.path / "probes" / "requests.jsonl").write_text('{"level": 1, "prompt_id": "a"}\n')  # probes/: not a schedule
+    assert unique_prompts(run.path).verdict == "NOT RUN"
 
 
 # ---- output_length: exact-length requests
@@ -293,3 +328,21 @@ def test_output_lengths_reads_gzipped_and_unreadable_replies(tmp_path: Path) -> 
     got = output_lengths(run.path / "outputs" / "e")
     assert got["load-3/p0"]["length"] == 7 and got["load-3/p0"]["source"] == "load-3/short/p0.json.gz"
     assert got["load-3/p1"]["problem"] == "unreadable reply file"
+
+
+def test_token_count_reads_gzipped_load_replies_with_their_bodies(tmp_path: Path) -> None:
+    from inferencekit.gates.check import token_rows
+
+    run = _run(tmp_path)
+    plain, packed = PlannedRequest("p0", POOL[0], None), PlannedRequest("p1", POOL[1], None)
+    _send(run, "e", "2", plain, _reply(plain, "e", "2", 16))
+    _send(run, "e", "2", packed, None)
+    out = run.output_path("e", "2", "short", "p1")
+    out.with_name("p1.json.gz").write_bytes(gzip.compress(json.dumps(_reply(packed, "e", "2", 16)).encode()))
+    body = run.input_path("e", "2", "short", "p1")
+    body.with_name("p1.json.gz").write_bytes(gzip.compress(body.read_bytes()))  # the body archived too
+    body.unlink()
+    rows, _, files = token_rows(run.path, "e")
+    assert files == ["outputs/e/load-2/short/p0.json", "outputs/e/load-2/short/p1.json.gz"]
+    assert [r["key"] for r in rows] == ["load-2/short/p0", "load-2/short/p1"]
+    assert [r["max_tokens"] for r in rows] == [16, 16]  # the gzipped body was found beside the gzipped reply
