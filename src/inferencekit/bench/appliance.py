@@ -4,8 +4,8 @@ The receipt (docs/appliance.md) is RigMark's shape: protocol and prompt
 versions with the prompts' SHA-256, the tool's own identity, the run's label, comparison id and the
 appliance metadata, the settings, and the decode / prefill / concurrency sections. It holds no URL
 and no key (the key's *variable name* only). RigMark's "is this checkout behind the newest release"
-network check is dropped: inferencekit never calls home; the tool's version and revision are
-recorded instead.
+network check is dropped: inferencekit never calls home; the tool's version, revision (from git, or
+from a ``git archive``'s stamp) and a fingerprint of its own files are recorded instead.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import datetime as _dt
 import hashlib
 import os
 import platform
+import re
 import subprocess
 from functools import lru_cache
 from pathlib import Path
@@ -26,7 +27,8 @@ from inferencekit.evidence import artifact, build_record, metric, save_record, t
 from inferencekit.evidence.receipt import RECEIPT_FORMAT
 from inferencekit.rundir import RunDir, write_bytes, write_json
 
-__all__ = ["PROTOCOL_VERSION", "RECEIPT_FORMAT", "tool_provenance", "run_appliance", "appliance_record",
+__all__ = ["ARCHIVAL_FILE", "PROTOCOL_VERSION", "RECEIPT_FORMAT", "archival_revision", "source_sha256",
+           "tool_provenance", "run_appliance", "appliance_record",
            "receipt_path"]
 
 PROTOCOL_VERSION = "1.0.0"  # the measurement protocol; NONCE_VERSION tracks the model inputs alone
@@ -44,23 +46,57 @@ def _git(root: Path, *args: str) -> bytes | None:
     return out.stdout if out.returncode == 0 else None
 
 
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # the inferencekit package folder
+ARCHIVAL_FILE = ".git_archival.txt"  # in the package; `git archive` fills in its commit (.gitattributes export-subst)
+
+
+def source_sha256(package: Path = PACKAGE_ROOT) -> str:
+    """SHA-256 of the running package's own files: for each file below ``package`` in sorted relative-path order
+    (bytecode caches left out), its path, a NUL, its bytes and a NUL. It names the code that ran whichever way it was
+    installed: two copies with the same version but different code differ here (the seed's ``source_fingerprint``,
+    over the whole package rather than a fixed file list)."""
+    h = hashlib.sha256()
+    for f in sorted(p for p in package.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+                    and p.suffix not in (".pyc", ".pyo")):
+        h.update(f.relative_to(package).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def archival_revision(path: Path = PACKAGE_ROOT / ARCHIVAL_FILE) -> str | None:
+    """The commit ``git archive`` wrote into ``path`` (``node: <40 or 64 hex digits>``), or None: the file is
+    missing, unreadable or still holds the unexpanded ``$Format:%H$`` (a plain checkout or copy)."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    fields = dict(line.split(":", 1) for line in lines if ":" in line)
+    node = fields.get("node", "").strip()
+    return node.lower() if re.fullmatch(r"[0-9a-fA-F]{40}|[0-9a-fA-F]{64}", node) else None
+
+
 @lru_cache(maxsize=1)
 def tool_provenance() -> dict[str, Any]:
-    """The running inferencekit: ``{name, version, source, git_revision, git_dirty, worktree_sha256}``.
+    """The running inferencekit: ``{name, version, source, git_revision, git_dirty, worktree_sha256,
+    source_sha256}``.
 
-    In a git checkout: the revision, whether the work tree differs from it, and when it does the
-    SHA-256 of ``git status --porcelain`` + ``git diff --binary HEAD`` + every untracked, unignored
-    file's path and bytes — so two dirty trees with the same revision are told apart. Installed
-    from a wheel: ``source`` "installed" and the version alone.
+    ``source``, in order: ``"git-worktree"`` in our own git checkout (the revision, whether the work tree
+    differs from it, and when it does the SHA-256 of ``git status --porcelain`` + ``git diff --binary HEAD``
+    + every untracked, unignored file's path and bytes, so two dirty trees with the same revision are told
+    apart); ``"git-archive"`` in an unpacked ``git archive`` (the commit it wrote into the package's
+    ``.git_archival.txt``; dirtiness unknown, None); else ``"installed"``, the version alone. In every case
+    ``source_sha256`` (``source_sha256``) fingerprints the package's files as they ran. The seed's
+    ``git_identity`` / ``archival_identity``.
     """
     ident = tool_identity()
     out: dict[str, Any] = {"name": "inferencekit", "version": ident["version"], "source": "installed",
-                           "git_revision": None, "git_dirty": None, "worktree_sha256": None}
-    top = _git(Path(__file__).resolve().parent, "rev-parse", "--show-toplevel")
-    if top is None or not ident.get("git_revision"):
-        return out
-    root = Path(top.decode().strip())
-    if not (root / "src" / "inferencekit").is_dir():  # inside some other repository
+                           "git_revision": None, "git_dirty": None, "worktree_sha256": None,
+                           "source_sha256": source_sha256()}
+    top = _git(PACKAGE_ROOT, "rev-parse", "--show-toplevel")
+    root = Path(top.decode().strip()) if top is not None and ident.get("git_revision") else None
+    if root is None or not (root / "src" / "inferencekit").is_dir():  # no checkout, or some other repository's
+        archived = archival_revision()
+        if archived:
+            out.update(source="git-archive", git_revision=archived)
         return out
     status = _git(root, "status", "--porcelain=v1", "--untracked-files=all") or b""
     out.update(source="git-worktree", git_revision=ident["git_revision"], git_dirty=bool(status.strip()))

@@ -157,8 +157,11 @@ def _header(receipt: dict[str, Any]) -> tuple[str, list[tuple[str, str]], str]:
     tv = f"{tool.get('name') or 'inferencekit'} {tool.get('version') or '?'}"
     if tool.get("git_revision"):
         tv += f" @ {str(tool['git_revision'])[:12]}" + (" dirty" if tool.get("git_dirty") else "")
+        tv += " (git archive)" if tool.get("source") == "git-archive" else ""
     elif tool.get("source"):
         tv += f" ({tool['source']})"
+    if tool.get("source_sha256"):
+        tv += f", files sha256 {str(tool['source_sha256'])[:12]}"
     items.append(("tool", tv))
     items.append(("started", str(run.get("started_at") or DASH)))
     src = run.get("metadata_source")

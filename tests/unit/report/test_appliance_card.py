@@ -167,6 +167,14 @@ def test_card_without_git_and_with_skips():
     assert "cold tok/s" not in text and "aggregate tok/s" not in text
 
 
+def test_card_names_an_archived_revision_and_the_files_fingerprint():
+    r = make_receipt()
+    r["tool"].update(git_revision="89abcdef0123456789abcdef0123456789abcdef", git_dirty=None, source="git-archive",
+                     source_sha256="c0ffee" + "0" * 58)
+    text = card_text(r)
+    assert "inferencekit 0.1.0 @ 89abcdef0123 (git archive), files sha256 c0ffee000000" in text
+
+
 def test_html_page_is_self_contained_with_a_chart_per_section(tmp_path):
     r = make_receipt()
     out = write_html(r, tmp_path / "page" / "receipt.html")
