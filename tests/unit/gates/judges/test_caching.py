@@ -95,7 +95,8 @@ def test_pass_when_repeats_are_no_faster():
     assert g.metrics["ttft_speedup_median"] == pytest.approx(1.0)
     assert g.metrics["decode_speedup_median"] == pytest.approx(1.0)
     assert g.metrics["pairs"] == 3 and g.metrics["perturbed_pairs"] == 1 and g.metrics["cause"] is None
-    assert "TTFT 1.00×, decode 1.00× (limit 1.10×)" in g.reason
+    assert "TTFT 1.00× (limit 1.10×), decode 1.00× (limit 1.10×)" in g.reason
+    assert g.metrics["decode_aa_floor"] == pytest.approx(1.0) and g.metrics["decode_limit"] == pytest.approx(1.1)
     assert "0/1 perturbed prompts answered from a cache" in g.reason
     assert len(g.details) == 3 and list(g.limitations) == []
 
@@ -109,6 +110,23 @@ def test_fail_output_cache_when_repeats_decode_faster():
     assert g.metrics["decode_speedup_median"] == pytest.approx(5.0)
     assert "decode 5.00× faster" in g.reason and "output caching" in g.reason
     assert "prefix" not in g.reason
+
+
+def test_repeats_inside_the_first_seen_spread_are_noise_not_an_output_cache():
+    # A busy host: first-seen prompts decode at 10, 12.5 and 13.6 tok/s (E2EL 1600, 1300, 1200: A/A floor 1.36×);
+    # each repeat decodes 1.2-1.3× faster than its own first. Beyond 1.10×, inside the floor: not evidence.
+    firsts = [reply(), reply(e2el_ms=1300.0), reply(e2el_ms=1200.0)]
+    repeats = [reply(e2el_ms=1350.0), reply(e2el_ms=1100.0), reply(e2el_ms=1000.0)]  # 12, 15, 15 tok/s
+    g = gate_caching(pairs(*zip(firsts, repeats)) + ECHO_OK)
+    assert g.verdict == "PASS", g.reason
+    assert g.metrics["decode_aa_floor"] == pytest.approx(15 / 1.1 / 10)
+    assert g.metrics["decode_limit"] == pytest.approx(15 / 1.1 / 10)
+    assert g.metrics["decode_speedup_median"] == pytest.approx(1.2)
+    assert "raised to the A/A floor 1.36× of first-seen prompts" in g.reason
+    # the same spread with repeats 5× faster than their first: far past the floor, an output cache
+    g = gate_caching(pairs(*zip(firsts, [reply(e2el_ms=400.0), reply(e2el_ms=340.0), reply(e2el_ms=310.0)])))
+    assert g.verdict == "FAIL" and g.metrics["cause"] == "output_cache"
+    assert "(limit 1.36×)" in g.reason
 
 
 def test_fail_output_cache_when_a_repeat_arrives_all_at_once():
