@@ -38,6 +38,8 @@ async def chat(request: web.Request) -> web.StreamResponse:
         return web.json_response({"error": {"message": "Bad Request"}}, status=400)
     if fault == "http500":
         return web.Response(status=500, text="E" * 2000)
+    if fault.startswith("hang"):  # no byte of a reply for N seconds ("hang:N"): a server busy or stuck
+        await asyncio.sleep(float(fault.partition(":")[2] or 3600))
     if not body.get("stream"):
         return _plain(body, request.app[LOGPROBS])
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
@@ -46,6 +48,12 @@ async def chat(request: web.Request) -> web.StreamResponse:
         await resp.write(_chunk("Hel"))
         await resp.write(b'data: {"choices": [{"delta": {"conte')
         request.transport.close()
+        return resp
+    if fault.startswith("stall"):  # one token, then silence mid-stream for N seconds ("stall:N"), then the rest
+        await resp.write(_chunk("Hel"))
+        await asyncio.sleep(float(fault.partition(":")[2] or 3600))
+        await resp.write(_chunk("lo"))
+        await resp.write(b"data: [DONE]\n\n")
         return resp
     if request.app[EMPTY]:  # a well-formed stream that carries no output at all: role, finish, usage, [DONE]
         for ev in ({"choices": [{"index": 0, "delta": {"role": "assistant"}}]},
@@ -126,7 +134,7 @@ def fault_server(*, reject_stream_options: bool = False, logprob_cap: int | None
         app.router.add_post("/v1/chat/completions", chat)
         app.router.add_get("/v1/models", models)
         app.router.add_post("/extras/tokenize", tokenize)
-        runner = web.AppRunner(app)
+        runner = web.AppRunner(app, shutdown_timeout=1.0)  # a stalled handler is not waited for at the end
         loop.run_until_complete(runner.setup())
         site = web.TCPSite(runner, "127.0.0.1", 0)
         loop.run_until_complete(site.start())
@@ -135,6 +143,10 @@ def fault_server(*, reject_stream_options: bool = False, logprob_cap: int | None
         ready.set()
         loop.run_forever()
         loop.run_until_complete(runner.cleanup())
+        pending = asyncio.all_tasks(loop)  # a handler still stalling: cancelled, not left to die with the loop
+        for task in pending:
+            task.cancel()
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
         loop.close()
 
     t = threading.Thread(target=run, daemon=True)

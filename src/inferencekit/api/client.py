@@ -77,6 +77,8 @@ class Exchange:
     _body_stamped: bool = field(default=False, repr=False)
     reused_connection: bool = False
     retried: str | None = None
+    # the failure was the connection closing or resetting (not a timeout, not an HTTP error)
+    _connection_lost: bool = field(default=False, repr=False)
     # a tapped read's body not yet cut into chunks: (body bytes, total_bytes at the tap, read times, offsets)
     pending: tuple[bytes, int, Any, Any] | None = field(default=None, repr=False)
 
@@ -185,14 +187,16 @@ def _drain(stream: Any) -> bytes:
     return rest
 
 
-async def _read_tapped(stream: Any, conn: Any, chunks: list[tuple[int, bytes]], clock: Any
+async def _read_tapped(stream: Any, conn: Any, chunks: list[tuple[int, bytes]], clock: Any, deadline: float | None
                        ) -> tuple[bytes, int, Any, Any]:
     """Read a 200 reply's body through a ``StreamTap`` (api/tap.py): stamped at arrival, the task woken once.
 
     What aiohttp had parsed before the tap went in (it came with the headers) is one chunk stamped now, as a
     ``readany()`` loop would stamp it. Returns the rest uncut, for ``Exchange.pending`` (``settle`` cuts it later,
     so the end of many streams at once costs the loop little). On a failure the chunks parsed so far are cut and
-    kept, then the error raised.
+    kept, then the error raised. ``deadline`` (event-loop time) bounds the wait for the body's end: aiohttp's total
+    timeout only runs inside its own reads, and ``wait_eof`` is not one, so without it a stream that stalls after
+    its first bytes would be waited on for ever. Raises ``TimeoutError`` past it.
     """
     first = stream.read_nowait()
     if first:
@@ -200,7 +204,8 @@ async def _read_tapped(stream: Any, conn: Any, chunks: list[tuple[int, bytes]], 
     start = stream.total_bytes
     tap = StreamTap(conn.transport, conn.protocol, stream, clock)
     try:
-        await stream.wait_eof()
+        async with asyncio.timeout_at(deadline):
+            await stream.wait_eof()
     except BaseException:
         tap.remove()
         rest = stream._read_nowait(-1)  # what was parsed before the failure (read_nowait would raise it again)
@@ -342,14 +347,16 @@ class Client:
 
     async def _exchange(self, method: str, path: str, body: dict[str, Any] | None, rid: str,
                         timeout_s: float | None) -> Exchange:
-        """One request; sent again when a *reused* pooled connection failed before any response byte
-        (a server that closes after each reply while announcing keep-alive, as llama-server does,
-        leaves dead connections in the pool). A fresh connection's failure is final. The reply says so."""
+        """One request; sent again only when a *reused* pooled connection was closed or reset under it before
+        any response byte (a server that closes after each reply while announcing keep-alive, as llama-server
+        does, leaves dead connections in the pool). A timeout is never sent again (the server may be working on
+        the request), nor is any failure on a fresh connection. Every resend is said on the reply (``retried``)."""
         ex = await self._exchange_once(method, path, body, rid, timeout_s)
         stale = 0
         # Each failed reuse drops one dead connection from the pool; several may be queued there under
-        # concurrency, so keep going while the failures are on reused connections (bounded).
-        while ex.status == 0 and not ex.chunks and ex.reused_connection and stale < _MAX_STALE_RETRIES:
+        # concurrency, so keep going while the failures are closed reused connections (bounded).
+        while (ex.status == 0 and not ex.chunks and ex.reused_connection and ex._connection_lost
+               and stale < _MAX_STALE_RETRIES):
             stale += 1
             first_error = ex.error
             ex = await self._exchange_once(method, path, body, rid, timeout_s)
@@ -362,6 +369,8 @@ class Client:
         headers = {**self._headers, "X-Request-ID": rid}
         data = orjson.dumps(body) if body is not None else None
         kw: dict[str, Any] = {"timeout": aiohttp.ClientTimeout(total=timeout_s)} if timeout_s else {}
+        limit = timeout_s or self.timeout_s
+        deadline = asyncio.get_running_loop().time() + limit if limit else None
         ex = Exchange(request_id=rid, path=path, body=body or {}, sent_ns=0)
         chunks = ex.chunks
         append = chunks.append
@@ -381,7 +390,7 @@ class Client:
                     return ex
                 conn = resp.connection
                 if self.tap and conn is not None and conn.transport is not None and conn.protocol is not None:
-                    ex.pending = await _read_tapped(resp.content, conn, chunks, clock)
+                    ex.pending = await _read_tapped(resp.content, conn, chunks, clock, deadline)
                 else:
                     while True:
                         chunk = await readany()
@@ -390,6 +399,8 @@ class Client:
                         append((clock(), chunk))
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             ex.error = describe_exception(exc, timeout_s or self.timeout_s)
+            ex._connection_lost = not isinstance(exc, TimeoutError) and isinstance(
+                exc, (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError, ConnectionError))
             if chunks:
                 ex.error = f"{ex.error} (after {len(chunks)} chunks)"
         if not ex.sent_ns:

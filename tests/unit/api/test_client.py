@@ -65,3 +65,33 @@ def test_connection_cut_inside_an_event_is_a_recorded_broken_stream():
     assert r["status"] == 200 and r["text"] == "Hel"
     assert r["error"].startswith(("broken stream", "stream ended without [DONE]", "server disconnected"))
     assert r["done"] is False
+
+
+def test_a_stream_that_stalls_mid_reply_is_a_recorded_timeout_tapped_or_not():
+    # failed before 19: the tapped read waited for the body's end outside the timeout, so a stream silent for 60 s
+    # under a 3 s limit came back as a successful reply once the server went on
+    for tap in (True, False):
+        async def go(url: str, tap: bool = tap) -> dict:
+            async with Client(Endpoint.parse(url), timeout_s=3.0, tap=tap) as c:
+                return (await c.post("/v1/chat/completions", {**BODY, "fault": "stall:60"})).to_reply(id="s")
+
+        with fault_server() as (url, _):
+            r = asyncio.run(go(url))
+        assert r["status"] == 200 and r["error"].startswith("timeout: no complete reply within 3 s"), (tap, r)
+        assert r["text"] == "Hel" and r["done"] is False  # the token before the stall is kept
+
+
+def test_a_timeout_on_a_reused_connection_is_not_sent_again():
+    # failed before 19: a request that timed out on a pooled keep-alive connection was taken for a stale
+    # connection and sent up to 16 more times, while its error said "within 1 s"
+    async def go(url: str) -> list[dict]:
+        async with Client(Endpoint.parse(url), timeout_s=1.0) as c:
+            first = (await c.post("/v1/chat/completions", BODY)).to_reply(id="a")  # leaves a pooled connection
+            hung = (await c.post("/v1/chat/completions", {**BODY, "fault": "hang:30"})).to_reply(id="b")
+            return [first, hung]
+
+    with fault_server() as (url, seen):
+        first, hung = asyncio.run(go(url))
+    assert first["status"] == 200 and hung["status"] == 0
+    assert hung["error"] == "timeout: no complete reply within 1 s" and "retried" not in hung
+    assert [s["body"].get("fault") for s in seen] == [None, "hang:30"]  # sent once
