@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from inferencekit.api.wire import event_problem
 from inferencekit.shapes import ReplyFile, is_ok
 
 __all__ = ["ReplyFile", "derive", "loads_json", "rederive", "is_ok"]
@@ -97,7 +98,8 @@ def derive(events: Sequence[Sequence[Any]]) -> dict[str, Any]:
         carried none), ``logprobs`` (None likewise), ``prompt_token_ids``, ``finish_reason``,
         ``usage``, ``server_timings``, ``done``, ``ttft_ms``, ``ttfo_ms``, ``e2el_ms``, ``itl_ms``,
         ``chunks`` (token events), ``n_streamed`` and ``streamed_method`` and ``stream_error``
-        (an error object sent inside the stream, else None).
+        (an error object sent inside the stream, an unparseable event, or the first event with a field of a
+        wrong type (``api/wire.py`` ``event_problem``), which is then not read; else None).
     """
     text: list[str] = []
     reasoning: list[str] = []
@@ -126,7 +128,12 @@ def derive(events: Sequence[Sequence[Any]]) -> dict[str, Any]:
             continue
         if obj.get("error") is not None:
             err = obj["error"]
-            stream_error = (err.get("message") if isinstance(err, dict) else None) or str(err)[:500]
+            msg = err.get("message") if isinstance(err, dict) else None
+            stream_error = stream_error or (msg if isinstance(msg, str) and msg else str(err))[:500]
+        problem = event_problem(obj)
+        if problem:  # a wrong type from the server: the reply is a protocol error naming the field; the event unread
+            stream_error = stream_error or f"protocol error: {problem}"
+            continue
         cum = None
         if obj.get("usage"):
             usage = obj["usage"]
