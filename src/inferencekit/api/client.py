@@ -407,8 +407,9 @@ class Client:
             ex.sent_ns = ex.call_ns
         return ex
 
-    async def get_json(self, path: str, *, timeout_s: float | None = 10.0) -> tuple[Any, str | None]:
-        """``(parsed JSON, None)`` for a 200 reply, else ``(None, error line)``."""
+    async def get_json(self, path: str, *, timeout_s: float | None = None) -> tuple[Any, str | None]:
+        """``(parsed JSON, None)`` for a 200 reply, else ``(None, error line)``; bounded by ``timeout_s``, else by
+        the client's own limit (``--timeout``: an engine still busy with an earlier request is waited for)."""
         ex = await self.get(path, timeout_s=timeout_s)
         if ex.error:
             return None, ex.error

@@ -24,8 +24,10 @@ from inferencekit.engines.recipes import Recipe, recipe
 from inferencekit.errors import OpError
 from inferencekit.rundir import data_home, read_json
 
-__all__ = ["RunningEngine", "free_port", "start_engine", "stop_engine", "log_tail", "http_ok", "pid_alive",
+__all__ = ["READY_CAP", "RunningEngine", "free_port", "start_engine", "stop_engine", "log_tail", "http_ok", "pid_alive",
            "port_free", "state_dir", "engine_states"]
+
+READY_CAP = 6  # an engine whose log keeps growing is waited for, up to this many times its ready timeout in all
 
 _SIGNAL_HINTS = {
     signal.SIGILL: "illegal instruction: the binary uses a CPU feature this machine does not enable (a llama.cpp "
@@ -131,14 +133,17 @@ def start_engine(engine: str, log_dir: Path, *, port: int | None = None, threads
     Args:
         log_dir: folder for ``<engine>-<port>.log`` (created).
         port: loopback port (default: a free one).
-        ready_timeout_s: how long to wait for readiness (default: the recipe's).
+        ready_timeout_s: how long the engine's log may stay unchanged while it does not answer yet (default: the
+            recipe's); a busy machine loads slowly, so the wait follows the log's progress, capped at ``READY_CAP``
+            times this in all.
         rec: a prepared recipe (tests); default ``recipe(engine, port, ...)``.
         tie_to_parent: stop the engine when this process dies, even by SIGKILL (engines started for one
             command or a test session); ``engine up`` leaves it False so the engine outlives the command.
 
     Raises:
         OpError: the engine is not installed, exits before it is ready (signal, log path and log
-            tail in the message), or does not answer within the timeout (it is then stopped).
+            tail in the message), or does not answer before its log goes quiet for the timeout (it is then
+            stopped).
     """
     port = port or free_port()
     rec = rec or recipe(engine, port, threads=threads, parallel=parallel, ctx_size=ctx_size, extra=extra)
@@ -153,7 +158,8 @@ def start_engine(engine: str, log_dir: Path, *, port: int | None = None, threads
                                 start_new_session=True, preexec_fn=_die_with_parent if tie_to_parent else None)
     _CHILDREN[proc.pid] = proc
     url = f"http://127.0.0.1:{port}"
-    deadline = t0 + (ready_timeout_s or rec.ready_timeout_s)
+    quiet_s = ready_timeout_s or rec.ready_timeout_s
+    deadline, hard_deadline, last_size = t0 + quiet_s, t0 + READY_CAP * quiet_s, -1
     while True:
         code = proc.poll()
         if code is not None:
@@ -162,10 +168,13 @@ def start_engine(engine: str, log_dir: Path, *, port: int | None = None, threads
                           f"--- last lines ---\n{log_tail(log_path)}")
         if http_ok(url + rec.health_path, timeout_s=2.0):
             break
-        if time.monotonic() > deadline:
+        size = log_path.stat().st_size if log_path.exists() else 0
+        if size != last_size:  # still loading (engines log each stage): wait on progress, not on a fixed time
+            last_size, deadline = size, time.monotonic() + quiet_s
+        if time.monotonic() > min(deadline, hard_deadline):
             _terminate(proc.pid)
-            raise OpError(f"engine {engine} did not answer {rec.health_path} within "
-                          f"{ready_timeout_s or rec.ready_timeout_s:g} s; stopped it. Log: {log_path}\n"
+            raise OpError(f"engine {engine} did not answer {rec.health_path}: its log stayed unchanged for "
+                          f"{quiet_s:g} s, or {READY_CAP * quiet_s:g} s passed in all; stopped it. Log: {log_path}\n"
                           f"--- last lines ---\n{log_tail(log_path)}")
         time.sleep(0.25)
     return RunningEngine(engine, proc.pid, port, url, str(log_path), list(rec.argv), time.time(),

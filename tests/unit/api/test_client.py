@@ -95,3 +95,19 @@ def test_a_timeout_on_a_reused_connection_is_not_sent_again():
     assert first["status"] == 200 and hung["status"] == 0
     assert hung["error"] == "timeout: no complete reply within 1 s" and "retried" not in hung
     assert [s["body"].get("fault") for s in seen] == [None, "hang:30"]  # sent once
+
+
+def test_engine_detection_waits_as_long_as_the_client_timeout_says():
+    # failed before 19: detection's GETs had a fixed 10 s limit whatever --timeout said (a resume against an engine
+    # still busy was refused); here the limit follows the client's timeout both ways
+    from inferencekit.api.detect import list_models
+
+    async def go(url: str, timeout_s: float) -> tuple:
+        async with Client(Endpoint.parse(url), timeout_s=timeout_s) as c:
+            return await list_models(c)
+
+    with fault_server(models_delay_s=1.5) as (url, _):
+        short = asyncio.run(go(url, 0.5))
+        long = asyncio.run(go(url, 5.0))
+    assert short[0] == [] and short[1].startswith("timeout: no complete reply within 0.5 s")
+    assert long[1] is None and [m["id"] for m in long[0]] == ["fault-model"]
