@@ -55,6 +55,15 @@ async def chat(request: web.Request) -> web.StreamResponse:
         await resp.write(_chunk("lo"))
         await resp.write(b"data: [DONE]\n\n")
         return resp
+    if fault == "bare":  # JSON lines without "data:" (not SSE), then a proper end
+        await resp.write(orjson.dumps({"choices": [{"index": 0, "delta": {"content": "Hel"}}]}) + b"\n\n")
+        await resp.write(b"data: [DONE]\n\n")
+        return resp
+    if fault == "usage_only":  # no token event, yet usage claims five completion tokens
+        await resp.write(b"data: " + orjson.dumps({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}],
+                                                   "usage": {"prompt_tokens": 3, "completion_tokens": 5}}) + b"\n\n")
+        await resp.write(b"data: [DONE]\n\n")
+        return resp
     if request.app[EMPTY]:  # a well-formed stream that carries no output at all: role, finish, usage, [DONE]
         for ev in ({"choices": [{"index": 0, "delta": {"role": "assistant"}}]},
                    {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},

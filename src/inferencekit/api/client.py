@@ -112,8 +112,9 @@ class Exchange:
             self.chunks.extend(cut(body, start, times, offsets))
         return self.chunks
 
-    def events(self) -> tuple[list[list[Any]], bool]:
-        """``([[t_ns relative to sent_ns, payload], ...], unterminated)`` for the reply file.
+    def events(self, foreign: list[bytes] | None = None) -> tuple[list[list[Any]], bool]:
+        """``([[t_ns relative to sent_ns, payload], ...], unterminated)`` for the reply file; lines of a stream
+        that are not SSE go into ``foreign`` when given (``sse.split_events``).
 
         A JSON (non-SSE) body becomes one event holding the whole body, timed at its last chunk.
         """
@@ -123,7 +124,7 @@ class Exchange:
         if "text/event-stream" not in self.content_type and self.status == 200:
             body = b"".join(c for _, c in self.chunks).decode("utf-8", "replace")
             return [[self.chunks[-1][0] - self.sent_ns, body]], False
-        evs, unterminated = split_events(self.chunks)
+        evs, unterminated = split_events(self.chunks, foreign)
         return [[t - self.sent_ns, p] for t, p in evs], unterminated
 
     def to_journal(self) -> dict[str, Any]:
@@ -156,12 +157,21 @@ class Exchange:
 
     def to_reply(self, **meta: Any) -> dict[str, Any]:
         """The reply-file dict (docs/design.md) for this exchange; ``meta`` adds id, engine, level, ..."""
-        events, unterminated = self.events()
+        foreign: list[bytes] = []
+        events, unterminated = self.events(foreign)
         derived = derive(events)
         stream_error = derived.pop("stream_error")
         error = self.error or stream_error
-        if error is None and self.status == 200 and "text/event-stream" in self.content_type and not derived["done"]:
+        streamed = self.status == 200 and "text/event-stream" in self.content_type
+        if error is None and streamed and foreign:
+            error = (f"protocol error: {len(foreign)} line(s) of the stream are not SSE (no data: field; first: "
+                     f"{foreign[0][:120].decode('utf-8', 'replace')!r})")
+        if error is None and streamed and not derived["done"]:
             error = "stream ended without [DONE]" + (" inside an event" if unterminated else "")
+        claimed = (derived.get("usage") or {}).get("completion_tokens")
+        if error is None and streamed and derived["chunks"] == 0 and isinstance(claimed, int) and claimed > 1:
+            # one token may be an EOS that is counted and not streamed; more, with nothing streamed, is not a reply
+            error = f"protocol error: the stream carried no token event but usage claims {claimed} completion tokens"
         reply: dict[str, Any] = {**meta, "request_id": self.request_id, "endpoint": self.path,
                                  "sent_ns": self.sent_ns, "call_ns": self.call_ns, "status": self.status}
         if error:

@@ -16,11 +16,18 @@ from collections.abc import Iterable
 __all__ = ["split_events"]
 
 
-def split_events(chunks: Iterable[tuple[int, bytes]]) -> tuple[list[tuple[int, str]], bool]:
+_FIELDS = (b"data", b"event", b"id", b"retry")  # the SSE fields; any other line is not SSE at all
+
+
+def split_events(chunks: Iterable[tuple[int, bytes]], foreign: list[bytes] | None = None
+                 ) -> tuple[list[tuple[int, str]], bool]:
     """Timed chunks → timed event payloads.
 
     Args:
         chunks: ``(t_ns, raw bytes)`` in arrival order; ``t_ns`` in any consistent unit.
+        foreign: when given, every non-empty line that is neither a comment nor an SSE field (``data``,
+            ``event``, ``id``, ``retry``) is appended to it: EventSource ignores such lines, a client must not
+            (a server writing bare JSON lines would otherwise look like one that sent nothing).
 
     Returns:
         ``(events, unterminated)``: ``events`` is a list of ``(t_ns, payload)`` where payload is
@@ -56,12 +63,16 @@ def split_events(chunks: Iterable[tuple[int, bytes]]) -> tuple[list[tuple[int, s
                 name, sep, value = line.partition(b":")
                 if name == b"data":
                     data.append(value[1:] if value[:1] == b" " else value)
+                elif foreign is not None and name not in _FIELDS:
+                    foreign.append(line)
     unterminated = bool(pending.strip(b"\r")) or bool(data)
     rest = pending.rstrip(b"\r")
     if rest and rest[0] != 58:
         name, sep, value = rest.partition(b":")
         if name == b"data":
             data.append(value[1:] if value[:1] == b" " else value)
+        elif foreign is not None and name not in _FIELDS:
+            foreign.append(rest)
     if data:
         events.append((last_t, b"\n".join(data).decode("utf-8", "replace")))
     return events, unterminated

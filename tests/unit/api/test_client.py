@@ -111,3 +111,14 @@ def test_engine_detection_waits_as_long_as_the_client_timeout_says():
         long = asyncio.run(go(url, 5.0))
     assert short[0] == [] and short[1].startswith("timeout: no complete reply within 0.5 s")
     assert long[1] is None and [m["id"] for m in long[0]] == ["fault-model"]
+
+
+def test_lines_that_are_not_sse_and_streams_without_tokens_are_failures_not_silence():
+    # failed before 19: bare JSON lines were dropped as if the server had sent nothing, and a stream with no token
+    # event but usage of 5 tokens counted as a completed reply (its usage into throughput)
+    with fault_server() as (url, _):
+        bare, claimed = post(url, [{**BODY, "fault": "bare"}, {**BODY, "fault": "usage_only"}])
+    assert bare["status"] == 200 and bare["error"].startswith("protocol error: 1 line(s) of the stream are not SSE")
+    assert '{"choices"' in bare["error"]
+    assert claimed["error"] == ("protocol error: the stream carried no token event but usage claims 5 completion "
+                                "tokens")

@@ -39,3 +39,11 @@ def test_utf8_split_between_chunks_decodes_whole():
 
 def test_empty_stream():
     assert split_events([]) == ([], False)
+
+
+def test_lines_that_are_not_sse_are_handed_back_not_dropped():
+    foreign: list[bytes] = []
+    events, _ = split_events([(1, b'event: x\nid: 7\nretry: 10\n: note\n{"bare": 1}\ndata: a\n\nnot sse'), (2, b"")],
+                             foreign)
+    assert events == [(1, "a")]
+    assert foreign == [b'{"bare": 1}', b"not sse"]  # event/id/retry are SSE fields; comments are comments
