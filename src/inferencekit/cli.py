@@ -9,6 +9,7 @@ becomes one line on stderr and exit code 2; any other exception is a bug and kee
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
@@ -21,7 +22,32 @@ from inferencekit.registry import Arg, Call, Operation, exit_code, operations
 
 __all__ = ["main", "build_parser"]
 
-_PY_TYPES = {"string": str, "integer": int, "number": float}
+INT_LIMIT = 2**63 - 1  # an integer flag must fit a signed 64-bit value (a seed, a count, a token budget)
+
+
+def _integer(text: str) -> int:
+    """An integer flag: decimal, within ±``INT_LIMIT`` (what JSON, numpy and every server can hold)."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if abs(v) > INT_LIMIT:
+        raise argparse.ArgumentTypeError(f"{text} is out of range (at most {INT_LIMIT} in size)")
+    return v
+
+
+def _number(text: str) -> float:
+    """A number flag: finite (``inf`` and ``nan`` mean nothing as a rate, a time or a temperature)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(v):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return v
+
+
+_PY_TYPES: dict[str, Callable[[str], Any]] = {"string": str, "integer": _integer, "number": _number}
 
 
 def _flag(name: str) -> str:
@@ -34,8 +60,9 @@ def _array_type(item: str) -> Callable[[str], list[Any]]:
     def parse(text: str) -> list[Any]:
         try:
             return [conv(x.strip()) for x in text.split(",") if x.strip()]
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a comma-separated list of {item}s, got {text!r}") from None
+        except (ValueError, argparse.ArgumentTypeError) as e:
+            why = f" ({e})" if isinstance(e, argparse.ArgumentTypeError) else ""
+            raise argparse.ArgumentTypeError(f"expected a comma-separated list of {item}s, got {text!r}{why}") from None
 
     return parse
 

@@ -23,6 +23,7 @@ import re
 import secrets
 import shutil
 import tempfile
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -102,7 +103,7 @@ def read_json(path: Path) -> Any:
         if path.name.endswith(".gz"):
             raw = gzip.decompress(raw)
         return orjson.loads(raw)
-    except (OSError, EOFError, gzip.BadGzipFile, orjson.JSONDecodeError):
+    except (OSError, EOFError, gzip.BadGzipFile, zlib.error, orjson.JSONDecodeError):  # zlib.error: damaged deflate
         return None
 
 

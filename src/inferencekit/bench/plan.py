@@ -19,8 +19,8 @@ from inferencekit.data.prompts import Prompt
 from inferencekit.errors import OpError
 from inferencekit.rundir import SALT_PATTERN
 
-__all__ = ["LevelSpec", "PlannedRequest", "Planner", "heaviest_level", "parse_levels", "request_body", "SALT_PATTERN",
-           "parse_slo"]
+__all__ = ["LevelSpec", "PlannedRequest", "Planner", "RATE_RANGE", "SALT_PATTERN", "heaviest_level", "parse_levels",
+           "parse_slo", "request_body"]
 
 
 
@@ -54,6 +54,9 @@ def _num_label(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
+RATE_RANGE = (1e-3, 1e6)  # open-loop rates in requests/s: one per ~17 min up to a million a second
+
+
 def parse_levels(concurrency: Sequence[int] | None, rates: Sequence[float] | None, *, arrival: str = "poisson",
                  burstiness: float = 1.0, max_concurrency: int | None = None) -> list[LevelSpec]:
     """Levels from ``--concurrency 1,4,16`` (closed loop) and ``--request-rate 2,8`` (open loop).
@@ -79,6 +82,9 @@ def parse_levels(concurrency: Sequence[int] | None, rates: Sequence[float] | Non
         if not (r > 0 and math.isfinite(r)):
             raise OpError(f"--request-rate values must be finite and > 0 requests/s, got {r} (for 'as fast as "
                           "possible' use closed loop: --concurrency)")
+        if not RATE_RANGE[0] <= r <= RATE_RANGE[1]:
+            raise OpError(f"--request-rate {r:g} is outside {RATE_RANGE[0]:g}..{RATE_RANGE[1]:g} requests/s: the "
+                          "first arrival would come after the run or every arrival at once")
         label = f"r{_num_label(r)}" + (f"c{cap}" if cap else "")
         levels.append(LevelSpec(label, "open", concurrency=cap, rate=float(r), arrival=arrival, burstiness=burstiness))
     if not levels:

@@ -28,7 +28,7 @@ from inferencekit.report.card import render_bench
 from inferencekit.report.export_vllm import FORMATS as EXPORT_FORMATS
 from inferencekit.report.export_vllm import export_run, export_targets
 from inferencekit.report.progress import ProgressBar
-from inferencekit.rundir import RunDir
+from inferencekit.rundir import RunDir, safe_name
 from inferencekit.stats import combine_claims
 from inferencekit.verify import bench_extras
 
@@ -119,6 +119,8 @@ def config_from_args(a: dict[str, Any]) -> ServeConfig:
         require_ray()
     if a["temperature"] < 0:
         raise OpError(f"--temperature must be ≥ 0, got {a['temperature']}")
+    if a.get("engine_label") is not None:
+        safe_name(a["engine_label"], "--engine-label")
     if a.get("input_len") is not None and a["dataset"] != "random":
         raise OpError("--input-len applies only to --dataset random")
     if a.get("max_concurrency") and not rates:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import re
+import zlib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -88,7 +89,7 @@ def _check_messages(where: str, msgs: Any) -> tuple[dict[str, Any], ...]:
     for i, m in enumerate(msgs):
         if not isinstance(m, dict):
             raise _fail(where, f"messages[{i}] is not an object")
-        if m.get("role") not in _ROLES:
+        if not isinstance(m.get("role"), str) or m["role"] not in _ROLES:
             raise _fail(where, f"messages[{i}].role {m.get('role')!r} is not one of {', '.join(sorted(_ROLES))}")
         c = m.get("content")
         if not (isinstance(c, str) or isinstance(c, list) or (c is None and m.get("tool_calls"))):
@@ -148,7 +149,7 @@ def _read_lines(path: Path) -> tuple[list[bytes], str]:
         raw = path.read_bytes()
         if path.name.endswith(".gz"):
             raw = gzip.decompress(raw)
-    except (OSError, EOFError, gzip.BadGzipFile) as e:
+    except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as e:  # zlib.error: a damaged deflate stream
         raise OpError(f"cannot read prompt file {str(path)!r}: {e}") from None
     return raw.split(b"\n"), hashlib.sha256(raw).hexdigest()
 

@@ -54,7 +54,7 @@ def test_argparse_type_errors_exit_2(capsys):
     assert main(["bench", "configure", "--context-limit", "abc", "--json"]) == 2
     cap = capsys.readouterr()
     doc = json.loads(cap.out)
-    assert doc["exit_code"] == 2 and "--context-limit: invalid int value: 'abc'" in doc["error"]
+    assert doc["exit_code"] == 2 and "--context-limit: expected an integer, got 'abc'" in doc["error"]
 
 
 def test_exit_codes_follow_the_verdict():

@@ -32,6 +32,20 @@ def test_malformed_urls(url, msg, capsys, tmp_path):
     (["--max-concurrency", "4"], "give --request-rate"),
     (["--kat", "-1"], "--kat must be ≥ 0"),
     (["--kat", "500"], "--kat 500: the packaged dev set has 110"),
+    # failed before 19 (a traceback, or refused only after a request was sent):
+    (["--max-tokens", str(2**64)], "argument --max-tokens: 18446744073709551616 is out of range"),
+    (["--seed", str(2**64)], "argument --seed: 18446744073709551616 is out of range"),
+    (["--num-prompts", str(2**64)], "argument --num-prompts: 18446744073709551616 is out of range"),
+    (["--timeout", "inf"], "argument --timeout: expected a finite number, got 'inf'"),
+    (["--duration", "inf"], "argument --duration: expected a finite number"),
+    (["--duration", "nan"], "argument --duration: expected a finite number"),
+    (["--arrival", "gamma", "--request-rate", "2", "--burstiness", "nan"], "argument --burstiness: expected a finite"),
+    (["--request-rate", "1e-300"], "--request-rate 1e-300 is outside 0.001..1e+06 requests/s"),
+    (["--request-rate", "1e308"], "--request-rate 1e+308 is outside 0.001..1e+06 requests/s"),
+    (["--request-rate", "2,inf"], "argument --request-rate: expected a comma-separated list of numbers"),
+    (["--temperature", "nan"], "argument --temperature: expected a finite number"),
+    (["--engine-label", "../x"], "--engine-label '../x' is not a safe file name"),
+    (["--engine-label", ".."], "--engine-label '..' is not a safe file name"),
 ])
 def test_bad_values(flags, msg, capsys, tmp_path):
     assert main(["bench", "serve", "--base-url", "http://127.0.0.1:9", *flags, "--run-dir", str(tmp_path / "r")]) == 2

@@ -21,6 +21,9 @@ def write(tmp_path, text, name="p.jsonl"):
     ('{"id": "x", "prompt": "x", "messages": [{"role": "user", "content": "y"}]}', "exactly one"),
     ('{"id": "x"}', "exactly one"),
     ('{"id": "x", "messages": [{"role": "robot", "content": "y"}]}', "role"),
+    ('{"id": "x", "messages": [{"role": ["user"], "content": "y"}]}', "role"),  # failed before 19: a TypeError
+    ('{"id": "x", "messages": [{"role": {"a": 1}, "content": "y"}]}', "role"),
+    ('{"id": "x", "prompt": "y", "bucket": ".."}', "bucket"),
     ('{"id": "x", "messages": [{"role": "user", "content": 5}]}', "content"),
     ('{"id": "x", "prompt": ""}', "non-empty"),
     ('{"id": "x", "prompt": "y", "max_tokens": 0}', "max_tokens"),
@@ -48,6 +51,16 @@ def test_gzip_file_and_fields(tmp_path):
     (pr,) = ps.prompts
     assert (pr.id, pr.bucket, pr.max_tokens, pr.is_chat, pr.text()) == ("c1", "short", 9, True, "s\nu")
     assert ps.describe()["buckets"] == {"short": 1} and len(ps.sha256) == 64
+
+
+def test_a_damaged_gzip_file_names_its_path_and_the_reason(tmp_path):
+    raw = bytearray(gzip.compress(b'{"id": "a", "prompt": "x"}\n' * 50))
+    raw[len(raw) // 2] ^= 0xFF
+    p = tmp_path / "s.jsonl.gz"
+    p.write_bytes(bytes(raw))
+    with pytest.raises(OpError) as e:
+        load_prompt_set(str(p))
+    assert str(p) in str(e.value) and "cannot read prompt file" in str(e.value)
 
 
 def test_empty_and_wrong_suffix_and_missing(tmp_path):
