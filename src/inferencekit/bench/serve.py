@@ -322,6 +322,8 @@ def bench_record(run: RunDir, cfg: ServeConfig, info: EngineInfo, engine: str, *
                   "workload": workload},
         metrics=metrics, artifacts=artifacts, missing=missing, limitations=limitations,
         verdict=_bench_verdict(failed, invalid),
+        covers=[run.level_dir(kind, engine, s.label).relative_to(run.path).as_posix()
+                for s in cfg.levels for kind in ("outputs", "inputs")],
         data={"run_dir": str(run.path.resolve()), "engine_label": engine, "levels": levels, "config": cfg.to_json(),
               "request_fields_fixed": fixed, "request_policy": policy.to_json(), "retokenizer": retok_source,
               "dropped_fields": sorted(dropped),

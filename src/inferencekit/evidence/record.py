@@ -79,8 +79,12 @@ def compute_id(record: dict[str, Any]) -> str:
 def build_record(*, kind: str, claim_class: str, summary: str, identity: dict[str, Any],
                  metrics: Iterable[dict[str, Any]] = (), artifacts: Iterable[dict[str, str]] = (),
                  missing: Iterable[str] = (), limitations: Iterable[str] = (), data: dict[str, Any] | None = None,
-                 verdict: str | None = None, created_at: str | None = None) -> dict[str, Any]:
+                 verdict: str | None = None, created_at: str | None = None,
+                 covers: Iterable[str] = ()) -> dict[str, Any]:
     """A complete record with its ``evidence_id``.
+
+    ``covers``: folders (relative to the run dir) whose every file is one of ``artifacts``: verifying then
+    calls a file found there that the record does not list an added file (``integrity_problems``).
 
     Raises:
         ValueError: unknown kind or claim class, or a non-finite number anywhere.
@@ -97,6 +101,8 @@ def build_record(*, kind: str, claim_class: str, summary: str, identity: dict[st
         "metrics": list(metrics), "artifacts": sorted(artifacts, key=lambda a: a["path"]),
         "missing": list(missing), "limitations": list(limitations), "data": data or {},
     }
+    if covers:
+        rec["covers"] = sorted(set(covers))
     if verdict is not None:
         rec["verdict"] = verdict
     rec["evidence_id"] = compute_id(rec)
@@ -115,23 +121,51 @@ def integrity_problems(record: dict[str, Any], base: Path | None) -> list[str]:
         problems.append(f"unknown format {record.get('format')!r}")
     try:
         actual = compute_id(record)
-    except ValueError as e:
+    except (ValueError, TypeError) as e:
         return [f"record cannot be hashed: {e}"]
     if actual != record.get("evidence_id"):
         problems.append(f"record content changed: its id is {record.get('evidence_id')} but its content hashes "
                         f"to {actual}")
+    arts, covers = record.get("artifacts", []), record.get("covers", [])
+    shape = _shape_problem(arts, covers)
+    if shape:
+        return [*problems, f"record malformed: {shape}"]
     if base is None:
-        if record.get("artifacts"):
+        if arts:
             problems.append("artifacts not checked: the run directory was not found")
         return problems
-    for a in record.get("artifacts", []):
-        p = Path(base) / a.get("path", "")
-        if not p.is_file():
-            problems.append(f"artifact missing: {a.get('path')}")
-        elif sha256_file(p) != a.get("sha256"):
-            problems.append(f"artifact changed: {a.get('path')} (sha256 {sha256_file(p)[:16]}…, record says "
-                            f"{str(a.get('sha256'))[:16]}…)")
+    root = Path(base).resolve()
+    for a in arts:
+        p = Path(base) / a["path"]
+        if not p.resolve().is_relative_to(root):
+            problems.append(f"artifact outside the run directory: {a['path']}")
+        elif not p.is_file():
+            problems.append(f"artifact missing: {a['path']}")
+        elif sha256_file(p) != a["sha256"]:
+            problems.append(f"artifact changed: {a['path']} (sha256 {sha256_file(p)[:16]}…, record says "
+                            f"{a['sha256'][:16]}…)")
+    listed = {Path(a["path"]).as_posix() for a in arts}
+    for folder in covers:
+        d = Path(base) / folder
+        if not d.resolve().is_relative_to(root):
+            problems.append(f"covered folder outside the run directory: {folder}")
+            continue
+        found = sorted(p.relative_to(base).as_posix() for p in d.rglob("*") if p.is_file()) if d.is_dir() else []
+        problems += [f"artifact added: {f} (in {folder}/, which the record lists in full)" for f in found
+                     if f not in listed]
     return problems
+
+
+def _shape_problem(arts: Any, covers: Any) -> str | None:
+    """What is wrong with a record's ``artifacts`` / ``covers`` lists as JSON shapes, or None."""
+    if not isinstance(arts, list):
+        return f"artifacts is {type(arts).__name__}, not a list"
+    for i, a in enumerate(arts):
+        if not isinstance(a, dict) or not isinstance(a.get("path"), str) or not isinstance(a.get("sha256"), str):
+            return f"artifacts[{i}] is not an object with string path and sha256"
+    if not isinstance(covers, list) or not all(isinstance(c, str) for c in covers):
+        return "covers is not a list of folder paths"
+    return None
 
 
 def integrity_problem(record: dict[str, Any], base: Path | None) -> str | None:

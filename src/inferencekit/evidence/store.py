@@ -93,6 +93,19 @@ def resolve_record(id_or_path: str, store: Store | None = None) -> tuple[dict[st
     return rec, p
 
 
+def _copy_problems(record: dict[str, Any], path: Path, base: Path | None) -> list[str]:
+    """A record read from outside its run dir (the store, by id) against the run dir's own copy
+    (``<run>/evidence/<id>.json``): the copy must be there, byte for byte the same record."""
+    if base is None or Path(path).resolve().parent == (base / "evidence").resolve():
+        return []
+    copy = base / "evidence" / f"{record.get('evidence_id')}.json"
+    if not copy.is_file():
+        return [f"the run directory's copy of the record is missing: evidence/{copy.name}"]
+    if copy.read_bytes() != Path(path).read_bytes():
+        return [f"the run directory's copy of the record differs from {path}: evidence/{copy.name}"]
+    return []
+
+
 def check_tree(record: dict[str, Any], path: Path, seen: set[str] | None = None) -> list[dict[str, Any]]:
     """Check ``record`` and, recursively, every record it lists as an artifact of role ``record``.
 
@@ -100,12 +113,13 @@ def check_tree(record: dict[str, Any], path: Path, seen: set[str] | None = None)
     """
     seen = seen if seen is not None else set()
     base = record_base(path, record)
+    arts = record.get("artifacts", [])
     rows = [{"evidence_id": record.get("evidence_id"), "kind": record.get("kind"), "path": str(path),
-             "base": str(base) if base else None, "artifacts": len(record.get("artifacts", [])),
-             "problems": integrity_problems(record, base)}]
+             "base": str(base) if base else None, "artifacts": len(arts) if isinstance(arts, list) else 0,
+             "problems": integrity_problems(record, base) + _copy_problems(record, path, base)}]
     seen.add(str(record.get("evidence_id")))
-    for a in record.get("artifacts", []):
-        if a.get("role") != "record" or base is None:
+    for a in arts if isinstance(arts, list) else []:
+        if not isinstance(a, dict) or a.get("role") != "record" or base is None or not isinstance(a.get("path"), str):
             continue
         sub_path = base / a["path"]
         sub = read_json(sub_path)
