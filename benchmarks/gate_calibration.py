@@ -70,12 +70,16 @@ SYMPTOM = {"output-cache": ("output cach",), "near-duplicate-cache": ("near-dupl
            "logprobs-unnormalised": ("normalis", "> 0", "<= 0", "≤ 0"), "vocab-mask": ("hangul",),
            "spec-inexact": ("diverge",)}
 NO_CACHE = json.dumps({"cache_prompt": False})
-# Per engine: what makes its prompt cache miss on every request (llama-server's cache_prompt; llama-cpp-python
-# keeps no cache between different prompts; the vLLM-CPU launcher starts vLLM without prefix caching) and how
-# it is described in the results file.
-ENGINES = {"llama-server": (["--extra-body", NO_CACHE], "llama-server (llama.cpp), cache_prompt false per request"),
-           "llama-cpp-python": ([], "llama-cpp-python (the embedded engine), one request at a time"),
-           "vllm": ([], "vLLM on CPU (float32 conversion of the GGUF)")}
+# Per engine: what makes its prompt cache miss on every request (llama-server's cache_prompt per request;
+# llama-cpp-python keeps no cache between different prompts; vLLM is started without prefix caching, since its
+# per-request bypass, a fresh cache_salt, cannot be written into one --extra-body), the engine's extra start
+# flags, and how it is described in the results file. With prefix caching on, the caching gate FAILs an honest
+# vLLM as a prefix cache, which is what it is there to say.
+ENGINES = {"llama-server": (["--extra-body", NO_CACHE], (), "llama-server (llama.cpp), cache_prompt false per "
+                            "request"),
+           "llama-cpp-python": ([], (), "llama-cpp-python (the embedded engine), one request at a time"),
+           "vllm": ([], ("--no-enable-prefix-caching",), "vLLM on CPU (float32 conversion of the GGUF), started with "
+                    "--no-enable-prefix-caching")}
 # Short probes keep a run under a minute; --timeout bounds one request, so a stuck request is recorded as a
 # failed probe (UNPROVEN) instead of stalling the calibration.
 PROBE_FLAGS = ["--max-tokens", "16", "--echo-tokens", "40", "--spec-limit", "6", "--spec-max-tokens", "40",
@@ -221,7 +225,7 @@ def main() -> int:
         if a.upstream:
             direct = a.upstream
         else:
-            started = start_engine(a.engine, work / "engine", tie_to_parent=True)
+            started = start_engine(a.engine, work / "engine", tie_to_parent=True, extra=ENGINES[a.engine][1])
             direct = started.url
         try:
             rows = calibrate(direct, a.runs, a.full_runs, cheats, work, a.timeout, sys.stderr, a.engine)
@@ -235,7 +239,7 @@ def main() -> int:
     tag = "" if a.engine == "llama-server" else f"-{a.engine}"
     path = out / f"gate_calibration{tag}-{date:%Y%m%d-%H%M}{'-rejudged' if a.rejudge else ''}.json"
     path.write_text(json.dumps({"date": date.isoformat(timespec="seconds"),
-                                "engine": f"{ENGINES[a.engine][1]}, SmolLM2-135M-Instruct",
+                                "engine": f"{ENGINES[a.engine][2]}, SmolLM2-135M-Instruct",
                                 "runs_per_target": a.runs, "full_runs": a.full_runs, "wall_s": round(time.time() - t0),
                                 "rejudged_from": a.rejudge,
                                 "probe_flags": PROBE_FLAGS, "full_suite_flags": FULL_FLAGS, "run_dirs": str(work),
