@@ -18,6 +18,7 @@ SEEN = web.AppKey("seen", list)
 REJECT = web.AppKey("reject_stream_options", bool)
 LOGPROBS = web.AppKey("logprobs", dict)  # {"cap": int | None, "refuse": bool}
 EMPTY = web.AppKey("empty_replies", bool)
+ECHO_AUTH = web.AppKey("echo_auth", bool)
 
 
 def _chunk(content: str) -> bytes:
@@ -28,6 +29,9 @@ async def chat(request: web.Request) -> web.StreamResponse:
     body = await request.json()
     request.app[SEEN].append({"headers": dict(request.headers), "body": body})
     fault = request.headers.get("X-Fault") or body.get("fault", "")
+    if request.app[ECHO_AUTH]:  # a careless server: a 401 that quotes the request's Authorization header back
+        return web.json_response({"error": {"message": f"invalid credentials: {request.headers.get('Authorization')}",
+                                            "headers": dict(request.headers)}}, status=401)
     if "stream_options" in body and request.app[REJECT]:
         return web.json_response({"error": {"message": "Unrecognized request argument supplied: stream_options"}},
                                  status=400)
@@ -129,8 +133,8 @@ async def models(request: web.Request) -> web.Response:
 @contextmanager
 def fault_server(*, reject_stream_options: bool = False, logprob_cap: int | None = None,
                  refuse_logprobs: bool = False, empty_replies: bool = False,
-                 model_ids: tuple[str, ...] = ("fault-model",), models_delay_s: float = 0.0
-                 ) -> Iterator[tuple[str, list]]:
+                 model_ids: tuple[str, ...] = ("fault-model",), models_delay_s: float = 0.0,
+                 echo_auth: bool = False) -> Iterator[tuple[str, list]]:
     """Run the server in a thread; yields (base URL, list of received requests)."""
     seen: list = []
     ready = threading.Event()
@@ -144,10 +148,13 @@ def fault_server(*, reject_stream_options: bool = False, logprob_cap: int | None
         app[REJECT] = reject_stream_options
         app[LOGPROBS] = {"cap": logprob_cap, "refuse": refuse_logprobs}
         app[EMPTY] = empty_replies
+        app[ECHO_AUTH] = echo_auth
         app[MODELS] = list(model_ids)
         app[MODELS_DELAY] = models_delay_s
         app.router.add_post("/v1/chat/completions", chat)
         app.router.add_get("/v1/models", models)
+        app.router.add_post("/{prefix}/v1/chat/completions", chat)  # a server mounted under a path prefix
+        app.router.add_get("/{prefix}/v1/models", models)
         app.router.add_post("/extras/tokenize", tokenize)
         runner = web.AppRunner(app, shutdown_timeout=1.0)  # a stalled handler is not waited for at the end
         loop.run_until_complete(runner.setup())

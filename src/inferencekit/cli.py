@@ -12,12 +12,13 @@ import argparse
 import math
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TextIO, cast
 
 import orjson
 
 import inferencekit.commands  # noqa: F401  (registers every operation)
 from inferencekit.errors import EXIT_USAGE, OpError
+from inferencekit.redact import scrub, scrub_text
 from inferencekit.registry import Arg, Call, Operation, exit_code, operations
 
 __all__ = ["main", "build_parser"]
@@ -169,6 +170,29 @@ def _kwargs(op: Operation, ns: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+class _Scrubbed:
+    """A text stream that scrubs registered secrets (redact.py) from what is written through it."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return int(self._stream.write(scrub_text(text)))
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def isatty(self) -> bool:
+        return bool(self._stream.isatty())
+
+    def fileno(self) -> int:
+        return int(self._stream.fileno())
+
+    @property
+    def encoding(self) -> str:
+        return str(getattr(self._stream, "encoding", "utf-8"))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -195,9 +219,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     quiet=quiet, json_output=json_out)
         outcome = op.func(call, **kwargs)
     except OpError as e:
-        print(f"inferencekit: error: {e}", file=sys.stderr)
+        print(f"inferencekit: error: {scrub_text(str(e))}", file=sys.stderr)
         if json_out:  # an agent reading stdout still gets one JSON document
-            sys.stdout.buffer.write(orjson.dumps({"error": str(e), "exit_code": EXIT_USAGE}) + b"\n")
+            sys.stdout.buffer.write(scrub(orjson.dumps({"error": str(e), "exit_code": EXIT_USAGE})) + b"\n")
             sys.stdout.flush()
         return EXIT_USAGE
     except KeyboardInterrupt:
@@ -209,12 +233,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stdout.flush()
         return 130
     if json_out or outcome.render is None:
-        sys.stdout.buffer.write(orjson.dumps(outcome.payload, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS,
-                                             default=str) + b"\n")
+        sys.stdout.buffer.write(scrub(orjson.dumps(outcome.payload, option=orjson.OPT_INDENT_2
+                                                   | orjson.OPT_NON_STR_KEYS, default=str)) + b"\n")
         sys.stdout.flush()
     else:
         from rich.console import Console
 
         # A card piped to a file keeps its full width (rich assumes 80 columns without a terminal).
-        outcome.render(Console(soft_wrap=False, width=None if sys.stdout.isatty() else 140))
+        outcome.render(Console(file=cast(TextIO, _Scrubbed(sys.stdout)), soft_wrap=False,
+                               width=None if sys.stdout.isatty() else 140))
     return exit_code(outcome.verdict)

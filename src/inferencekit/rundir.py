@@ -31,6 +31,7 @@ from typing import Any
 import orjson
 
 from inferencekit.errors import OpError
+from inferencekit.redact import scrub
 
 __all__ = ["CLIENT_FILE", "EXTRA_FOLDERS", "GATE_RUN_NAME", "KAT_ALONE", "KAT_LOAD", "PROBES_FOLDER",
            "RETOKENIZED_FILE", "RunDir", "file_key", "journal_paths", "quality_sets_in", "walk_engine_folder",
@@ -80,7 +81,7 @@ def write_bytes(path: Path, data: bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             os.fchmod(f.fileno(), 0o666 & ~_UMASK)
-            f.write(data)
+            f.write(scrub(data))  # an API key never reaches disk (redact.py)
         os.replace(tmp, path)
     except BaseException:
         try:

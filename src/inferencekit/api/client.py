@@ -33,6 +33,7 @@ from inferencekit.api.endpoint import Endpoint
 from inferencekit.api.reply import derive, loads_json
 from inferencekit.api.sse import split_events
 from inferencekit.api.tap import StreamTap, cut
+from inferencekit.redact import has_secrets, scrub_chunks, scrub_text
 
 __all__ = ["Client", "Exchange", "describe_exception", "ERROR_BYTES"]
 
@@ -84,7 +85,10 @@ class Exchange:
 
     def raw_chunks(self) -> tuple[np.ndarray, np.ndarray, bytes]:
         """``(times, lengths, payload)``: the chunks as two int64 arrays [n] (arrival ns, byte length) and their bytes
-        joined, without cutting a tapped body (what the journal stores; vectorised, cheap on the writer thread)."""
+        joined, without cutting a tapped body (what the journal stores; vectorised, cheap on the writer thread).
+        With an API key registered (redact.py) the body is cut first so that the key is scrubbed from it."""
+        if has_secrets():
+            self.settle()
         t0 = np.fromiter((c[0] for c in self.chunks), np.int64, len(self.chunks))
         n0 = np.fromiter((len(c[1]) for c in self.chunks), np.int64, len(self.chunks))
         head = b"".join(c[1] for c in self.chunks)
@@ -110,6 +114,9 @@ class Exchange:
             body, start, times, offsets = self.pending
             self.pending = None
             self.chunks.extend(cut(body, start, times, offsets))
+        if has_secrets():  # a server that echoes the key back (a 401 quoting the Authorization header)
+            self.chunks[:] = scrub_chunks(self.chunks)
+            self.error = scrub_text(self.error) if self.error else self.error
         return self.chunks
 
     def events(self, foreign: list[bytes] | None = None) -> tuple[list[list[Any]], bool]:
@@ -197,6 +204,17 @@ def _drain(stream: Any) -> bytes:
     return rest
 
 
+def _buffered(stream: Any) -> bytes:
+    """What a failed StreamReader still holds, without its read methods: they re-raise the failure, and once
+    aiohttp's own total timer has fired even ``_read_nowait`` does (``assert_timeout``)."""
+    buf = getattr(stream, "_buffer", None)
+    if isinstance(buf, collections.deque):
+        data = b"".join(bytes(x) for x in buf)
+        buf.clear()
+        return data
+    return b""
+
+
 async def _read_tapped(stream: Any, conn: Any, chunks: list[tuple[int, bytes]], clock: Any, deadline: float | None
                        ) -> tuple[bytes, int, Any, Any]:
     """Read a 200 reply's body through a ``StreamTap`` (api/tap.py): stamped at arrival, the task woken once.
@@ -208,7 +226,13 @@ async def _read_tapped(stream: Any, conn: Any, chunks: list[tuple[int, bytes]], 
     timeout only runs inside its own reads, and ``wait_eof`` is not one, so without it a stream that stalls after
     its first bytes would be waited on for ever. Raises ``TimeoutError`` past it.
     """
-    first = stream.read_nowait()
+    try:
+        first = stream.read_nowait()
+    except BaseException:  # the limit passed while the headers came: keep what had arrived with them, then fail
+        first = _buffered(stream)
+        if first:
+            chunks.append((clock(), first))
+        raise
     if first:
         chunks.append((clock(), first))
     start = stream.total_bytes
@@ -218,7 +242,7 @@ async def _read_tapped(stream: Any, conn: Any, chunks: list[tuple[int, bytes]], 
             await stream.wait_eof()
     except BaseException:
         tap.remove()
-        rest = stream._read_nowait(-1)  # what was parsed before the failure (read_nowait would raise it again)
+        rest = _buffered(stream)  # what was parsed before the failure (read_nowait would raise it again)
         chunks.extend(cut(rest, start, tap.times, tap.offsets))
         raise
     tap.remove()

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from inferencekit.errors import OpError
+from inferencekit.redact import register
 
 __all__ = ["Endpoint", "normalize_base_url", "read_api_key"]
 
@@ -23,8 +24,8 @@ def normalize_base_url(url: str) -> str:
     """The server root for ``url``: scheme://host[:port][/prefix] without a trailing ``/v1``.
 
     Raises:
-        OpError: not http(s), no host, credentials in the URL (user:password@ or a key in the
-            query string), or a fragment.
+        OpError: not http(s), no host, credentials in the URL (user:password@), a query string (a
+            key would be written to the run dir, and no request would carry it), or a fragment.
     """
     if not url or not isinstance(url, str):
         raise OpError("--base-url is empty; give the server's URL, e.g. http://127.0.0.1:8000")
@@ -43,6 +44,10 @@ def normalize_base_url(url: str) -> str:
     if parts.query and _SECRET_QUERY.search(parts.query):
         raise OpError("--base-url carries what looks like a credential in its query string; pass the key "
                       "through --api-key-env instead")
+    if parts.query:  # it would be dropped from every request and written to run.json: refused, whatever it holds
+        raise OpError("--base-url has a query string (?...), which inferencekit neither sends with its requests nor "
+                      "keeps out of the run directory; remove it (a key goes in an environment variable named by "
+                      "--api-key-env)")
     if parts.fragment:
         raise OpError(f"--base-url {url!r} has a fragment (#...); remove it")
     path = parts.path.rstrip("/")
@@ -67,6 +72,7 @@ def read_api_key(env_name: str | None) -> str | None:
     value = os.environ.get(env_name)
     if not value:
         raise OpError(f"environment variable {env_name} (from --api-key-env) is unset or empty")
+    register(value)  # from here on, every writer scrubs it (redact.py)
     return value
 
 

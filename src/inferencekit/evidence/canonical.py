@@ -12,6 +12,8 @@ from typing import Any
 
 import orjson
 
+from inferencekit.redact import scrub
+
 __all__ = ["canonical_json", "sha256_hex", "sha256_file"]
 
 
@@ -28,13 +30,14 @@ def _check_finite(obj: Any, where: str = "$") -> None:
 
 
 def canonical_json(obj: Any) -> bytes:
-    """Canonical UTF-8 bytes of ``obj``.
+    """Canonical UTF-8 bytes of ``obj``, with any registered API key scrubbed (redact.py: the id is computed
+    over the bytes that are written).
 
     Raises:
         ValueError: a NaN or infinite float anywhere in ``obj``.
     """
     _check_finite(obj)
-    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
+    return scrub(orjson.dumps(obj, option=orjson.OPT_SORT_KEYS))  # a record's id covers what is written
 
 
 def sha256_hex(data: bytes) -> str:

@@ -14,6 +14,7 @@ from inferencekit.rundir import RunDir, write_json
     ("http://127.0.0.1:99999", "not a valid URL"),
     ("http://127.0.0.1:abc", "not a valid URL"),
     ("http://[::1", "not a valid URL"),
+    ("http://127.0.0.1:8000/v1?org=acme", "has a query string"),  # failed before 19: dropped, written to run.json
 ])
 def test_malformed_urls(url, msg, capsys, tmp_path):
     assert main(["bench", "serve", "--base-url", url, "--run-dir", str(tmp_path / "r")]) == 2

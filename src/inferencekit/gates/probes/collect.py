@@ -21,6 +21,7 @@ import orjson
 from inferencekit.api.client import Client
 from inferencekit.api.tokenize import TokenizeError, Tokenizer
 from inferencekit.gates.inputs import reply_file
+from inferencekit.redact import scrub
 from inferencekit.shapes import ProbeRecord, generated_text, is_ok
 
 __all__ = ["ProbeLog", "read_probe_log", "send_probes", "retokenize_probes"]
@@ -37,7 +38,7 @@ class ProbeLog:
             self._write(header)
 
     def _write(self, obj: Mapping[str, Any]) -> None:
-        self._fh.write(orjson.dumps(obj) + b"\n")
+        self._fh.write(scrub(orjson.dumps(obj)) + b"\n")
         self._fh.flush()
         os.fsync(self._fh.fileno())
 
