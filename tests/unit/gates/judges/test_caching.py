@@ -206,3 +206,19 @@ def test_threshold_moves_the_limit():
     assert gate_caching(recs).verdict == "FAIL"
     g = gate_caching(recs, threshold=0.30)
     assert g.verdict == "PASS" and "TTFT 1.25×" in g.reason and "(limit 1.30×)" in g.reason
+
+
+def test_ttft_speedups_inside_the_noise_a_slower_repeat_shows_are_not_a_prefix_cache():
+    # recorded on CI (honest llama-server, cache_prompt false, busy host): TTFT first/repeat 361.6/300.1,
+    # 958.3/681.3, 236.5/211.9, 551.5/703.0 -> 1.21, 1.41, 1.12, 0.78×; a repeat 1.28× slower means noise that large
+    rows = [(361.6, 300.1), (958.3, 681.3), (236.5, 211.9), (551.5, 703.0)]
+    recs = pairs(*[(reply(ttft_ms=a, e2el_ms=a + 1500), reply(ttft_ms=b, e2el_ms=b + 1500)) for a, b in rows]) + ECHO_OK
+    g = gate_caching(recs)
+    assert g.verdict == "PASS", g.reason
+    assert g.metrics["ttft_noise_floor"] == pytest.approx(703.0 / 551.5)
+    assert "raised to the 1.27× a repeat came back slower" in g.reason
+    # vLLM's prefix cache as recorded here (speedups 2.49, 1.78, 0.79, 3.25, 1.83, 1.91): still far past that noise
+    vllm = [(794.0, 318.8), (453.1, 254.1), (227.5, 287.6), (512.2, 157.4), (413.2, 226.4), (360.8, 188.6)]
+    g = gate_caching(pairs(*[(reply(ttft_ms=a, e2el_ms=a + 1500), reply(ttft_ms=b, e2el_ms=b + 1500))
+                             for a, b in vllm]) + ECHO_OK)
+    assert g.verdict == "FAIL" and g.metrics["cause"] == "prefix_cache"
