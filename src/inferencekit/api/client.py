@@ -80,6 +80,7 @@ class Exchange:
     retried: str | None = None
     # the failure was the connection closing or resetting (not a timeout, not an HTTP error)
     _connection_lost: bool = field(default=False, repr=False)
+    _scrubbed: bool = field(default=False, repr=False)  # settle() has scrubbed the key from chunks and error
     # a tapped read's body not yet cut into chunks: (body bytes, total_bytes at the tap, read times, offsets)
     pending: tuple[bytes, int, Any, Any] | None = field(default=None, repr=False)
 
@@ -114,9 +115,10 @@ class Exchange:
             body, start, times, offsets = self.pending
             self.pending = None
             self.chunks.extend(cut(body, start, times, offsets))
-        if has_secrets():  # a server that echoes the key back (a 401 quoting the Authorization header)
+        if has_secrets() and not self._scrubbed:  # a server that echoes the key back (a 401 quoting the header)
             self.chunks[:] = scrub_chunks(self.chunks)
             self.error = scrub_text(self.error) if self.error else self.error
+            self._scrubbed = True
         return self.chunks
 
     def events(self, foreign: list[bytes] | None = None) -> tuple[list[list[Any]], bool]:
@@ -196,8 +198,8 @@ def _drain(stream: Any) -> bytes:
     the reader's buffer one HTTP chunk at a time with flow-control checks (~1 µs per chunk); the buffer is the
     reader's ``_buffer`` deque in every aiohttp 3.x, and ``read_nowait`` is the fallback if it ever is not."""
     buf = getattr(stream, "_buffer", None)
-    if isinstance(buf, collections.deque) and (not buf or type(buf[0]) is bytes):
-        data = b"".join(buf)
+    if isinstance(buf, collections.deque):
+        data = b"".join(buf)  # bytes or memoryviews alike
         buf.clear()
         return data
     rest: bytes = stream.read_nowait()
@@ -205,14 +207,10 @@ def _drain(stream: Any) -> bytes:
 
 
 def _buffered(stream: Any) -> bytes:
-    """What a failed StreamReader still holds, without its read methods: they re-raise the failure, and once
-    aiohttp's own total timer has fired even ``_read_nowait`` does (``assert_timeout``)."""
+    """What a failed StreamReader still holds (``_drain``'s join), without its read methods: they re-raise the
+    failure, and once aiohttp's own total timer has fired even ``_read_nowait`` does (``assert_timeout``)."""
     buf = getattr(stream, "_buffer", None)
-    if isinstance(buf, collections.deque):
-        data = b"".join(bytes(x) for x in buf)
-        buf.clear()
-        return data
-    return b""
+    return _drain(stream) if isinstance(buf, collections.deque) else b""
 
 
 async def _read_tapped(stream: Any, conn: Any, chunks: list[tuple[int, bytes]], clock: Any, deadline: float | None
@@ -432,7 +430,7 @@ class Client:
                             break
                         append((clock(), chunk))
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            ex.error = describe_exception(exc, timeout_s or self.timeout_s)
+            ex.error = describe_exception(exc, limit)
             ex._connection_lost = not isinstance(exc, TimeoutError) and isinstance(
                 exc, (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError, ConnectionError))
             if chunks:
