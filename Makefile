@@ -17,7 +17,7 @@ PIP_FLAGS := --disable-pip-version-check --no-input --progress-bar off
 
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-unit lint venv llama-server vllm engines chromium bench-client bench-peers bench-gates clean
+.PHONY: demo test test-unit lint venv llama-server vllm engines chromium bench-client bench-peers bench-gates bench-timing fuzz clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -85,6 +85,23 @@ BENCH_GATES_ARGS ?=
 bench-gates: venv llama-server
 	$(if $(filter vllm,$(BENCH_GATES_ENGINE)),$(MAKE) vllm,)
 	$(PY) benchmarks/gate_calibration.py --engine $(BENCH_GATES_ENGINE) $(BENCH_GATES_ARGS)
+
+# The property tests of server bytes and prompt files at IK_FUZZ_EXAMPLES seeded cases per target (default 100,000;
+# make test runs 300 of each). The targets run in parallel, one process per core; statistics per target at the end.
+IK_FUZZ_EXAMPLES ?= 100000
+FUZZ_TARGETS = test_split_events_takes_any_bytes test_split_events_does_not_depend_on_where_the_network_cut_the_stream \
+	test_any_stream_gives_a_reply test_any_whole_json_body_gives_a_reply test_level_metrics_take_any_replies \
+	test_any_lines_give_prompts_or_path_line test_any_file_gives_prompts_or_one_error
+fuzz: venv
+	mkdir -p runs/fuzz
+	printf '%s\n' $(FUZZ_TARGETS) | xargs -P $$(nproc) -I{} sh -c 'IK_FUZZ_EXAMPLES=$(IK_FUZZ_EXAMPLES) \
+	  HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest -q -p no:cacheprovider --hypothesis-show-statistics tests/unit/fuzz \
+	  -k {} > runs/fuzz/{}.log 2>&1; echo "{}: exit $$?"' | tee runs/fuzz/summary.txt
+	! grep -v ': exit 0$$' runs/fuzz/summary.txt
+
+# Client TTFT and decode rate against llama-server's own timings of the same requests (~4 min; benchmarks/README.md).
+bench-timing: venv llama-server
+	$(PY) benchmarks/timing_agreement.py $(BENCH_TIMING_ARGS)
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import orjson
@@ -19,6 +19,7 @@ REJECT = web.AppKey("reject_stream_options", bool)
 LOGPROBS = web.AppKey("logprobs", dict)  # {"cap": int | None, "refuse": bool}
 EMPTY = web.AppKey("empty_replies", bool)
 ECHO_AUTH = web.AppKey("echo_auth", bool)
+ON_REQUEST = web.AppKey("on_request", object)  # called with the count of requests seen, in the server's thread
 
 
 def _chunk(content: str) -> bytes:
@@ -28,6 +29,8 @@ def _chunk(content: str) -> bytes:
 async def chat(request: web.Request) -> web.StreamResponse:
     body = await request.json()
     request.app[SEEN].append({"headers": dict(request.headers), "body": body})
+    if request.app[ON_REQUEST] is not None:  # the test's hook: fill a disk once N requests arrived, say
+        request.app[ON_REQUEST](len(request.app[SEEN]))  # type: ignore[operator]
     fault = request.headers.get("X-Fault") or body.get("fault", "")
     if request.app[ECHO_AUTH]:  # a careless server: a 401 that quotes the request's Authorization header back
         return web.json_response({"error": {"message": f"invalid credentials: {request.headers.get('Authorization')}",
@@ -134,8 +137,10 @@ async def models(request: web.Request) -> web.Response:
 def fault_server(*, reject_stream_options: bool = False, logprob_cap: int | None = None,
                  refuse_logprobs: bool = False, empty_replies: bool = False,
                  model_ids: tuple[str, ...] = ("fault-model",), models_delay_s: float = 0.0,
-                 echo_auth: bool = False) -> Iterator[tuple[str, list]]:
-    """Run the server in a thread; yields (base URL, list of received requests)."""
+                 echo_auth: bool = False, on_request: Callable[[int], None] | None = None
+                 ) -> Iterator[tuple[str, list]]:
+    """Run the server in a thread; yields (base URL, list of received requests). ``on_request(n)`` runs in the
+    server's thread as the n-th chat request arrives."""
     seen: list = []
     ready = threading.Event()
     state: dict = {}
@@ -149,6 +154,7 @@ def fault_server(*, reject_stream_options: bool = False, logprob_cap: int | None
         app[LOGPROBS] = {"cap": logprob_cap, "refuse": refuse_logprobs}
         app[EMPTY] = empty_replies
         app[ECHO_AUTH] = echo_auth
+        app[ON_REQUEST] = on_request
         app[MODELS] = list(model_ids)
         app[MODELS_DELAY] = models_delay_s
         app.router.add_post("/v1/chat/completions", chat)

@@ -3,7 +3,9 @@
 ``inferencekit <group> <verb> [flags]`` (alias ``ik``). Every flag comes from an ``Arg``; every
 command's ``--help`` shows its summary, paragraph and an example. ``--json`` prints exactly one
 JSON document on stdout; cards go to stdout, progress and warnings to stderr. An ``OpError``
-becomes one line on stderr and exit code 2; any other exception is a bug and keeps its traceback.
+becomes one line on stderr and exit code 2; a run dir that stops taking writes mid-run (``StorageError``,
+or an ``OSError`` of a full or read-only disk) one line and exit code 3 (the run is incomplete); any
+other exception is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from typing import Any, NoReturn, TextIO, cast
 import orjson
 
 import inferencekit.commands  # noqa: F401  (registers every operation)
-from inferencekit.errors import EXIT_USAGE, OpError
+from inferencekit.api.client import READ_TIMEOUT
+from inferencekit.errors import EXIT_UNPROVEN, EXIT_USAGE, STORAGE_ERRNOS, OpError, StorageError, storage_message
 from inferencekit.redact import scrub, scrub_text
 from inferencekit.registry import Arg, Call, Operation, exit_code, operations
 
@@ -193,6 +196,21 @@ class _Scrubbed:
         return str(getattr(self._stream, "encoding", "utf-8"))
 
 
+def _read_timeout(kwargs: dict[str, Any]) -> float | None:
+    """Take ``--read-timeout`` out of an operation's arguments (every client of the run reads it from
+    ``api.client.READ_TIMEOUT``; the recorded settings keep it). None: off.
+
+    Raises:
+        OpError: a negative value.
+    """
+    value = kwargs.pop("read_timeout", None)
+    if value is None:
+        return None
+    if not value >= 0:
+        raise OpError(f"--read-timeout must be >= 0 seconds (0: off), got {value}")
+    return float(value) or None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -217,13 +235,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         kwargs = _kwargs(op, ns)
         call = Call(operation=op.name, argv=tuple(["inferencekit", *args]), settings=dict(kwargs),
                     quiet=quiet, json_output=json_out)
-        outcome = op.func(call, **kwargs)
+        token = READ_TIMEOUT.set(_read_timeout(kwargs))
+        try:
+            outcome = op.func(call, **kwargs)
+        finally:
+            READ_TIMEOUT.reset(token)
     except OpError as e:
         print(f"inferencekit: error: {scrub_text(str(e))}", file=sys.stderr)
         if json_out:  # an agent reading stdout still gets one JSON document
             sys.stdout.buffer.write(scrub(orjson.dumps({"error": str(e), "exit_code": EXIT_USAGE})) + b"\n")
             sys.stdout.flush()
         return EXIT_USAGE
+    except (StorageError, OSError) as e:
+        if not isinstance(e, StorageError):
+            if e.errno not in STORAGE_ERRNOS:
+                raise  # any other I/O error is a bug: keep its traceback
+            e = StorageError(f"{storage_message(e)}; stopped: what was written before is kept", e)
+        print(f"inferencekit: error: {scrub_text(str(e))}", file=sys.stderr)
+        if json_out:
+            sys.stdout.buffer.write(scrub(orjson.dumps({"error": str(e), "exit_code": EXIT_UNPROVEN,
+                                                        "stopped": e.progress})) + b"\n")
+            sys.stdout.flush()
+        return EXIT_UNPROVEN
     except KeyboardInterrupt:
         hint = " (finish the run with --resume RUN_DIR)" if any(a.name == "resume" for a in op.args) else ""
         print(f"inferencekit: interrupted; finished requests are on disk{hint}", file=sys.stderr)

@@ -7,7 +7,10 @@ so any other exception is a bug and keeps its traceback.
 
 from __future__ import annotations
 
-__all__ = ["OpError", "EXIT_OK", "EXIT_FAIL", "EXIT_USAGE", "EXIT_UNPROVEN"]
+import errno
+
+__all__ = ["OpError", "StorageError", "STORAGE_ERRNOS", "storage_message", "EXIT_OK", "EXIT_FAIL", "EXIT_USAGE",
+           "EXIT_UNPROVEN"]
 
 EXIT_OK = 0
 EXIT_FAIL = 1
@@ -17,3 +20,32 @@ EXIT_UNPROVEN = 3
 
 class OpError(Exception):
     """A user error: bad flag, bad file, a URL that does not answer before the first request."""
+
+
+# The write errors that mean "this storage cannot take more", not a bug: full disk, quota, read-only
+# filesystem, no permission.
+STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG})
+
+
+def storage_message(exc: OSError, path: object = None) -> str:
+    """``exc`` as one line: the file (``path`` when the error names none) and the reason."""
+    name = exc.filename or path
+    where = f" {name}" if name else ""
+    return f"cannot write{where}: {exc.strerror or exc}"
+
+
+class StorageError(Exception):
+    """The run dir stopped taking writes during a run (disk full, read-only): sending stopped, what had
+    reached disk is kept, and ``--resume`` finishes the run once the cause is fixed. The CLI prints the
+    message on one line and exits 3 (the run is incomplete: at best UNPROVEN).
+
+    Attributes:
+        cause: the ``OSError`` that stopped the run.
+        progress: what is on disk and what was lost, for the JSON document (``{"level", "on_disk",
+            "lost"}`` for a load level).
+    """
+
+    def __init__(self, message: str, cause: OSError | None = None, progress: dict[str, object] | None = None):
+        super().__init__(message)
+        self.cause = cause
+        self.progress = dict(progress or {})

@@ -20,7 +20,10 @@ CLIENT_ARGS: tuple[Arg, ...] = (
     Arg("model", "string", "Model name to send (default: the first id from /v1/models)."),
     Arg("api_key_env", "string", "NAME of the environment variable that holds the API key; the name is recorded, "
         "the value never is."),
-    Arg("timeout", "number", "Per-request limit in seconds, stream included.", default=600.0),
+    Arg("timeout", "number", "Per-request limit in seconds: the whole exchange, from sending to the last byte of the "
+        "stream. A request that passes it is recorded as a timeout and never sent again.", default=600.0),
+    Arg("read_timeout", "number", "Read-idle limit in seconds: the longest wait for the next byte of a reply, the "
+        "first one included (so it also bounds TTFT). 0: off (only --timeout applies).", default=0.0),
     Arg("extra_body", "string", "JSON object merged into every request body, e.g. '{\"top_k\": 1}'. It cannot "
         "override the fields the operation sets itself (those are not sent, and the record and the card say so)."),
     Arg("chat_template_kwargs", "string", "JSON object sent as chat_template_kwargs, e.g. "

@@ -5,21 +5,50 @@ registered here when read (``api/endpoint.py`` ``read_api_key``); the writers (`
 the load journal, the gate probe log) pass their bytes through ``scrub``, so a server that echoes the
 Authorization header into a 401 body, a key pasted into a URL, or one inside ``--extra-body`` is
 written as ``<redacted>`` wherever it would have landed: reply files, errors, logs, records.
+
+Values the user passes in JSON options (``--extra-body``, ``--chat-template-kwargs``) under a field
+whose name reads like a credential (``api_key``, ``Authorization``, ``token``, ``password``…, at any
+depth, e.g. ``{"headers": {"Authorization": "Bearer …"}}``) are registered the same way
+(``register_fields``): they are still sent, and never written.
 """
 
 from __future__ import annotations
 
-__all__ = ["MARK", "has_secrets", "register", "scrub", "scrub_chunks", "scrub_text"]
+import re
+from typing import Any
+
+__all__ = ["MARK", "has_secrets", "register", "register_fields", "scrub", "scrub_chunks", "scrub_text"]
 
 MARK = "<redacted>"
 _MIN_LEN = 8  # shorter values are not keys and would scrub ordinary text
 _SECRETS: set[bytes] = set()
+# field names that carry credentials (HTTP header names and the usual JSON spellings)
+# (the whole name, or its last ``-``/``_`` part: ``hf_token``, ``X-Api-Key``, ``client_secret``; not ``max_tokens``,
+# ``tokenizer`` or ``author``)
+_SECRET_FIELD = re.compile(r"(^|[-_])(api[-_]?key|apikey|authori[sz]ation|auth|token|secret|password|passwd|"
+                           r"credentials?|bearer|cookie|private[-_]?key|session[-_]?id)$", re.IGNORECASE)
 
 
 def register(value: str | None) -> None:
     """Remember ``value`` (a secret read at start-up) for ``scrub``; short or empty values are ignored."""
     if value and len(value) >= _MIN_LEN:
         _SECRETS.add(value.encode("utf-8"))
+
+
+def register_fields(obj: Any, _under_secret: bool = False) -> None:
+    """Register every string value of ``obj`` (parsed JSON) that sits under a credential-like field name, at any depth
+    (``{"headers": {"X-Api-Key": "…"}}``, ``{"auth": {"user": "…", "pass": "…"}}``). Short values are ignored as in
+    ``register``."""
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            register_fields(v, _under_secret or bool(_SECRET_FIELD.search(str(k))))
+    elif isinstance(obj, list):
+        for v in obj:
+            register_fields(v, _under_secret)
+    elif isinstance(obj, str) and _under_secret:
+        register(obj)
+        if " " in obj:  # "Bearer <key>": the key alone too, wherever it is echoed without its scheme
+            register(obj.split(" ", 1)[1])
 
 
 def scrub(data: bytes) -> bytes:

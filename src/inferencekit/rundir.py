@@ -163,6 +163,21 @@ def default_runs_root() -> Path:
     return Path(os.environ.get("INFERENCEKIT_RUNS", "runs"))
 
 
+def _check_writable(path: Path) -> None:
+    """Create and remove one small file in ``path``: a read-only folder or a full disk is an ``OpError`` here, before
+    anything is sent, not a traceback after. (As root, permission bits do not stop writes; a read-only mount does.)"""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".ik-writable.", dir=path)
+        try:
+            os.write(fd, b"0" * 4096)
+        finally:
+            os.close(fd)
+            os.unlink(tmp)
+    except OSError as e:
+        raise OpError(f"run dir {str(path)!r} is not writable: {e.strerror or e} (free space, or pass a --run-dir "
+                      "on a writable disk); nothing was sent") from None
+
+
 class RunDir:
     """One run directory. ``RunDir.create()`` makes a new one; ``RunDir.open()`` an existing one."""
 
@@ -189,6 +204,7 @@ class RunDir:
             raise OpError(f"--run-dir {str(p)!r} exists and is not a directory") from None
         except OSError as e:
             raise OpError(f"cannot create run dir {str(p)!r}: {e.strerror or e}") from None
+        _check_writable(p)
         run = cls(p)
         run.created = True
         return run
@@ -203,12 +219,20 @@ class RunDir:
             shutil.rmtree(self.path, ignore_errors=True)
 
     @classmethod
-    def open(cls, path: str | Path) -> RunDir:
+    def open(cls, path: str | Path, *, writable: bool = False) -> RunDir:
+        """An existing run directory.
+
+        Raises:
+            OpError: no such folder, no run.json, or (``writable``) a file cannot be created in it: a
+                read-only or full disk is refused before the first request.
+        """
         p = Path(path)
         if not p.is_dir():
             raise OpError(f"run directory {str(p)!r} does not exist")
         if not (p / "run.json").is_file():
             raise OpError(f"{str(p)!r} is not a run directory (no run.json)")
+        if writable:
+            _check_writable(p)
         return cls(p)
 
     # ---- layout

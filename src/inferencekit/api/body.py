@@ -19,12 +19,15 @@ from typing import Any
 import orjson
 
 from inferencekit.errors import OpError
+from inferencekit.redact import register_fields
 
 __all__ = ["BodyPolicy", "body_policy", "parse_json_object"]
 
 
 def parse_json_object(text: str | None, flag: str) -> dict[str, Any]:
     """``{}`` for None or empty text, else the parsed JSON object.
+
+    The values of credential-like fields in it are registered as secrets (``redact.register_fields``).
 
     Raises:
         OpError: the text is not JSON, or not a JSON object (the message names ``flag``).
@@ -37,6 +40,7 @@ def parse_json_object(text: str | None, flag: str) -> dict[str, Any]:
         raise OpError(f"{flag} is not valid JSON: {e}") from None
     if not isinstance(val, dict):
         raise OpError(f"{flag} must be a JSON object, got {type(val).__name__}")
+    register_fields(val)  # a credential-like field's value is sent, never written (redact.py)
     return val
 
 

@@ -21,7 +21,8 @@ import itertools
 import os
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +36,7 @@ from inferencekit.api.sse import split_events
 from inferencekit.api.tap import StreamTap, cut
 from inferencekit.redact import has_secrets, scrub_chunks, scrub_text
 
-__all__ = ["Client", "Exchange", "describe_exception", "ERROR_BYTES"]
+__all__ = ["Client", "Exchange", "describe_exception", "ERROR_BYTES", "READ_TIMEOUT", "ReadIdleTimeout"]
 
 # X-Request-ID: a random 64-bit prefix per process and a counter, 32 hex digits like a uuid4's hex (uuid4 reads
 # os.urandom for every request: ~20 µs a call on this VM, on the send path)
@@ -50,6 +51,9 @@ def new_request_id() -> str:
 
 ERROR_BYTES = 500  # an HTTP error body is recorded up to this many bytes
 _READ_BUFSIZE = 1 << 30
+# The read-idle limit (seconds; None: off) a command's clients take when not given one: ``--read-timeout`` is set
+# here once by the CLI for the operation's run, rather than threaded through every command's signature.
+READ_TIMEOUT: ContextVar[float | None] = ContextVar("READ_TIMEOUT", default=None)
 _MAX_STALE_RETRIES = 16  # re-sends after failures on reused (stale) pooled connections
 
 
@@ -213,8 +217,37 @@ def _buffered(stream: Any) -> bytes:
     return _drain(stream) if isinstance(buf, collections.deque) else b""
 
 
-async def _read_tapped(stream: Any, conn: Any, chunks: list[tuple[int, bytes]], clock: Any, deadline: float | None
-                       ) -> tuple[bytes, int, Any, Any]:
+class ReadIdleTimeout(TimeoutError):
+    """No byte arrived for the read-idle limit (``--read-timeout``) while a reply was open."""
+
+    def __init__(self, idle_s: float) -> None:
+        super().__init__(f"no byte for {idle_s:g} s")
+        self.idle_s = idle_s
+
+
+async def _wait_eof_or_idle(stream: Any, tap: StreamTap, idle_s: float, clock: Callable[[], int]) -> None:
+    """Wait for the body's end, raising ``ReadIdleTimeout`` once ``idle_s`` pass with no byte (the tap's arrival
+    stamps say when the last one came). Wakes at most once per ``idle_s`` while bytes keep coming."""
+    eof = asyncio.ensure_future(stream.wait_eof())
+    began = clock()
+    wait_s = idle_s
+    try:
+        while True:
+            done, _ = await asyncio.wait({eof}, timeout=wait_s)
+            if done:
+                eof.result()
+                return
+            quiet_s = (clock() - (tap.times[-1] if tap.times else began)) / 1e9
+            if quiet_s >= idle_s:
+                raise ReadIdleTimeout(idle_s)
+            wait_s = idle_s - quiet_s
+    finally:
+        if not eof.done():
+            eof.cancel()
+
+
+async def _read_tapped(stream: Any, conn: Any, chunks: list[tuple[int, bytes]], clock: Any, deadline: float | None,
+                       read_idle_s: float | None = None) -> tuple[bytes, int, Any, Any]:
     """Read a 200 reply's body through a ``StreamTap`` (api/tap.py): stamped at arrival, the task woken once.
 
     What aiohttp had parsed before the tap went in (it came with the headers) is one chunk stamped now, as a
@@ -222,7 +255,8 @@ async def _read_tapped(stream: Any, conn: Any, chunks: list[tuple[int, bytes]], 
     so the end of many streams at once costs the loop little). On a failure the chunks parsed so far are cut and
     kept, then the error raised. ``deadline`` (event-loop time) bounds the wait for the body's end: aiohttp's total
     timeout only runs inside its own reads, and ``wait_eof`` is not one, so without it a stream that stalls after
-    its first bytes would be waited on for ever. Raises ``TimeoutError`` past it.
+    its first bytes would be waited on for ever. Raises ``TimeoutError`` past it, and ``ReadIdleTimeout`` when
+    ``read_idle_s`` pass with no byte (aiohttp's ``sock_read`` timer does not run without its reads either).
     """
     try:
         first = stream.read_nowait()
@@ -237,7 +271,10 @@ async def _read_tapped(stream: Any, conn: Any, chunks: list[tuple[int, bytes]], 
     tap = StreamTap(conn.transport, conn.protocol, stream, clock)
     try:
         async with asyncio.timeout_at(deadline):
-            await stream.wait_eof()
+            if read_idle_s:
+                await _wait_eof_or_idle(stream, tap, read_idle_s, clock)
+            else:
+                await stream.wait_eof()
     except BaseException:
         tap.remove()
         rest = _buffered(stream)  # what was parsed before the failure (read_nowait would raise it again)
@@ -247,8 +284,13 @@ async def _read_tapped(stream: Any, conn: Any, chunks: list[tuple[int, bytes]], 
     return _drain(stream), start, tap.times, tap.offsets
 
 
-def describe_exception(exc: BaseException, timeout_s: float | None = None) -> str:
+def describe_exception(exc: BaseException, timeout_s: float | None = None, read_timeout_s: float | None = None
+                       ) -> str:
     """One line for a transport failure; the single place aiohttp's errors are mapped."""
+    if isinstance(exc, ReadIdleTimeout):
+        return f"read timeout: no byte for {exc.idle_s:g} s"
+    if isinstance(exc, aiohttp.SocketTimeoutError):  # aiohttp's own sock_read timer, the same limit
+        return f"read timeout: no byte for {read_timeout_s:g} s" if read_timeout_s else "read timeout"
     if isinstance(exc, asyncio.TimeoutError):
         return f"timeout: no complete reply within {timeout_s:g} s" if timeout_s else "timeout"
     if isinstance(exc, aiohttp.ClientConnectorError):
@@ -304,14 +346,18 @@ class Client:
     Args:
         endpoint: where to send, with the API-key variable's name.
         timeout_s: whole-request limit in seconds (stream included).
+        read_timeout_s: read-idle limit in seconds: the longest wait for the next byte, first one included
+            (aiohttp's ``sock_read``; vLLM bench serve and GuideLLM have one total limit, this is the second one
+            users of HTTP clients expect). None or 0: off. Default: ``READ_TIMEOUT`` as the command set it.
         max_connections: connection pool size; 0 = unlimited (the load runner bounds concurrency).
     """
 
     def __init__(self, endpoint: Endpoint, *, timeout_s: float = 600.0, max_connections: int = 0,
-                 tap: bool = True) -> None:
+                 tap: bool = True, read_timeout_s: float | None = None) -> None:
         self.endpoint = endpoint
         self.tap = tap and os.environ.get("INFERENCEKIT_TAP", "1") != "0"
         self.timeout_s = timeout_s
+        self.read_timeout_s = (read_timeout_s if read_timeout_s is not None else READ_TIMEOUT.get()) or None
         self._limit = max_connections
         self._session: aiohttp.ClientSession | None = None
         self._headers = {"Content-Type": "application/json", **endpoint.headers()}
@@ -400,8 +446,10 @@ class Client:
                              timeout_s: float | None) -> Exchange:
         headers = {**self._headers, "X-Request-ID": rid}
         data = orjson.dumps(body) if body is not None else None
-        kw: dict[str, Any] = {"timeout": aiohttp.ClientTimeout(total=timeout_s)} if timeout_s else {}
         limit = timeout_s or self.timeout_s
+        idle = self.read_timeout_s
+        kw: dict[str, Any] = ({"timeout": aiohttp.ClientTimeout(total=limit, sock_read=idle)}
+                              if timeout_s or idle else {})
         deadline = asyncio.get_running_loop().time() + limit if limit else None
         ex = Exchange(request_id=rid, path=path, body=body or {}, sent_ns=0)
         chunks = ex.chunks
@@ -422,7 +470,7 @@ class Client:
                     return ex
                 conn = resp.connection
                 if self.tap and conn is not None and conn.transport is not None and conn.protocol is not None:
-                    ex.pending = await _read_tapped(resp.content, conn, chunks, clock, deadline)
+                    ex.pending = await _read_tapped(resp.content, conn, chunks, clock, deadline, idle)
                 else:
                     while True:
                         chunk = await readany()
@@ -430,7 +478,7 @@ class Client:
                             break
                         append((clock(), chunk))
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            ex.error = describe_exception(exc, limit)
+            ex.error = describe_exception(exc, limit, idle)
             ex._connection_lost = not isinstance(exc, TimeoutError) and isinstance(
                 exc, (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError, ConnectionError))
             if chunks:

@@ -15,10 +15,15 @@ A record cut short (the client died during the write) is dropped and counted. Th
 spends most of its time in ``write`` (the GIL is released there), so the loop loses only the
 moments it takes to encode a header; when many requests end at once it waits for the burst to pass
 first (``Journal._wait_out_burst``).
+
+When a write fails (a full disk, a folder made read-only), the file is cut back to its last whole
+record, nothing more is written, and ``Journal.failed`` tells the sender to stop; the level's caller
+raises ``StorageError`` once what is on disk is materialised, and ``--resume`` sends the rest.
 """
 
 from __future__ import annotations
 
+import os
 import queue
 import sys
 import threading
@@ -65,6 +70,9 @@ class Journal:
         self._f = open(path, "ab")
         self._q: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._error: BaseException | None = None
+        self._good = self._f.tell()  # the end of the last whole record
+        self.written = 0  # records on disk
+        self.lost = 0  # exchanges that finished after a failed write (not on disk; --resume sends them again)
         self._closing = False
         self._thread = threading.Thread(target=self._drain, name=f"journal:{path.parent.name}", daemon=True)
         # The writer holds the GIL while it encodes; when the loop wants it back it waits up to the switch
@@ -84,12 +92,41 @@ class Journal:
             if self._q.qsize() > BURST:
                 self._wait_out_burst()
             if self._error is not None:
+                self.lost += 1
                 continue
             try:
                 self._f.write(encode_record(*item))
                 self._f.flush()
-            except BaseException as exc:  # noqa: BLE001 - kept and re-raised by close() on the caller's thread
+                self._good = self._f.tell()
+                self.written += 1
+            except BaseException as exc:  # noqa: BLE001 - kept, and reported by the level's caller (error)
                 self._error = exc
+                self.lost += 1
+                self._cut_back()
+
+    def _cut_back(self) -> None:
+        """After a failed write: drop the partial record (and whatever the buffer still holds) so the journal
+        ends on a whole record; a later append by ``--resume`` then follows a readable file."""
+        try:
+            self._f.close()
+        except OSError:
+            pass  # the buffer's bytes could not be written either: they are the partial record
+        try:
+            with open(self.path, "r+b") as f:
+                f.truncate(self._good)
+        except OSError:
+            pass  # read_journal drops a torn last record anyway
+        self._f = open(os.devnull, "ab")
+
+    @property
+    def failed(self) -> bool:
+        """True once a write failed: send nothing more into this level."""
+        return self._error is not None
+
+    @property
+    def error(self) -> BaseException | None:
+        """The write error, if any (set by the writer thread)."""
+        return self._error
 
     def _wait_out_burst(self) -> None:
         """Many requests ended at once (a closed loop's streams end together) and the loop is busy starting their
@@ -110,9 +147,13 @@ class Journal:
             self._q.put(_STOP)
             self._thread.join()
         sys.setswitchinterval(self._switch)
-        self._f.close()
-        if self._error is not None:
-            raise OSError(f"could not write the journal {self.path}: {self._error}") from self._error
+        try:
+            self._f.close()
+        except OSError as exc:  # the last flush failed: the same as a failed write
+            if self._error is None:
+                self._error = exc
+            self._cut_back()
+            self._f.close()
 
     def __enter__(self) -> Journal:
         return self

@@ -23,6 +23,7 @@ from inferencekit.bench.journal import JOURNAL_NAME, Journal, materialise
 from inferencekit.bench.pace import LoopLagMonitor, process_identity
 from inferencekit.bench.plan import LevelSpec, PlannedRequest, Planner
 from inferencekit.bench.schedule import arrival_offsets_s
+from inferencekit.errors import STORAGE_ERRNOS, StorageError, storage_message
 from inferencekit.rundir import CLIENT_FILE, PROBES_FOLDER, RunDir, write_json
 from inferencekit.shapes import ExtraRequests, ProbeRecord
 
@@ -193,11 +194,33 @@ class LoadRunner:
             gc.unfreeze()
             journal.close()
             outcome.wall_s = time.monotonic() - t0
+            failure = journal.error
             if materialise_after:
-                write_json(level_dir / CLIENT_FILE, {"processes": [outcome.client]})
-                for reply in materialise(self.run, self.engine, spec.label, path):
-                    outcome.count(reply)
+                try:
+                    write_json(level_dir / CLIENT_FILE, {"processes": [outcome.client]})
+                    for reply in materialise(self.run, self.engine, spec.label, path):
+                        outcome.count(reply)
+                except OSError as e:  # the journal stays: --resume materialises it
+                    if e.errno not in STORAGE_ERRNOS:
+                        raise
+                    failure = failure or e
+        if failure is not None:
+            raise self._stopped(spec.label, failure, outcome, journal)
         return outcome
+
+    def _stopped(self, label: str, failure: BaseException, outcome: LevelOutcome, journal: Journal) -> BaseException:
+        """The error that ends a level whose files could not be written: a ``StorageError`` for a full or read-only
+        disk; any other failure of the writer is a bug and is returned as it was."""
+        if not isinstance(failure, OSError) or failure.errno not in STORAGE_ERRNOS:
+            return failure
+        progress = {"level": label, "sent": outcome.sent, "on_disk": journal.written, "lost": journal.lost}
+        return StorageError(
+            f"{storage_message(failure, journal.path)}; stopped sending in level {label} after {outcome.sent} "
+            f"requests: "
+            f"{journal.written} finished requests are on disk, {journal.lost} that finished after the failure are "
+            f"not; free space or make {self.run.path} writable, then finish the "
+            f"run with --resume {self.run.path} (the level runs again whole; this attempt is kept under superseded/)",
+            failure, progress)
 
     async def _closed(self, spec: LevelSpec, planner: Planner, n: int | None, duration_s: float | None,
                       journal: Journal, outcome: LevelOutcome) -> None:
@@ -209,7 +232,7 @@ class LoadRunner:
         async def worker() -> None:
             # a probe takes the slot of the next load request after every `every` of them, so the level's
             # concurrency stays what it says; probes left when the level ends are sent in its last slots
-            while (remaining[0] > 0 and time.monotonic() < deadline) or probes:
+            while not journal.failed and ((remaining[0] > 0 and time.monotonic() < deadline) or probes):
                 if probes and (taken[0] >= every or remaining[0] <= 0 or time.monotonic() >= deadline):
                     taken[0] = 0
                     await self._send_extra(probes.pop(0), spec.label, journal)
@@ -252,8 +275,10 @@ class LoadRunner:
             delay = (due_ns - time.perf_counter_ns()) / 1e9
             if delay > 0:
                 await asyncio.sleep(delay)
+            if journal.failed:  # the disk stopped taking records: send nothing more
+                break
             tasks.append(asyncio.create_task(one(planner.take(), due_ns)))
             if probes and (i + 1) % every == 0:  # off the schedule, between arrivals
                 side.append(asyncio.create_task(probe(probes.pop(0))))
-        side += [asyncio.create_task(probe(p)) for p in probes]
+        side += [asyncio.create_task(probe(p)) for p in probes if not journal.failed]
         await asyncio.gather(*tasks, *side)

@@ -205,7 +205,8 @@ async def _split_level(pool: Any, cfg: ServeConfig, client: Client, run: RunDir,
                           timeout_s=cfg.timeout_s, engine=engine, run_path=str(run.path) if pool.shared_fs else None,
                           prompts=list(prompts), planner_seed=planner.seed, used_keys=used, body=body_kw,
                           optional=optional, rejected_fields=sorted(client.rejected_fields), duration_s=cfg.duration_s,
-                          extras=extras if share.worker == 0 else None, requests=dealt.get(share.worker))
+                          extras=extras if share.worker == 0 else None, requests=dealt.get(share.worker),
+                          read_timeout_s=client.read_timeout_s)
 
     outcome = await run_level_split(pool, run, engine, shares, make_task, on_done=on_done)
     for _ in range(max(outcome.client.get("draws") or [0])):  # duration mode: past the furthest process's draws
@@ -370,11 +371,12 @@ async def prepare_serve(cfg: ServeConfig, client: Client, run: RunDir, model: st
         print(f"inferencekit: note: the {desc.get('name', cfg.dataset)} data file is truncated; "
               f"{desc.get('conversations')} complete conversations were read (recorded in run.json)",
               file=sys.stderr)
+    limits = {"timeout_s": client.timeout_s, "read_timeout_s": client.read_timeout_s}  # --timeout, --read-timeout
     if resume:
         resumes = run.read_run().get("resumes", [])
-        run.update_run(resumes=[*resumes, {"command": list(argv), "engine": info.to_dict()}])
+        run.update_run(resumes=[*resumes, {"command": list(argv), "engine": info.to_dict(), "client_limits": limits}])
     else:
         run.update_run(command=list(argv), operation=operation, engine=info.to_dict(),
                        dialect=info.dialect.describe(), api_key_env=api_key_env, prompt_set=desc,
-                       bench_config=cfg.to_json())
+                       bench_config=cfg.to_json(), client_limits=limits)
     return info, prompts

@@ -42,6 +42,7 @@ from inferencekit.bench.plan import PlannedRequest, Planner, request_body
 from inferencekit.bench.runner import LevelOutcome, LoadRunner
 from inferencekit.bench.split import ListPlanner, Share, StridedPlanner
 from inferencekit.data.prompts import Prompt
+from inferencekit.errors import StorageError
 from inferencekit.rundir import CLIENT_FILE, RunDir, write_bytes, write_json
 from inferencekit.shapes import ExtraRequests
 
@@ -70,6 +71,7 @@ class WorkerTask:
     duration_s: float | None
     extras: ExtraRequests | None = None  # the level's extra requests (process 0 only), ``by_level`` keyed by its label
     requests: list[PlannedRequest] | None = None  # the share's requests, drawn by the parent (count mode)
+    read_timeout_s: float | None = None  # --read-timeout (the parent client's), None: off
 
 
 class LevelWorker:
@@ -117,7 +119,8 @@ class LevelWorker:
         if delay_ns > 0:
             await asyncio.sleep(delay_ns / 1e9)
         started_wall_ns = time.time_ns()
-        async with Client(Endpoint.parse(t.url, t.api_key_env), timeout_s=t.timeout_s) as client:
+        async with Client(Endpoint.parse(t.url, t.api_key_env), timeout_s=t.timeout_s,
+                          read_timeout_s=t.read_timeout_s) as client:
             client.rejected_fields.update(t.rejected_fields)
             runner = LoadRunner(client, run, t.engine, body_for, optional=t.optional, on_done=on_done, extras=t.extras)
             name = f"journal-w{share.worker}.jsonl"
@@ -175,6 +178,8 @@ def _process_main(conn: Any) -> None:
                 conn.send(("ok", worker.clock()))
             elif kind == "run":
                 conn.send(("ok", run_loop(_run_reporting(worker, arg, conn))))
+        except StorageError as exc:  # a full or read-only disk: the parent stops the run the same way
+            conn.send(("storage", str(exc)))
         except BaseException as exc:  # noqa: BLE001 - reported to the parent, which decides
             conn.send(("error", f"{type(exc).__name__}: {exc}"))
             if isinstance(exc, KeyboardInterrupt):
@@ -229,6 +234,8 @@ class ProcessPool:
                 if on_progress:
                     on_progress(i, val)
                 continue
+            if status == "storage":
+                raise StorageError(f"worker {i}: {val}")
             if status == "error":
                 raise RuntimeError(f"worker {i}: {val}")
             return val

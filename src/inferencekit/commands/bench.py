@@ -163,7 +163,7 @@ def _resume_settings(resume: str, a: dict[str, Any]) -> tuple[RunDir, ServeConfi
     Raises:
         OpError: not a bench serve run dir, or run-shaping flags given with --resume.
     """
-    run = RunDir.open(resume)
+    run = RunDir.open(resume, writable=True)
     stored = run.read_run()
     if stored.get("operation") != "bench.serve" or not stored.get("bench_config"):
         raise OpError(f"--resume finishes bench serve runs; {resume!r} holds a {stored.get('operation') or 'unknown'} "

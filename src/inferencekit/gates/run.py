@@ -148,7 +148,7 @@ def gate_run_dir(run_dir: str | None) -> tuple[RunDir, bool]:
     """``(run dir, existed)``: an existing run dir (a bench serve run, an earlier gate run) gets a new gate run
     beside what it holds; otherwise a new one is created."""
     existing = bool(run_dir) and (Path(str(run_dir)) / "run.json").is_file()
-    return (RunDir.open(str(run_dir)) if existing else RunDir.create(run_dir)), existing
+    return (RunDir.open(str(run_dir), writable=True) if existing else RunDir.create(run_dir)), existing
 
 
 def pin_engine(run: RunDir, info: EngineInfo, ctk: dict[str, Any]) -> None:

@@ -303,7 +303,7 @@ def open_task_run(run_dir: str | None, argv: Sequence[str], operation: str) -> R
     """An existing run dir (``--run-dir`` with a run.json: the task is added to it) or a new one, whose run.json
     then records the command line ``argv`` and the ``operation``."""
     existing = bool(run_dir) and (Path(str(run_dir)) / "run.json").is_file()
-    run = RunDir.open(str(run_dir)) if existing else RunDir.create(run_dir)
+    run = RunDir.open(str(run_dir), writable=True) if existing else RunDir.create(run_dir)
     if not existing:
         run.update_run(command=list(argv), operation=operation)
     return run

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 from inferencekit.api.client import Client
 from inferencekit.api.endpoint import Endpoint
@@ -79,6 +80,40 @@ def test_a_stream_that_stalls_mid_reply_is_a_recorded_timeout_tapped_or_not():
             r = asyncio.run(go(url))
         assert r["status"] == 200 and r["error"].startswith("timeout: no complete reply within 3 s"), (tap, r)
         assert r["text"] == "Hel" and r["done"] is False  # the token before the stall is kept
+
+
+def test_the_read_idle_limit_ends_a_silent_stream_and_spares_a_slow_steady_one():
+    # issue 19: a second limit between bytes (--read-timeout), beside the whole-exchange --timeout
+    for tap in (True, False):
+        async def go(url: str, tap: bool = tap) -> tuple[dict, dict, dict]:
+            async with Client(Endpoint.parse(url), timeout_s=120.0, read_timeout_s=1.0, tap=tap) as c:
+                stalled = (await c.post("/v1/chat/completions", {**BODY, "fault": "stall:60"})).to_reply(id="s")
+                silent = (await c.post("/v1/chat/completions", {**BODY, "fault": "hang:60"})).to_reply(id="h")
+                # 0.4 s gaps under a 1 s idle limit, 2 s in all: each gap resets it
+                steady = (await c.post("/v1/chat/completions", {**BODY, "fault": "stall:0.4"})).to_reply(id="ok")
+                return stalled, silent, steady
+
+        with fault_server() as (url, _):
+            stalled, silent, steady = asyncio.run(go(url))
+        assert stalled["status"] == 200 and stalled["error"].startswith("read timeout: no byte"), (tap, stalled)
+        assert stalled["text"] == "Hel" and stalled["done"] is False
+        assert silent["status"] == 0 and silent["error"].startswith("read timeout: no byte"), (tap, silent)
+        assert "error" not in steady and steady["text"] == "Hello", (tap, steady)
+
+
+def test_read_timeout_flag_reaches_the_client_and_is_recorded(tmp_path):
+    from inferencekit.cli import main
+
+    with fault_server() as (url, _):
+        code = main(["bench", "serve", "--base-url", url, "--concurrency", "1", "--num-prompts", "2", "--max-tokens",
+                     "4", "--warmup", "0", "--read-timeout", "1", "--extra-body", '{"fault": "stall:60"}',
+                     "--run-dir", str(tmp_path / "run"), "--quiet"])
+    replies = [json.loads(p.read_text()) for p in (tmp_path / "run" / "outputs").rglob("load-c1/*/*.json")]
+    assert code in (1, 3) and len(replies) == 2
+    assert all(r["error"].startswith("read timeout: no byte for 1 s") for r in replies), replies
+    run_json = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run_json["client_limits"] == {"timeout_s": 600.0, "read_timeout_s": 1.0}
+    assert main(["bench", "serve", "--base-url", url, "--read-timeout", "-1", "--quiet"]) == 2
 
 
 def test_a_timeout_on_a_reused_connection_is_not_sent_again():
