@@ -17,7 +17,7 @@ PIP_FLAGS := --disable-pip-version-check --no-input --progress-bar off
 
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-unit lint venv llama-server vllm engines chromium bench-client bench-peers bench-gates bench-timing fuzz clean
+.PHONY: demo test test-unit lint venv llama-server vllm engines chromium bench-client bench-peers bench-gates bench-timing fuzz zoo clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -98,6 +98,12 @@ fuzz: venv
 	  HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest -q -p no:cacheprovider --hypothesis-show-statistics tests/unit/fuzz \
 	  -k {} > runs/fuzz/{}.log 2>&1; echo "{}: exit $$?"' | tee runs/fuzz/summary.txt
 	! grep -v ': exit 0$$' runs/fuzz/summary.txt
+
+# The equivalence audit's substitution zoo (scripts/build_zoo.py): GGUF files made from the shipped Q4_1 with
+# llama-quantize, cached in $INFERENCEKIT_CACHE/zoo with a manifest of per-tensor types. ZOO=q4_0 for one member.
+ZOO ?=
+zoo: venv llama-server
+	$(PY) scripts/build_zoo.py $(if $(ZOO),--only $(ZOO))
 
 # Client TTFT and decode rate against llama-server's own timings of the same requests (~4 min; benchmarks/README.md).
 bench-timing: venv llama-server
