@@ -28,7 +28,7 @@ from pathlib import Path
 from inferencekit.engines.model import embedded_gguf
 from inferencekit.quality.local_model import load_local_model
 from inferencekit.quality.reference import LocalReference
-from inferencekit.quality.score_run import _Scorer
+from inferencekit.quality.score_run import TrajectoryScorer
 from inferencekit.quality.trajectory_store import label_dirs, load_set
 from inferencekit.rundir import read_json
 
@@ -64,8 +64,8 @@ class _Recording:
 
 
 async def _record(sets, ref: _Recording) -> None:
-    scorer = _Scorer(ref, {20}, "reference")
-    engine_scorer = _Scorer(ref, {20}, "engine")
+    scorer = TrajectoryScorer(ref, {20}, "reference")
+    engine_scorer = TrajectoryScorer(ref, {20}, "engine")
     for s in sets:
         await scorer.score_set(s)
         await scorer.score_set(s, as_text=True)

@@ -9,7 +9,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from inferencekit.commands import appliance, bench, cheat, engine, evidence, gates, probe, quality, report, verify  # noqa: F401
+from inferencekit.commands import (  # noqa: F401
+    appliance,
+    audit,
+    bench,
+    cheat,
+    engine,
+    evidence,
+    gates,
+    probe,
+    quality,
+    report,
+    verify,
+)
 from inferencekit.registry import Call, Outcome, operation, schema
 
 __all__ = ["list_ops"]

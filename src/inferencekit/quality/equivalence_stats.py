@@ -8,12 +8,13 @@ independent draws). An alarm is a run statistic above a threshold fixed on hones
 
 Run statistics (each in nats unless said):
 
-- ``logprob``: the mean over generated positions of KL(ref ‖ eng) at the shared top-k plus the
+- ``logprob`` (``kl+gap``): the mean over generated positions of KL(ref ‖ eng) at the shared top-k plus the
   greedy DiFR score ``gap = lp_ref(argmax_ref) − lp_ref(token_eng)`` (≥ 0; 0 where the engine took the
   reference's argmax). ``gap`` is the greedy form of Token-DiFR's divergence from the reference
   (Karvonen et al., arXiv 2511.20621, which synchronises sampling seeds; with greedy decoding the
   reference's own margin over the engine's token plays that part). Positions where the reference
   clamps the token's probability (``clamped``) or either side lists nothing count in neither term.
+  An engine that names no token ids (llama-cpp-python) gives ``gap`` alone, on its re-tokenized text.
 - ``first_token``: the mean over prompts of the mean absolute difference between the engine's and the
   reference's first-token logprobs over the reference's top-k tokens (an engine token missing from
   the engine's list gets the engine's least listed logprob: it cannot be more likely). The
@@ -61,8 +62,11 @@ def logprob_statistic(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
             (nats or None) and ``clamped``.
 
     Returns:
-        ``{"statistic", "kl_mean", "gap_mean", "positions", "positions_kl", "positions_gap"}``; the
-        statistic is ``kl_mean + gap_mean`` (None when no position has both parts' data).
+        ``{"statistic", "name", "kl_mean", "gap_mean", "positions", "positions_kl", "positions_gap"}``: the
+        statistic is ``kl_mean + gap_mean`` (``name`` ``"kl+gap"``) when the engine's lists could be paired with
+        the reference's (token ids), else ``gap_mean`` alone (``"gap"``: an engine that names no token ids, whose
+        text the reference re-tokenizes); None when no position was scored. A calibration cell holds one name, so
+        the two are never compared with each other.
     """
     kls, gaps = [], []
     for r in rows:
@@ -74,9 +78,13 @@ def logprob_statistic(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
             gaps.append(float(r["gap"]))
     kl_mean = float(np.mean(kls)) if kls else None
     gap_mean = float(np.mean(gaps)) if gaps else None
-    stat = None if kl_mean is None or gap_mean is None else kl_mean + gap_mean
-    return {"statistic": stat, "kl_mean": kl_mean, "gap_mean": gap_mean, "positions": max(len(kls), len(gaps)),
-            "positions_kl": len(kls), "positions_gap": len(gaps)}
+    stat: float | None
+    if kl_mean is not None and gap_mean is not None:
+        stat, name = kl_mean + gap_mean, "kl+gap"
+    else:
+        stat, name = gap_mean, "gap"
+    return {"statistic": stat, "name": name if stat is not None else None, "kl_mean": kl_mean, "gap_mean": gap_mean,
+            "positions": len(gaps), "positions_kl": len(kls), "positions_gap": len(gaps)}
 
 
 def first_token_distance(ref: Mapping[int, float], eng: Mapping[int, float]) -> float:

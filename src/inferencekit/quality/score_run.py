@@ -1,7 +1,7 @@
 """``inferencekit quality score``: teacher-force engine trajectories through a reference and judge them
 against the reference's own A/A noise floor.
 
-Collect (the reference's distributions at every generated position, ``_Scorer``) then judge
+Collect (the reference's distributions at every generated position, ``TrajectoryScorer``) then judge
 (``score_rows`` per position, ``score_judge`` for the figures and the verdict). Every data problem —
 a trajectory or index edited after capture, prompts not scored, a chat template that differs from the
 reference's, trajectories from another prompt file than the baseline — turns a PASS into UNPROVEN and
@@ -24,7 +24,7 @@ from inferencekit.quality.score_rows import CLAMP_FLOOR, doc_k, engine_lists, sc
 from inferencekit.quality.trajectory_store import TrajectorySet
 from inferencekit.rundir import RunDir, write_json
 
-__all__ = ["score_sets", "score_record", "SCORE_FORMAT", "KL_METHOD"]
+__all__ = ["score_sets", "score_record", "SCORE_FORMAT", "KL_METHOD", "TrajectoryScorer"]
 
 SCORE_FORMAT = "inferencekit.quality.score.v1"
 KL_METHOD = ("top-k union support, tail imputation, OTHER bucket (inferencekit.quality.metrics); both lists cut to "
@@ -32,7 +32,7 @@ KL_METHOD = ("top-k union support, tail imputation, OTHER bucket (inferencekit.q
 CONTEXTS = ("reference", "engine")
 
 
-class _Scorer:
+class TrajectoryScorer:
     """Teacher-forces trajectories through one reference, caching prompt ids and scored sequences."""
 
     def __init__(self, ref: Reference, ks: set[int], context: str) -> None:
@@ -200,7 +200,7 @@ async def score_sets(ref: Reference, engines: list[TrajectorySet], baseline: Tra
     re-tokenized text are paired with the floor's text re-tokenized the same way."""
     sets = [*engines, *(x for x in (baseline, repeat) if x is not None)]
     ks = {min(doc_k(d), ref.k) for s in sets for d in s.docs.values() if doc_k(d) > 0}
-    scorer = _Scorer(ref, ks, context)
+    scorer = TrajectoryScorer(ref, ks, context)
     labels = [s.label for s in engines]
     if len(set(labels)) != len(labels):
         raise OpError(f"two trajectory folders share a label: {labels}")

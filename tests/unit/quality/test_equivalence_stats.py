@@ -109,7 +109,10 @@ def test_logprob_statistic_from_position_rows():
     s = logprob_statistic(rows)
     assert s["kl_mean"] == pytest.approx(0.3) and s["gap_mean"] == pytest.approx(0.5)
     assert s["statistic"] == pytest.approx(0.8) and s["positions_kl"] == 2 and s["positions_gap"] == 3
-    assert logprob_statistic([])["statistic"] is None
+    assert s["name"] == "kl+gap"
+    gap_only = logprob_statistic([{"kl": None, "gap": 0.25, "clamped": False}, {"kl": None, "gap": 0.75}])
+    assert gap_only["name"] == "gap" and gap_only["statistic"] == pytest.approx(0.5) and gap_only["positions"] == 2
+    assert logprob_statistic([])["statistic"] is None and logprob_statistic([])["name"] is None
 
 
 def test_first_token_distance_imputes_a_missing_engine_token():

@@ -1,0 +1,168 @@
+"""``inferencekit audit equivalence``: collect an audit run and judge it against the calibration table.
+
+The logprob surface (an engine that returns top-k logprobs on generated tokens): greedy trajectories
+of a seeded draw of chat prompts, enough for the token budget, into ``quality/<label>/``
+(``quality/trajectory.py``); each teacher-forced through the reference (``TrajectoryScorer``, the code
+``quality score`` uses); the position rows reduced to the ``logprob`` run statistic
+(``equivalence_stats.logprob_statistic``) and judged (``equivalence_judge.judge_equivalence``).
+
+Collect (``collect_audit``) does the I/O; ``audit_report`` is pure.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from inferencekit.api.client import Client
+from inferencekit.api.detect import EngineInfo
+from inferencekit.data.prompts import Prompt
+from inferencekit.errors import OpError
+from inferencekit.quality.equivalence_judge import judge_equivalence
+from inferencekit.quality.equivalence_stats import logprob_statistic
+from inferencekit.quality.reference import Reference
+from inferencekit.quality.score_run import TrajectoryScorer
+from inferencekit.quality.trajectory import TrajectorySettings, collect_engine, write_index
+from inferencekit.quality.trajectory_run import trajectory_record
+from inferencekit.quality.trajectory_store import load_set
+from inferencekit.rundir import RunDir
+
+__all__ = ["AUDIT_FORMAT", "AuditSettings", "audit_prompts", "collect_audit", "audit_report", "load_table",
+           "SHIPPED_TABLE"]
+
+AUDIT_FORMAT = "inferencekit.audit.equivalence.v1"
+SHIPPED_TABLE = "equivalence_table.json"  # in this package: the calibration of the embedded model, once made
+
+
+@dataclass(slots=True)
+class AuditSettings:
+    """One audit run.
+
+    Attributes:
+        claim: the precision the endpoint claims (``F16``, ``Q4_1`` …): it picks the honest family.
+        budget_tokens: output tokens to spend (the prompts drawn are ``ceil(budget / max_tokens)``).
+        max_tokens: per prompt.
+        top_logprobs: k of the engine's lists (the calibration's k; 20).
+        seed: the prompt draw (disjoint draws for calibration runs come from different seeds).
+        label: the trajectory folder's name.
+    """
+
+    claim: str
+    budget_tokens: int = 300
+    max_tokens: int = 64
+    top_logprobs: int = 20
+    seed: int = 0
+    label: str = "audit"
+
+
+def audit_prompts(pool: Sequence[Prompt], s: AuditSettings) -> list[Prompt]:
+    """A seeded draw of chat prompts, enough for the budget (``ceil(budget / max_tokens)``).
+
+    Raises:
+        OpError: the pool has fewer chat prompts than the budget needs.
+    """
+    chat = [p for p in pool if p.messages is not None]
+    need = math.ceil(s.budget_tokens / s.max_tokens)
+    if len(chat) < need:
+        raise OpError(f"the prompt set has {len(chat)} chat prompts; a budget of {s.budget_tokens} tokens at "
+                      f"{s.max_tokens} per prompt needs {need} (raise --max-tokens or pass a larger --prompts set)")
+    return random.Random(f"audit:{s.seed}").sample(chat, need)
+
+
+async def collect_audit(client: Client, info: EngineInfo, ref: Reference, prompts: Sequence[Prompt], run: RunDir,
+                        s: AuditSettings, *, prompts_info: dict[str, Any]) -> dict[str, Any]:
+    """Trajectories from the engine into ``run/quality/<label>/`` (with their ``quality_trajectory`` record, as
+    ``quality trajectory`` writes them), each scored against ``ref``.
+
+    Returns:
+        ``{"rows": trajectory rows, "state": collection state, "scored": per-prompt score results,
+        "problems": integrity problems, "trajectory_record": its id, "surface": "logprob" | "text"}``; ``text``
+        when the engine returned no logprobs (the statistic then cannot be computed: the report says so).
+    """
+    out_dir = run.path / "quality" / s.label
+    ts = TrajectorySettings(label=s.label, max_tokens=s.max_tokens, top_logprobs=s.top_logprobs, seed=0)
+    rows, state = await collect_engine(client, info, prompts, out_dir, ts)
+    write_index(out_dir, label=s.label, model=str(info.model), engine=info.engine,
+                prompts_sha256=prompts_info["sha256"], rows=rows)
+    rec = trajectory_record(run, out_dir, rows, label=s.label, engine=info.identity(), model=str(info.model), s=ts,
+                            prompts=prompts_info, state=state)
+    tset = load_set(out_dir)
+    scorer = TrajectoryScorer(ref, {min(s.top_logprobs, ref.k)}, "reference")
+    scored = await scorer.score_set(tset)
+    methods = {r.get("method") for r in rows if "error" not in r}
+    return {"rows": rows, "state": state, "scored": scored, "problems": list(tset.problems),
+            "trajectory_record": rec["evidence_id"], "surface": "logprob" if methods - {"text"} else "text"}
+
+
+def audit_report(collected: Mapping[str, Any], cells: Sequence[Mapping[str, Any]], s: AuditSettings,
+                 table_source: str) -> dict[str, Any]:
+    """The audit's report from what ``collect_audit`` returned (pure).
+
+    Returns:
+        ``{"format", "surface", "method", "claim", "statistic", "budget_used", "verdict", "reason", "power",
+        "threshold", "cell", "prompts", "failed", "limitations", "table"}``.
+    """
+    scored = list(collected["scored"])
+    failed = [r for r in collected["rows"] if "error" in r] + [r for r in scored if "error" in r]
+    limitations: list[str] = []
+    if collected["surface"] != "logprob":
+        verdict = judge_equivalence(None, cells, method="logprob", claim=s.claim, budget_used=0)
+        verdict["reason"] = ("the endpoint returned no logprobs on generated tokens, and the text test is not "
+                             "built yet: no statistic")
+        stat: dict[str, Any] = {"statistic": None, "positions": 0}
+    else:
+        rows = [row for r in scored if "error" not in r for row in r.get("rows") or ()]
+        stat = logprob_statistic(rows)
+        verdict = judge_equivalence(stat["statistic"], cells, method="logprob", claim=s.claim,
+                                    budget_used=stat["positions"], name=stat["name"])
+        if stat["name"] == "gap":
+            limitations.append("the engine named no token ids, so its top-k lists could not be paired with the "
+                               "reference's: the statistic is the DiFR gap alone, on its text re-tokenized by the "
+                               "reference (judged only against cells of that statistic)")
+    mismatched = [r["id"] for r in scored if r.get("template_mismatch")]
+    if mismatched:
+        limitations.append(f"{len(mismatched)} prompt(s) rendered with a chat template that differs from the "
+                           f"reference's ({', '.join(mismatched[:3])}): their divergence includes the template")
+    if failed:
+        limitations.append(f"{len(failed)} prompt(s) failed to collect or score; the budget counts only scored "
+                           "positions")
+    if collected.get("problems"):
+        limitations.append("trajectory integrity: " + "; ".join(collected["problems"][:3]))
+    if not cells:
+        limitations.append(f"no calibration table ({table_source}): no threshold, so no verdict but UNPROVEN")
+    return {"format": AUDIT_FORMAT, "surface": collected["surface"], "method": "logprob", "claim": s.claim,
+            "budget_tokens": s.budget_tokens, "budget_used": stat.get("positions", 0), "statistic": stat,
+            "verdict": str(verdict["verdict"]), "reason": verdict["reason"], "power": verdict.get("power"),
+            "threshold": verdict.get("threshold"), "cell": verdict.get("cell"), "prompts": len(scored),
+            "failed": [{"id": r["id"], "error": r["error"]} for r in failed], "limitations": limitations,
+            "table": table_source}
+
+
+def load_table(path: str | None) -> tuple[list[dict[str, Any]], str]:
+    """The calibration cells and where they came from: ``path``, else the table shipped in this package (none yet:
+    ``([], "none shipped")``).
+
+    Raises:
+        OpError: ``path`` unreadable, or not a table (``{"cells": [...]}``).
+    """
+    if path:
+        try:
+            doc = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as e:
+            raise OpError(f"--table {path}: cannot read a calibration table ({e})") from None
+        src = path
+    else:
+        shipped = resources.files("inferencekit.quality").joinpath(SHIPPED_TABLE)
+        if not shipped.is_file():
+            return [], "none shipped for this model yet"
+        doc, src = json.loads(shipped.read_text()), f"shipped ({SHIPPED_TABLE})"
+    cells = doc.get("cells") if isinstance(doc, dict) else None
+    if not isinstance(cells, list) or not all(isinstance(c, dict) for c in cells):
+        raise OpError(f"{src}: not a calibration table (no list of cells)")
+    return cells, src

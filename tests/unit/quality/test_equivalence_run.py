@@ -1,0 +1,94 @@
+"""The audit report from collected, scored trajectories (pure), the table loader, and the refusals before anything
+is sent (issue 20)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from inferencekit.cli import main
+from inferencekit.data.prompts import load_prompt_set
+from inferencekit.errors import OpError
+from inferencekit.quality.equivalence_run import AuditSettings, audit_prompts, audit_report, load_table
+
+CELLS = [{"method": "logprob", "claim": "F16", "budget": 8, "alpha": 0.05, "statistic": "kl+gap", "threshold": 0.1,
+          "honest": {"fit_runs": 59, "heldout_runs": 59, "heldout_alarms": 0},
+          "substitutes": [{"name": "q4_0", "runs": 59, "detected": 59, "power": 1.0, "power_lower": 0.9505}]},
+         {"method": "logprob", "claim": "Q4_1", "budget": 8, "alpha": 0.05, "statistic": "gap", "threshold": 0.1,
+          "honest": {"fit_runs": 59, "heldout_runs": 59, "heldout_alarms": 0},
+          "substitutes": [{"name": "q2_0", "runs": 59, "detected": 59, "power": 1.0, "power_lower": 0.9505}]}]
+
+
+def _collected(kl: float | None, gap: float, n: int = 5, prompts: int = 2) -> dict:
+    rows = [{"t": t, "kl": kl, "gap": gap, "clamped": False} for t in range(n)]
+    scored = [{"id": f"p{i}", "rows": rows} for i in range(prompts)]
+    return {"rows": [{"id": f"p{i}", "method": "top_logprobs"} for i in range(prompts)], "state": {},
+            "scored": scored, "problems": [], "surface": "logprob"}
+
+
+def test_report_pass_fail_and_unproven():
+    s = AuditSettings(claim="F16", budget_tokens=10, max_tokens=5)
+    ok = audit_report(_collected(0.02, 0.01), CELLS, s, "test")
+    assert ok["verdict"] == "PASS" and ok["budget_used"] == 10 and ok["statistic"]["name"] == "kl+gap"
+    assert ok["statistic"]["statistic"] == pytest.approx(0.03) and "would detect q4_0" in ok["reason"]
+    bad = audit_report(_collected(0.3, 0.2), CELLS, s, "test")
+    assert bad["verdict"] == "FAIL" and "kl+gap = 0.5 is above the honest threshold 0.1" in bad["reason"]
+    short = audit_report(_collected(0.02, 0.01, n=1, prompts=1), CELLS, s, "test")
+    assert short["verdict"] == "UNPROVEN" and "smallest calibrated budget is 8" in short["reason"]
+    none = audit_report(_collected(0.02, 0.01), [], s, "none shipped")
+    assert none["verdict"] == "UNPROVEN" and any("no calibration table" in x for x in none["limitations"])
+
+
+def test_an_engine_without_token_ids_is_judged_on_the_gap_alone_and_says_so():
+    r = audit_report(_collected(None, 0.02), CELLS, AuditSettings(claim="Q4_1"), "test")
+    assert r["statistic"]["name"] == "gap" and r["verdict"] == "PASS"
+    assert any("DiFR gap alone" in x for x in r["limitations"])
+    # the F16 cell is of the other statistic: it does not apply
+    f16 = audit_report(_collected(None, 0.02), CELLS, AuditSettings(claim="F16"), "test")
+    assert f16["verdict"] == "UNPROVEN" and "of the statistic gap" in f16["reason"]
+
+
+def test_failed_prompts_and_text_only_endpoints_are_named():
+    col = _collected(0.02, 0.01)
+    col["rows"].append({"id": "p9", "error": "HTTP 500"})
+    r = audit_report(col, CELLS, AuditSettings(claim="F16"), "test")
+    assert r["failed"] == [{"id": "p9", "error": "HTTP 500"}] and any("1 prompt(s) failed" in x
+                                                                       for x in r["limitations"])
+    col = {**_collected(0.02, 0.01), "surface": "text"}
+    t = audit_report(col, CELLS, AuditSettings(claim="F16"), "test")
+    assert t["verdict"] == "UNPROVEN" and "no logprobs" in t["reason"]
+
+
+def test_prompt_draw_is_seeded_and_sized_by_the_budget():
+    pool = load_prompt_set("dev").prompts
+    a = audit_prompts(pool, AuditSettings(claim="F16", budget_tokens=300, max_tokens=64, seed=1))
+    b = audit_prompts(pool, AuditSettings(claim="F16", budget_tokens=300, max_tokens=64, seed=1))
+    c = audit_prompts(pool, AuditSettings(claim="F16", budget_tokens=300, max_tokens=64, seed=2))
+    assert [p.id for p in a] == [p.id for p in b] != [p.id for p in c] and len(a) == 5
+    with pytest.raises(OpError, match="needs 10000"):
+        audit_prompts(pool, AuditSettings(claim="F16", budget_tokens=10000, max_tokens=1))
+
+
+def test_table_loader(tmp_path: Path):
+    assert load_table(None) == ([], "none shipped for this model yet")
+    good = tmp_path / "t.json"
+    good.write_text(json.dumps({"cells": CELLS}))
+    assert load_table(str(good))[0] == CELLS
+    bad = tmp_path / "b.json"
+    bad.write_text("[1, 2]")
+    with pytest.raises(OpError, match="not a calibration table"):
+        load_table(str(bad))
+    with pytest.raises(OpError, match="cannot read"):
+        load_table(str(tmp_path / "missing.json"))
+
+
+def test_refusals_come_before_anything_is_sent(tmp_path: Path, capsys):
+    base = ["audit", "equivalence", "--base-url", "http://127.0.0.1:9", "--run-dir", str(tmp_path / "r")]
+    assert main([*base, "--claim", "F16"]) == 2
+    assert "--reference is required" in capsys.readouterr().err
+    assert main([*base, "--reference", "local"]) == 2
+    assert "--claim is required" in capsys.readouterr().err
+    assert main([*base, "--claim", "F16", "--reference", "http://x"]) == 2
+    assert not (tmp_path / "r").exists()  # nothing was made
