@@ -48,7 +48,7 @@ from scipy import sparse
 from scipy.stats import beta
 
 __all__ = ["logprob_statistic", "first_token_distance", "first_token_statistic", "spectrum_gram", "mmd2_unbiased",
-           "mmd_permutation_test", "threshold_at", "rate_upper", "rate_lower", "power_cell",
+           "mmd_permutation_test", "blocked_mmd_test", "threshold_at", "rate_upper", "rate_lower", "power_cell",
            "SPECTRUM_N"]
 
 SPECTRUM_N = 3
@@ -178,6 +178,39 @@ def mmd_permutation_test(x: Sequence[str], y: Sequence[str], *, permutations: in
             hits += 1
     return {"mmd2": observed, "p_value": (1 + hits) / (1 + permutations), "permutations": permutations,
             "m": m, "n": len(y)}
+
+
+def blocked_mmd_test(engine: Mapping[str, Sequence[str]], reference: Mapping[str, Sequence[str]], *,
+                     permutations: int = 1000, seed: int = 0, n: int = SPECTRUM_N) -> dict[str, Any]:
+    """The ``text`` run statistic: the mean over prompts of the unbiased MMD² between the engine's and the reference's
+    completions of that prompt, with a permutation p-value that shuffles labels within each prompt only.
+
+    Completions of different prompts are never compared (the kernel is 0 across prompts, as in Model Equality
+    Testing's per-prompt pairing); prompts with fewer than 2 completions on a side are skipped and counted.
+
+    Returns:
+        ``{"statistic", "p_value", "prompts", "skipped", "permutations"}`` (statistic None when no prompt is usable).
+    """
+    blocks = []
+    skipped = 0
+    for pid in sorted(set(engine) & set(reference)):
+        x, y = list(engine[pid]), list(reference[pid])
+        if len(x) < 2 or len(y) < 2:
+            skipped += 1
+            continue
+        blocks.append((spectrum_gram([*x, *y], n), len(x), len(x) + len(y)))
+    skipped += len(set(engine) ^ set(reference))
+    if not blocks:
+        return {"statistic": None, "p_value": None, "prompts": 0, "skipped": skipped, "permutations": permutations}
+
+    def stat(orders: list[np.ndarray]) -> float:
+        return float(np.mean([mmd2_unbiased(g, o[:m], o[m:]) for (g, m, _), o in zip(blocks, orders)]))
+
+    observed = stat([np.arange(t) for _, _, t in blocks])
+    rng = np.random.default_rng(seed)
+    hits = sum(stat([rng.permutation(t) for _, _, t in blocks]) >= observed - 1e-12 for _ in range(permutations))
+    return {"statistic": observed, "p_value": (1 + hits) / (1 + permutations), "prompts": len(blocks),
+            "skipped": skipped, "permutations": permutations}
 
 
 def threshold_at(honest: Sequence[float], alpha: float) -> float | None:

@@ -153,6 +153,38 @@ class LocalModel:
                 inp = torch.tensor([[tok]])
         return {"token_ids": ids, "logprobs": lps, "top": tops, "finish_reason": finish}
 
+    def sample(self, prompt_ids: list[int], max_tokens: int, *, n: int, temperature: float = 1.0, seed: int = 0
+               ) -> list[list[int]]:
+        """``n`` completions sampled at ``temperature`` (full vocabulary, no top-k/top-p), batched with the KV cache;
+        each stops after an end-of-sequence id (kept) or ``max_tokens``. Seeded (``torch.Generator``): the same
+        arguments give the same tokens on one machine and library version.
+
+        Raises:
+            ValueError: ``n`` < 1 or ``temperature`` ≤ 0.
+        """
+        if n < 1 or not temperature > 0:
+            raise ValueError(f"sample needs n ≥ 1 and temperature > 0, got {n} and {temperature}")
+        torch = self._torch
+        gen = torch.Generator().manual_seed(seed)
+        out_ids: list[list[int]] = [[] for _ in range(n)]
+        finished = [False] * n
+        with torch.inference_mode():
+            inp = torch.tensor([prompt_ids] * n)
+            past = None
+            for _ in range(max_tokens):
+                out = self.model(input_ids=inp, past_key_values=past, use_cache=True)
+                past = out.past_key_values
+                probs = torch.softmax(out.logits[:, -1].float() / temperature, dim=-1)
+                toks = torch.multinomial(probs, 1, generator=gen).squeeze(-1)
+                for r, tok in enumerate(toks.tolist()):
+                    if not finished[r]:  # a finished row keeps being fed (one batch), its tokens are not kept
+                        out_ids[r].append(int(tok))
+                        finished[r] = int(tok) in self.eos_ids
+                if all(finished):
+                    break
+                inp = toks.unsqueeze(-1)
+        return out_ids
+
     def score(self, ids: list[int], start: int, k: int) -> list[dict[int, float]]:
         """Teacher forcing: one forward pass over ``ids``; for every position t ≥ ``start`` (t ≥ 1), the top-k
         logprobs of the distribution that predicts ``ids[t]``, plus ``ids[t]``'s own — the shape of vLLM's

@@ -9,6 +9,7 @@ import pytest
 from scipy.stats import permutation_test
 
 from inferencekit.quality.equivalence_stats import (
+    blocked_mmd_test,
     first_token_distance,
     first_token_statistic,
     logprob_statistic,
@@ -124,3 +125,37 @@ def test_first_token_distance_imputes_a_missing_engine_token():
     assert stat["statistic"] == pytest.approx((0.1 + 0.5 + 2.0) / 6)
     with pytest.raises(ValueError):
         first_token_distance({}, eng)
+
+
+def test_blocked_mmd_is_the_mean_of_per_prompt_mmds_and_never_compares_prompts():
+    eng = {"a": ["aa", "aa"], "b": ["the cat", "a dog"], "c": ["only one"], "e": ["one"]}
+    ref = {"a": ["bb", "bb"], "b": ["the cat", "a dog"], "d": ["x", "y"], "e": ["two", "three"]}
+    res = blocked_mmd_test(eng, ref, permutations=200, n=1)
+    gb = spectrum_gram(["the cat", "a dog"], n=1)
+    assert res["prompts"] == 2 and res["skipped"] == 3  # c, d on one side only; e has one engine completion
+    assert res["statistic"] == pytest.approx((4 / 3 + (gb[0, 1] - 1)) / 2)
+    assert blocked_mmd_test({"a": ["x"]}, {"a": ["y"]})["statistic"] is None
+
+
+def test_blocked_mmd_p_value_matches_the_two_sample_test_on_one_prompt():
+    x = ["the cat sat on the mat", "the cat sat down", "a cat sat", "the cat is on the mat", "cats sit"]
+    y = ["stock prices fell today", "markets rose", "the index fell", "shares fell sharply", "bonds rallied"]
+    one = blocked_mmd_test({"p": x}, {"p": y}, permutations=5000, seed=1)
+    two = mmd_permutation_test(x, y, permutations=5000, seed=2)
+    assert one["statistic"] == pytest.approx(two["mmd2"]) and abs(one["p_value"] - two["p_value"]) < 0.01
+
+
+def test_blocked_mmd_false_alarms_at_the_nominal_rate_under_the_null():
+    rng = np.random.default_rng(5)
+    words = ["red", "blue", "green", "cat", "dog", "sat", "ran", "the", "a", "on"]
+
+    def draw() -> str:
+        return " ".join(rng.choice(words, size=4))
+
+    alarms, trials = 0, 200
+    for _ in range(trials):
+        eng = {f"p{i}": [draw() for _ in range(4)] for i in range(3)}
+        ref = {f"p{i}": [draw() for _ in range(4)] for i in range(3)}
+        alarms += blocked_mmd_test(eng, ref, permutations=99, seed=int(rng.integers(1 << 30)))["p_value"] <= 0.05
+    # a valid permutation test: P(p ≤ 0.05) ≤ 0.05 under the null; 200 trials, sd ≈ 0.015
+    assert alarms / trials <= 0.05 + 0.035
