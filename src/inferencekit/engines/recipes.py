@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -86,6 +87,37 @@ class Recipe:
 DEFAULT_CONTEXT = 4096  # context length in tokens an engine is started with (per slot for llama-server)
 
 
+def busy_cores(sample_s: float = 0.3) -> float:
+    """How many cores other work keeps busy right now: the non-idle share of ``/proc/stat``'s CPU time over
+    ``sample_s`` seconds, times the machine's cores (0.0 where ``/proc/stat`` cannot be read)."""
+    def snap() -> tuple[int, int]:
+        with open("/proc/stat") as f:
+            vals = [int(v) for v in f.readline().split()[1:]]
+        return sum(vals), vals[3] + (vals[4] if len(vals) > 4 else 0)  # total, idle + iowait
+
+    try:
+        t0, i0 = snap()
+        time.sleep(sample_s)
+        t1, i1 = snap()
+    except (OSError, ValueError, IndexError):
+        return 0.0
+    dt = t1 - t0
+    return 0.0 if dt <= 0 else (1 - (i1 - i0) / dt) * (os.cpu_count() or 1)
+
+
+def llama_threads(cores: int, busy: float | None = None) -> int:
+    """llama-server's threads: the cores this process may use that other work leaves free (at least one).
+
+    ggml's threads wait for each other at a barrier after every operation, spinning; a thread whose core another
+    process holds is descheduled and the others spin out their time slices. Measured here (2 cores, a shell busy
+    loop on each, 24 tokens of the embedded Q4_1): 2 threads decoded 1.5 tok/s, 2 threads with ``--poll 0`` 0.5 tok/s,
+    1 thread 45 tok/s. So a core another process keeps busy is not given a thread. ``busy`` defaults to
+    ``busy_cores()`` (sampled now, at the start: load that arrives later is not seen).
+    """
+    taken = busy_cores() if busy is None else busy
+    return max(1, cores - int(round(taken)))
+
+
 def embedded_threads(cores: int) -> int:
     """llama-cpp-python's decode threads on ``cores`` cores: all but one (at least one).
 
@@ -103,7 +135,8 @@ def recipe(engine: str, port: int, *, threads: int | None = None, parallel: int 
     """The command that starts ``engine`` on ``127.0.0.1:port``.
 
     Args:
-        threads: CPU threads for llama.cpp engines (default: every core this process may run on: two
+        threads: CPU threads for llama.cpp engines (default for llama-server: the cores this process may run on that
+            other work leaves free, ``llama_threads``; two
             engines pinned to one core each must not each spin two threads: oversubscribed, llama.cpp's
             spinning threads slowed decode from ~10 ms to ~3 s per token here; llama-cpp-python: all but
             one, ``embedded_threads``).
@@ -134,7 +167,7 @@ def recipe(engine: str, port: int, *, threads: int | None = None, parallel: int 
     if engine == "llama-server":
         argv = (str(llama_server_binary()), "-m", str(gguf or embedded_gguf()), *host, "--ctx-size",
                 str(ctx_size * parallel),
-                "--parallel", str(parallel), "--threads", str(threads or cores), "--metrics",
+                "--parallel", str(parallel), "--threads", str(threads or llama_threads(cores)), "--metrics",
                 "--alias", EMBEDDED_MODEL_NAME, *extra)
         return Recipe(engine, argv, health_path="/health", ready_timeout_s=60.0)
     if engine == "vllm":
