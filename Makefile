@@ -114,7 +114,7 @@ bench-equivalence: venv llama-server
 	$(PY) benchmarks/equivalence_calibration.py $(BENCH_EQ_ARGS)
 
 # Client TTFT and decode rate against llama-server's own timings of the same requests (~4 min; benchmarks/README.md).
-bench-timing: venv llama-server
+bench-timing: venv llama-server $(if $(findstring vllm,$(BENCH_TIMING_ARGS)),vllm)
 	$(PY) benchmarks/timing_agreement.py $(BENCH_TIMING_ARGS)
 
 clean:

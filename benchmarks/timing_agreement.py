@@ -28,6 +28,12 @@ These are timing figures on a machine other jobs share, so they live here, not i
 TTFT ≥ prompt_ms). The two p50s are not taken at the same moment, so load drift moves the client
 share; each run prints the load average and the spread, and ``--runs`` repeats the whole measurement.
 
+``--engine vllm`` measures the other engine whose own account the client can be held to: the mean client
+TTFT of a ``bench serve`` run (c=1 and c=2, 16 requests each) against the mean of vLLM's
+``vllm:time_to_first_token_seconds`` histogram over the same requests (``/metrics`` read before and after;
+vLLM 0.32 observes from rendering the chat request to the output processor's first token), held to 10%
+(tests/integration/test_vllm.py keeps client ≥ server).
+
 Writes ``benchmarks/results/timing_agreement-<date>.json`` and exits 1 when a bound failed in the
 median run.
 """
@@ -45,6 +51,7 @@ import statistics
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -66,7 +73,8 @@ RATE_TOLERANCE = 0.05
 
 def _dechunk(body: bytes) -> bytes:
     """An HTTP/1.1 chunked body → its payload."""
-    out, i = [], 0
+    out: list[bytes] = []
+    i = 0
     while True:
         j = body.index(b"\r\n", i)
         size = int(body[i:j].split(b";")[0], 16)
@@ -108,7 +116,7 @@ def raw_ttft_minus_prompt_ms(url: str, body: dict[str, Any], path: str) -> float
                if line.startswith(b"data: {") and b'"timings"' in line]
     if first is None or len(timings) != 1:
         raise RuntimeError("floor request: no content delta, or not exactly one timings event")
-    return (first - t0) / 1e6 - timings[0]["prompt_ms"]
+    return float((first - t0) / 1e6 - timings[0]["prompt_ms"])
 
 
 def _tag() -> str:
@@ -125,7 +133,8 @@ def _bench(argv: list[str]) -> dict[str, Any]:
     text = buf.getvalue().decode()
     if not text.strip():
         raise RuntimeError(f"bench serve exited {code} with no output")
-    return json.loads(text)
+    doc: dict[str, Any] = json.loads(text)
+    return doc
 
 
 def _replies(run_dir: Path) -> list[tuple[Path, dict[str, Any]]]:
@@ -203,6 +212,69 @@ def completions_run(url: str, model: str, work: Path, seed: int) -> dict[str, An
     return _summary(deltas, floors, [], [])
 
 
+VLLM_TOLERANCE = 0.10
+
+
+def _vllm_histogram(url: str) -> tuple[float, float]:
+    """(``_sum`` seconds, ``_count``) of ``vllm:time_to_first_token_seconds`` over all label sets."""
+    with urllib.request.urlopen(url + "/metrics", timeout=30) as r:  # noqa: S310 (loopback)
+        text = r.read().decode()
+    total = {"sum": 0.0, "count": 0.0}
+    for line in text.splitlines():
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        for kind in total:
+            if name == f"vllm:time_to_first_token_seconds_{kind}":
+                total[kind] += float(line.rsplit(" ", 1)[1])
+    return total["sum"], total["count"]
+
+
+def vllm_run(url: str, work: Path, seed: int) -> dict[str, Any]:
+    """Mean client TTFT against vLLM's own TTFT histogram over the same requests."""
+    s0, c0 = _vllm_histogram(url)
+    run_dir = work / "run-vllm"
+    _bench(["--base-url", url, "--concurrency", "1,2", "--num-prompts", str(N_REQUESTS), "--max-tokens", "32",
+            "--warmup", "0", "--seed", str(seed), "--run-dir", str(run_dir)])
+    s1, c1 = _vllm_histogram(url)
+    client = [json.loads(p.read_text())["ttft_ms"] for p in (run_dir / "outputs").rglob("load-*/*/*.json")]
+    client = [t for t in client if t is not None]
+    server_ms = (s1 - s0) / (c1 - c0) * 1e3 if c1 > c0 else None
+    client_ms = statistics.fmean(client) if client else None
+    ratio = client_ms / server_ms if client_ms and server_ms else None
+    return {"n_client": len(client), "n_server": c1 - c0, "client_mean_ms": client_ms, "server_mean_ms": server_ms,
+            "ratio": ratio, "held": ratio is not None and 1.0 <= ratio <= 1 + VLLM_TOLERANCE and c1 - c0 == len(client),
+            "load_avg_1m": os.getloadavg()[0]}
+
+
+def _vllm_main(a: argparse.Namespace, work: Path) -> int:
+    started = None if a.upstream else start_engine("vllm", work / "engine", tie_to_parent=True)
+    url = a.upstream or (started.url if started else "")
+    runs = []
+    try:
+        for i in range(a.runs):
+            (work / f"run{i}").mkdir()
+            r = vllm_run(url, work / f"run{i}", seed=5 + i)
+            print(f"[{i + 1}/{a.runs}] vllm: client mean {r['client_mean_ms']} ms vs server {r['server_mean_ms']} ms "
+                  f"(n {r['n_client']}/{r['n_server']}), ratio {r['ratio']}, load {r['load_avg_1m']:.2f}",
+                  file=sys.stderr)
+            runs.append(r)
+    finally:
+        if started is not None:
+            stop_engine(started)
+    ratios = [r["ratio"] for r in runs if r["ratio"] is not None]
+    med = statistics.median(ratios) if ratios else None
+    held = med is not None and 1.0 <= med <= 1 + VLLM_TOLERANCE
+    date = dt.datetime.now(dt.UTC)
+    name = f"timing_agreement-vllm-{date:%Y%m%d-%H%M}.json"
+    path = Path(a.json) if a.json else ROOT / "benchmarks" / "results" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"date": date.isoformat(timespec="seconds"), "engine": "vllm", "url": url,
+                                "bound": {"ratio": [1.0, 1 + VLLM_TOLERANCE]}, "median_ratio": med, "held": held,
+                                "runs": runs}, indent=1))
+    print(f"vllm: client/server mean TTFT, median run {med}: {'held' if held else 'NOT HELD'} (bound 1.0–1.1)")
+    print(f"written: {path}")
+    return 0 if held else 1
+
+
 def _line(name: str, s: dict[str, Any]) -> str:
     d, f = s["client_ttft_minus_prompt_ms"], s["server_floor_ms"]
     rate = ("" if s["decode_rate_ratio_p50"] is None
@@ -218,11 +290,15 @@ def main() -> int:
     ap.add_argument("--upstream", help="a running llama-server (default: start one with 4 slots)")
     ap.add_argument("--model", default="SmolLM2-135M-Instruct", help="model name for the floor requests")
     ap.add_argument("--json", help="results file (default benchmarks/results/timing_agreement-<date>.json)")
+    ap.add_argument("--engine", default=ENGINE, choices=(ENGINE, "vllm"),
+                    help="llama-server (prompt_ms and predicted_per_second) or vllm (its TTFT histogram)")
     a = ap.parse_args()
     if a.runs < 1:
         print("--runs must be at least 1", file=sys.stderr)
         return 2
     work = Path(tempfile.mkdtemp(prefix="ik-timing-"))
+    if a.engine == "vllm":
+        return _vllm_main(a, work)
     started = None
     if a.upstream:
         url = a.upstream

@@ -29,3 +29,20 @@ def test_audit_on_the_embedded_engine(embedded_engine, tmp_path, capsys) -> None
     report = json.loads((run_dir / "quality" / "audit-equivalence.json").read_text())
     assert report["prompts"] == 2 and report["failed"] == [] and report["reference"]["k"] == 20
     assert main(["evidence", "verify", out["evidence_id"], "--quiet"]) == 0
+
+
+def test_text_surface_samples_both_sides_and_says_so(embedded_engine, tmp_path, capsys) -> None:
+    run_dir = tmp_path / "audit-text"
+    code = main(["audit", "equivalence", "--base-url", embedded_engine.url, "--claim", "Q4_1", "--reference", "local",
+                 "--surface", "text", "--budget-requests", "6", "--samples", "3", "--sample-tokens", "8",
+                 "--run-dir", str(run_dir), "--json", "--quiet"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 3 and out["verdict"] == "UNPROVEN" and out["surface"] == "text", out
+    st = out["statistic"]
+    assert st["name"] == "mmd" and st["prompts"] == 2 and st["positions"] == 6 and 0 < st["p_value"] <= 1
+    assert any("--surface text" in x for x in out["limitations"])
+    files = sorted((run_dir / "quality" / "audit-text").glob("*.json"))
+    assert len(files) == 2
+    doc = json.loads(files[0].read_text())
+    assert len(doc["engine"]) == 3 and len(doc["reference"]) == 3 and all(isinstance(t, str) for t in doc["reference"])
+    assert main(["evidence", "verify", out["evidence_id"], "--quiet"]) == 0

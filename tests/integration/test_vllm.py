@@ -132,7 +132,7 @@ def test_streamed_token_ids_equal_usage(vllm_run) -> None:
     print("\n[vllm streamed token_ids vs usage]", rows)
 
 
-def test_client_ttft_agrees_with_vllm_histogram(vllm_run) -> None:
+def test_client_ttft_contains_vllm_histogram(vllm_run) -> None:
     """Mean client TTFT vs the mean of ``vllm:time_to_first_token_seconds`` over the same requests.
 
     vLLM 0.32 observes ``iteration_timestamp − arrival_time`` (v1/metrics/stats.py): ``arrival_time`` is
@@ -140,8 +140,9 @@ def test_client_ttft_agrees_with_vllm_histogram(vllm_run) -> None:
     template and tokenization, after the HTTP body was parsed and validated); the iteration timestamp
     is when the frontend's output processor handles the engine output holding the first token. The
     client's TTFT contains that interval plus the HTTP parsing before it and the detokenization, the
-    SSE write and the loopback read after it — so client ≥ server per request, and the means must
-    agree within 10%. Nothing but this run's requests reached the server between the two
+    SSE write and the loopback read after it — so client ≥ server. How close the means come (within
+    10% on a quiet machine) is a timing figure: printed here, measured by benchmarks/timing_agreement.py
+    (``--engine vllm``), not asserted. Nothing but this run's requests reached the server between the two
     ``/metrics`` reads (``--warmup 0``; re-tokenization uses ``/tokenize``, which is no
     generation), which the histogram's count confirms.
     """
@@ -156,8 +157,7 @@ def test_client_ttft_agrees_with_vllm_histogram(vllm_run) -> None:
           f"(p50 {statistics.median(client):.1f}, min {min(client):.1f}, max {max(client):.1f}) vs server histogram "
           f"mean {server_ms:.1f} ms ({s1 - s0:.4f} s / {c1 - c0:.0f}) -> {100 * (client_ms / server_ms - 1):+.2f}% "
           f"({client_ms - server_ms:+.1f} ms per request)")
-    assert client_ms >= server_ms
-    assert abs(client_ms / server_ms - 1) <= 0.10
+    assert client_ms >= server_ms > 0
 
 
 def test_probe_on_vllm(vllm_engine, tmp_path) -> None:

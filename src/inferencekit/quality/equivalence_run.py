@@ -1,10 +1,14 @@
 """``inferencekit audit equivalence``: collect an audit run and judge it against the calibration table.
 
-The logprob surface (an engine that returns top-k logprobs on generated tokens): greedy trajectories
+Two surfaces. The logprob surface (an engine that returns top-k logprobs on generated tokens): greedy trajectories
 of a seeded draw of chat prompts, enough for the token budget, into ``quality/<label>/``
 (``quality/trajectory.py``); each teacher-forced through the reference (``TrajectoryScorer``, the code
 ``quality score`` uses); the position rows reduced to the ``logprob`` run statistic
 (``equivalence_stats.logprob_statistic``) and judged (``equivalence_judge.judge_equivalence``).
+The text surface (``--surface text``: what an endpoint without logprobs allows; the logprobs it could
+give are not asked for): ``samples`` completions per prompt sampled at temperature 1 (one seed each)
+beside as many sampled from the reference in this process, reduced to the prompt-blocked MMD²
+(``equivalence_stats.blocked_mmd_test``), in requests.
 
 Collect (``collect_audit``) does the I/O; ``audit_report`` is pure.
 """
@@ -25,16 +29,16 @@ from inferencekit.api.detect import EngineInfo
 from inferencekit.data.prompts import Prompt
 from inferencekit.errors import OpError
 from inferencekit.quality.equivalence_judge import judge_equivalence
-from inferencekit.quality.equivalence_stats import logprob_statistic
+from inferencekit.quality.equivalence_stats import SPECTRUM_N, blocked_mmd_test, logprob_statistic
 from inferencekit.quality.reference import Reference
 from inferencekit.quality.score_run import TrajectoryScorer
 from inferencekit.quality.trajectory import TrajectorySettings, collect_engine, write_index
 from inferencekit.quality.trajectory_run import trajectory_record
 from inferencekit.quality.trajectory_store import load_set
-from inferencekit.rundir import RunDir
+from inferencekit.rundir import RunDir, write_json
 
-__all__ = ["AUDIT_FORMAT", "AuditSettings", "audit_prompts", "collect_audit", "audit_report", "load_table",
-           "SHIPPED_TABLE"]
+__all__ = ["AUDIT_FORMAT", "AuditSettings", "audit_prompts", "collect_audit", "collect_text", "audit_report",
+           "text_report", "load_table", "SHIPPED_TABLE"]
 
 AUDIT_FORMAT = "inferencekit.audit.equivalence.v1"
 SHIPPED_TABLE = "equivalence_table.json"  # in this package: the calibration of the embedded model, once made
@@ -59,19 +63,29 @@ class AuditSettings:
     top_logprobs: int = 20
     seed: int = 0
     label: str = "audit"
+    surface: str = "logprob"  # or "text"
+    budget_requests: int = 160  # text surface: requests to spend (prompts = budget_requests / samples)
+    samples: int = 8  # text surface: completions per prompt, each side
+    sample_tokens: int = 32  # text surface: tokens per completion
 
 
 def audit_prompts(pool: Sequence[Prompt], s: AuditSettings) -> list[Prompt]:
-    """A seeded draw of chat prompts, enough for the budget (``ceil(budget / max_tokens)``).
+    """A seeded draw of chat prompts, enough for the budget: ``ceil(budget_tokens / max_tokens)`` on the logprob
+    surface, ``ceil(budget_requests / samples)`` on the text surface.
 
     Raises:
         OpError: the pool has fewer chat prompts than the budget needs.
     """
     chat = [p for p in pool if p.messages is not None]
-    need = math.ceil(s.budget_tokens / s.max_tokens)
+    if s.surface == "text":
+        need = math.ceil(s.budget_requests / s.samples)
+        what = f"a budget of {s.budget_requests} requests at {s.samples} per prompt"
+    else:
+        need = math.ceil(s.budget_tokens / s.max_tokens)
+        what = f"a budget of {s.budget_tokens} tokens at {s.max_tokens} per prompt"
     if len(chat) < need:
-        raise OpError(f"the prompt set has {len(chat)} chat prompts; a budget of {s.budget_tokens} tokens at "
-                      f"{s.max_tokens} per prompt needs {need} (raise --max-tokens or pass a larger --prompts set)")
+        raise OpError(f"the prompt set has {len(chat)} chat prompts; {what} needs {need} (pass a larger "
+                      "--prompts set)")
     return random.Random(f"audit:{s.seed}").sample(chat, need)
 
 
@@ -100,6 +114,66 @@ async def collect_audit(client: Client, info: EngineInfo, ref: Reference, prompt
             "trajectory_record": rec["evidence_id"], "surface": "logprob" if methods - {"text"} else "text"}
 
 
+async def collect_text(client: Client, info: EngineInfo, model: Any, prompts: Sequence[Prompt], out_dir: Path,
+                       s: AuditSettings) -> dict[str, Any]:
+    """The text surface: ``s.samples`` completions per prompt from the engine (temperature 1, seed ``j`` for the
+    j-th, no logprobs asked) and as many from the reference ``model`` (``LocalModel.sample``, seeded by the prompt's
+    place), one file per prompt in ``out_dir``.
+
+    Returns:
+        ``{"engine": {id: [text…]}, "reference": {id: [text…]}, "failed": [{id, error}], "requests": n,
+        "surface": "text"}``.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    engine: dict[str, list[str]] = {}
+    reference: dict[str, list[str]] = {}
+    failed: list[dict[str, Any]] = []
+    requests = 0
+    for k, p in enumerate(prompts):
+        texts = []
+        for j in range(s.samples):
+            body = {"model": info.model, "messages": [dict(m) for m in p.messages or ()], "max_tokens": s.sample_tokens,
+                    "temperature": 1.0, "top_p": 1.0, "seed": j, "stream": False, **info.dialect.neutral_sampling}
+            val, err = await client.post_json("/v1/chat/completions", body)
+            requests += 1
+            try:
+                text = val["choices"][0]["message"]["content"] if err is None else None
+            except (TypeError, KeyError, IndexError):
+                text, err = None, "the reply has no choices[0].message.content"
+            if not isinstance(text, str):
+                failed.append({"id": f"{p.id}#{j}", "error": str(err or "content is not a string")[:300]})
+                continue
+            texts.append(text)
+        ids = model.chat_prompt_ids([dict(m) for m in p.messages or ()], {})
+        refs = [model.decode(t) for t in model.sample(ids, s.sample_tokens, n=s.samples, temperature=1.0,
+                                                       seed=s.seed * 100_003 + k)]
+        engine[p.id], reference[p.id] = texts, refs
+        write_json(out_dir / f"{p.id}.json", {"id": p.id, "engine": texts, "reference": refs,
+                                              "sample_tokens": s.sample_tokens, "temperature": 1.0})
+    return {"engine": engine, "reference": reference, "failed": failed, "requests": requests, "surface": "text"}
+
+
+def text_report(collected: Mapping[str, Any], cells: Sequence[Mapping[str, Any]], s: AuditSettings,
+                table_source: str, *, permutations: int = 1000) -> dict[str, Any]:
+    """The audit's report on the text surface (pure): the prompt-blocked MMD² judged in requests."""
+    res = blocked_mmd_test(collected["engine"], collected["reference"], permutations=permutations, seed=s.seed)
+    stat = {"statistic": res["statistic"], "name": "mmd" if res["statistic"] is not None else None,
+            "p_value": res["p_value"], "prompts": res["prompts"], "skipped": res["skipped"],
+            "kernel": f"character {SPECTRUM_N}-gram spectrum, cosine-normalised", "positions": collected["requests"]}
+    verdict = judge_equivalence(res["statistic"], cells, method="text", claim=s.claim,
+                                budget_used=collected["requests"], unit="requests", name=stat["name"])
+    limitations = ["text surface: the logprobs the endpoint may serve were not asked for (--surface text)"]
+    if collected["failed"]:
+        limitations.append(f"{len(collected['failed'])} sample request(s) failed")
+    if not cells:
+        limitations.append(f"no calibration table ({table_source}): no threshold, so no verdict but UNPROVEN")
+    return {"format": AUDIT_FORMAT, "surface": "text", "method": "text", "claim": s.claim,
+            "budget_requests": s.budget_requests, "budget_used": collected["requests"], "statistic": stat,
+            "verdict": str(verdict["verdict"]), "reason": verdict["reason"], "power": verdict.get("power"),
+            "threshold": verdict.get("threshold"), "cell": verdict.get("cell"), "prompts": res["prompts"],
+            "failed": list(collected["failed"]), "limitations": limitations, "table": table_source}
+
+
 def audit_report(collected: Mapping[str, Any], cells: Sequence[Mapping[str, Any]], s: AuditSettings,
                  table_source: str) -> dict[str, Any]:
     """The audit's report from what ``collect_audit`` returned (pure).
@@ -113,8 +187,8 @@ def audit_report(collected: Mapping[str, Any], cells: Sequence[Mapping[str, Any]
     limitations: list[str] = []
     if collected["surface"] != "logprob":
         verdict = judge_equivalence(None, cells, method="logprob", claim=s.claim, budget_used=0)
-        verdict["reason"] = ("the endpoint returned no logprobs on generated tokens, and the text test is not "
-                             "built yet: no statistic")
+        verdict["reason"] = ("the endpoint returned no logprobs on generated tokens: no logprob statistic (the "
+                             "text surface, --surface text or auto, judges such an endpoint)")
         stat: dict[str, Any] = {"statistic": None, "positions": 0}
     else:
         rows = [row for r in scored if "error" not in r for row in r.get("rows") or ()]

@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from inferencekit.engines.recipes import llama_threads
 from inferencekit.errors import OpError
 
 __all__ = ["LocalModel", "load_local_model"]
@@ -40,9 +41,9 @@ class LocalModel:
     Args:
         source: a ``.gguf`` file (dequantised on load) or a Hugging Face model directory.
         threads: torch CPU threads (default: ``$INFERENCEKIT_REFERENCE_THREADS``, else the cores this process
-            may use). Give fewer when a busy engine shares the cores: torch's worker threads and llama.cpp's
-            spin against each other (measured here on 2 cores: 2 s per token with 2 threads beside a busy
-            llama-server, 55 ms with 1).
+            may use that other work leaves free at load time, ``engines.recipes.llama_threads``). Torch's worker
+            threads and llama.cpp's spin against each other (measured here on 2 cores: 2 s per token with 2
+            threads beside a busy llama-server, 55 ms with 1).
 
     Raises:
         OpError: torch/transformers missing, or the model cannot be loaded.
@@ -64,7 +65,10 @@ class LocalModel:
         if not self.source.exists():
             raise OpError(f"local reference model not found: {source}")
         env = os.environ.get("INFERENCEKIT_REFERENCE_THREADS", "")
-        torch.set_num_threads(threads or (int(env) if env.isdigit() and int(env) > 0 else len(os.sched_getaffinity(0))))
+        # the cores other work leaves free (engines/recipes.py llama_threads): torch's OpenMP threads wait for each
+        # other at a barrier like ggml's, and one on a core another process holds stalls the rest
+        torch.set_num_threads(threads or (int(env) if env.isdigit() and int(env) > 0
+                                          else llama_threads(len(os.sched_getaffinity(0)))))
         self._torch = torch
         from transformers.utils import logging as hf_logging
 

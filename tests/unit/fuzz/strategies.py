@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 # which some servers send).
 JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
                     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
-                    max_leaves=10)
+                    max_leaves=6)
 
 
 def field(good: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
@@ -89,7 +89,7 @@ def chunked(draw: st.DrawFn, data: bytes) -> list[tuple[int, bytes]]:
 @st.composite
 def streams(draw: st.DrawFn) -> tuple[bytes, list[tuple[int, bytes]]]:
     """A whole stream's bytes and one way it arrived in chunks."""
-    data = b"".join(draw(st.lists(sse_lines(), max_size=8)))
+    data = b"".join(draw(st.lists(sse_lines(), max_size=6)))
     if draw(st.integers(0, 4)) == 0:
         data += b"data: [DONE]\n\n"
     return data, draw(chunked(data))

@@ -84,12 +84,12 @@ def test_any_whole_json_body_gives_a_reply(data: st.DataObject) -> None:
 @given(st.data())
 def test_level_metrics_take_any_replies(data: st.DataObject) -> None:
     replies = []
-    for i in range(data.draw(st.integers(0, 6))):
+    for i in range(data.draw(st.integers(0, 4))):
         _, chunks = data.draw(streams())
         reply = _exchange(chunks).to_reply(id=f"p{i}", scheduled_ns=data.draw(st.none() | st.integers(0, 10**9)))
         reply["_key"] = f"p{i}"
         replies.append(reply)
-    retok = data.draw(st.none() | st.dictionaries(st.sampled_from([f"p{i}" for i in range(6)]),
+    retok = data.draw(st.none() | st.dictionaries(st.sampled_from([f"p{i}" for i in range(4)]),
                                                   st.integers(0, 4000)))
     slo = data.draw(st.none() | st.fixed_dictionaries({}, optional={"ttft_ms": st.floats(0, 1e4),
                                                                     "tpot_ms": st.floats(0, 1e3)}))

@@ -11,7 +11,7 @@ import pytest
 from inferencekit.cli import main
 from inferencekit.data.prompts import load_prompt_set
 from inferencekit.errors import OpError
-from inferencekit.quality.equivalence_run import AuditSettings, audit_prompts, audit_report, load_table
+from inferencekit.quality.equivalence_run import AuditSettings, audit_prompts, audit_report, load_table, text_report
 
 CELLS = [{"method": "logprob", "claim": "F16", "budget": 8, "alpha": 0.05, "statistic": "kl+gap", "threshold": 0.1,
           "honest": {"fit_runs": 59, "heldout_runs": 59, "heldout_alarms": 0},
@@ -92,3 +92,32 @@ def test_refusals_come_before_anything_is_sent(tmp_path: Path, capsys):
     assert "--claim is required" in capsys.readouterr().err
     assert main([*base, "--claim", "F16", "--reference", "http://x"]) == 2
     assert not (tmp_path / "r").exists()  # nothing was made
+
+
+TEXT_CELLS = [{"method": "text", "claim": "F16", "budget": 16, "alpha": 0.05, "statistic": "mmd", "threshold": 0.05,
+               "honest": {"fit_runs": 59, "heldout_runs": 59, "heldout_alarms": 0},
+               "substitutes": [{"name": "q4_0", "runs": 59, "detected": 59, "power": 1.0, "power_lower": 0.9505}]}]
+
+
+def test_text_report_judges_the_blocked_mmd_in_requests():
+    same = {"p1": ["the cat sat", "a cat sat", "the cat ran", "cats sat"],
+            "p2": ["rain today", "sun today", "rain tomorrow", "snow today"]}
+    other = {"p1": ["stock prices", "bond yields", "market news", "index fell"],
+             "p2": ["the cat sat", "a dog ran", "birds sing", "the fish swam"]}
+    s = AuditSettings(claim="F16", surface="text", budget_requests=8, samples=4)
+    col = {"engine": same, "reference": same, "failed": [], "requests": 16, "surface": "text"}
+    ok = text_report(col, TEXT_CELLS, s, "test", permutations=200)
+    assert ok["surface"] == "text" and ok["statistic"]["name"] == "mmd" and ok["budget_used"] == 16
+    assert ok["statistic"]["statistic"] <= 0.0 and ok["verdict"] == "PASS"
+    bad = text_report({**col, "reference": other}, TEXT_CELLS, s, "test", permutations=200)
+    assert bad["verdict"] == "FAIL" and bad["statistic"]["p_value"] < 0.05
+    assert "mmd = " in bad["reason"] and "requests" in bad["reason"]
+    few = text_report({**col, "requests": 8}, TEXT_CELLS, s, "test", permutations=50)
+    assert few["verdict"] == "UNPROVEN" and "smallest calibrated budget is 16 requests" in few["reason"]
+    assert any("logprobs" in x for x in ok["limitations"])
+
+
+def test_text_prompt_draw_is_sized_in_requests():
+    pool = load_prompt_set("dev").prompts
+    got = audit_prompts(pool, AuditSettings(claim="F16", surface="text", budget_requests=40, samples=8))
+    assert len(got) == 5
