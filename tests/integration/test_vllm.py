@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from inferencekit.cli import main
-from tests.cli_run import run_cli
+from tests.cli_run import bench_ok, run_cli
 
 pytestmark = [pytest.mark.engine, pytest.mark.vllm]
 
@@ -83,7 +83,9 @@ def all_replies(vllm_run: dict[str, Any]) -> list[dict[str, Any]]:
 def test_bench_serve_layout_and_evidence(vllm_run, capsys) -> None:
     run_dir: Path = vllm_run["run_dir"]
     payload = vllm_run["payload"]
-    assert vllm_run["code"] == 0 and payload["verdict"] is None  # every request succeeded
+    # every request succeeded (exit 3 only when a level was marked as paced by the client on a busy machine)
+    assert bench_ok(vllm_run["code"], payload)
+    assert payload["verdict"] is None or vllm_run["code"] == 3
     run = json.loads((run_dir / "run.json").read_text())
     assert run["operation"] == "bench.serve"
     assert run["engine"]["engine"] == ENGINE and run["pins"]["engine_identity"]["engine"] == ENGINE
