@@ -95,7 +95,7 @@ FUZZ_TARGETS = test_split_events_takes_any_bytes test_split_events_does_not_depe
 fuzz: venv
 	mkdir -p runs/fuzz
 	printf '%s\n' $(FUZZ_TARGETS) | xargs -P $$(nproc) -I{} sh -c 'IK_FUZZ_EXAMPLES=$(IK_FUZZ_EXAMPLES) \
-	  HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest -q -p no:cacheprovider --hypothesis-show-statistics tests/unit/fuzz \
+	  HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest -q -p no:cacheprovider --timeout 0 --hypothesis-show-statistics tests/unit/fuzz \
 	  -k {} > runs/fuzz/{}.log 2>&1; echo "{}: exit $$?"' | tee runs/fuzz/summary.txt
 	! grep -v ': exit 0$$' runs/fuzz/summary.txt
 

@@ -30,7 +30,7 @@ def loads_json(payload: str | bytes) -> Any:
     """One JSON document from a server. Strict JSON (orjson) first; on failure, Python's ``json``, which also
     reads the ``NaN`` / ``Infinity`` / ``-Infinity`` literals some servers write for a logprob of a masked token
     (strict JSON has no such literal; orjson writes them back as ``null``, which the judges read as
-    probability 0).
+    probability 0). Integers beyond 64 bits become floats on both paths, as orjson reads them.
 
     Raises:
         ValueError: not JSON even with those literals (``orjson.JSONDecodeError`` is a ``ValueError``).
@@ -41,9 +41,17 @@ def loads_json(payload: str | bytes) -> Any:
         import json
 
         try:
-            return json.loads(payload)
+            return json.loads(payload, parse_int=_int64)
         except (ValueError, RecursionError):
             raise orjson.JSONDecodeError("not JSON", str(payload)[:200], 0) from None
+
+
+def _int64(text: str) -> int | float:
+    """An integer literal as orjson reads one: an int within [-2^63, 2^64 - 1], else a float (so a value that cannot be
+    written back, like a server's ``-9223372036854775809``, never reaches a reply file as a Python big int; found by
+    the fuzz tests, tests/unit/fuzz)."""
+    v = int(text)
+    return v if -(1 << 63) <= v < (1 << 64) else float(v)
 
 
 def _legacy_logprobs(lp: dict[str, Any]) -> list[dict[str, Any]]:

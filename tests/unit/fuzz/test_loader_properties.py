@@ -32,7 +32,7 @@ def _check(prompts: list[Prompt]) -> None:
     ids = [p.id for p in prompts]
     assert len(set(ids)) == len(ids)
     for p in prompts:
-        assert (p.messages is None) != (p.text is None)
+        assert (p.messages is None) != (p.prompt is None)
         assert "/" not in p.bucket and ".." != p.bucket
         assert p.max_tokens is None or (isinstance(p.max_tokens, int) and p.max_tokens >= 1)
 

@@ -97,3 +97,16 @@ def test_level_metrics_take_any_replies(data: st.DataObject) -> None:
     assert m["requests"]["total"] == len(replies)
     assert 0 <= m["requests"]["completed"] <= len(replies)
     orjson.dumps(m, option=orjson.OPT_NON_STR_KEYS)
+
+
+def test_found_by_fuzzing_a_64_bit_overflow_beside_a_nan_literal_is_written():
+    # make fuzz, 2026-12-02: a NaN/Infinity literal sends the event to Python's json, which kept
+    # -9223372036854775809 as a big int; orjson then refused to write the reply file ("Integer exceeds 64-bit range")
+    raw = (b'data: {"object": "chat.completion.chunk", "id": "", "timings": {}, '
+           b'"usage": {"": Infinity, "0": -9223372036854775809}}\n\ndata: [DONE]\n\n')
+    reply = _exchange([(1_000_000, raw)]).to_reply(id="x")
+    _check_reply(reply)
+    body = _exchange([(1, b'{"timings": {"": Infinity, "0": -9223372036854775809, "1": 18446744073709551615}}')],
+                     200, "application/json").to_reply(id="y")
+    _check_reply(body)
+    assert body["server_timings"]["0"] == float(-9223372036854775809) and body["server_timings"]["1"] == 2**64 - 1
