@@ -127,7 +127,8 @@ def test_bench_serve_loses_no_request(layout_run) -> None:
         replies = layout_run["replies"][lbl]
         assert [r.get("error") for r in replies] == [None] * LAYOUT_N, lbl
     assert sum("retried" in r for r in layout_run["replies"]["c1"]) >= LAYOUT_N - 1  # closed after every stream
-    assert layout_run["code"] == 0
+    # exit 0, or 3 only for a level the client paced on a busy machine (its self-check), never for a lost request
+    assert bench_ok(layout_run["code"], layout_run["payload"])
 
 
 def test_bench_serve_streamed_token_ids_match_usage(layout_run) -> None:
