@@ -39,13 +39,14 @@ class StorageError(Exception):
     reached disk is kept, and ``--resume`` finishes the run once the cause is fixed. The CLI prints the
     message on one line and exits 3 (the run is incomplete: at best UNPROVEN).
 
+    The ``OSError`` that stopped the run is its ``__cause__``.
+
     Attributes:
-        cause: the ``OSError`` that stopped the run.
         progress: what is on disk and what was lost, for the JSON document (``{"level", "on_disk",
             "lost"}`` for a load level).
     """
 
     def __init__(self, message: str, cause: OSError | None = None, progress: dict[str, object] | None = None):
         super().__init__(message)
-        self.cause = cause
+        self.__cause__ = cause
         self.progress = dict(progress or {})

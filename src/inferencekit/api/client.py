@@ -21,7 +21,7 @@ import itertools
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,7 +36,7 @@ from inferencekit.api.sse import split_events
 from inferencekit.api.tap import StreamTap, cut
 from inferencekit.redact import has_secrets, scrub_chunks, scrub_text
 
-__all__ = ["Client", "Exchange", "describe_exception", "ERROR_BYTES", "READ_TIMEOUT", "ReadIdleTimeout"]
+__all__ = ["Client", "Exchange", "describe_exception", "ERROR_BYTES", "READ_TIMEOUT"]
 
 # X-Request-ID: a random 64-bit prefix per process and a counter, 32 hex digits like a uuid4's hex (uuid4 reads
 # os.urandom for every request: ~20 µs a call on this VM, on the send path)
@@ -217,37 +217,8 @@ def _buffered(stream: Any) -> bytes:
     return _drain(stream) if isinstance(buf, collections.deque) else b""
 
 
-class ReadIdleTimeout(TimeoutError):
-    """No byte arrived for the read-idle limit (``--read-timeout``) while a reply was open."""
-
-    def __init__(self, idle_s: float) -> None:
-        super().__init__(f"no byte for {idle_s:g} s")
-        self.idle_s = idle_s
-
-
-async def _wait_eof_or_idle(stream: Any, tap: StreamTap, idle_s: float, clock: Callable[[], int]) -> None:
-    """Wait for the body's end, raising ``ReadIdleTimeout`` once ``idle_s`` pass with no byte (the tap's arrival
-    stamps say when the last one came). Wakes at most once per ``idle_s`` while bytes keep coming."""
-    eof = asyncio.ensure_future(stream.wait_eof())
-    began = clock()
-    wait_s = idle_s
-    try:
-        while True:
-            done, _ = await asyncio.wait({eof}, timeout=wait_s)
-            if done:
-                eof.result()
-                return
-            quiet_s = (clock() - (tap.times[-1] if tap.times else began)) / 1e9
-            if quiet_s >= idle_s:
-                raise ReadIdleTimeout(idle_s)
-            wait_s = idle_s - quiet_s
-    finally:
-        if not eof.done():
-            eof.cancel()
-
-
-async def _read_tapped(stream: Any, conn: Any, chunks: list[tuple[int, bytes]], clock: Any, deadline: float | None,
-                       read_idle_s: float | None = None) -> tuple[bytes, int, Any, Any]:
+async def _read_tapped(stream: Any, conn: Any, chunks: list[tuple[int, bytes]], clock: Any, deadline: float | None
+                       ) -> tuple[bytes, int, Any, Any]:
     """Read a 200 reply's body through a ``StreamTap`` (api/tap.py): stamped at arrival, the task woken once.
 
     What aiohttp had parsed before the tap went in (it came with the headers) is one chunk stamped now, as a
@@ -255,8 +226,9 @@ async def _read_tapped(stream: Any, conn: Any, chunks: list[tuple[int, bytes]], 
     so the end of many streams at once costs the loop little). On a failure the chunks parsed so far are cut and
     kept, then the error raised. ``deadline`` (event-loop time) bounds the wait for the body's end: aiohttp's total
     timeout only runs inside its own reads, and ``wait_eof`` is not one, so without it a stream that stalls after
-    its first bytes would be waited on for ever. Raises ``TimeoutError`` past it, and ``ReadIdleTimeout`` when
-    ``read_idle_s`` pass with no byte (aiohttp's ``sock_read`` timer does not run without its reads either).
+    its first bytes would be waited on for ever. Raises ``TimeoutError`` past it. The read-idle limit needs nothing
+    here: the tap forwards every ``data_received`` to aiohttp's protocol, which re-arms its ``sock_read`` timer and,
+    when it fires, fails the stream, waking ``wait_eof`` with ``aiohttp.SocketTimeoutError``.
     """
     try:
         first = stream.read_nowait()
@@ -271,10 +243,7 @@ async def _read_tapped(stream: Any, conn: Any, chunks: list[tuple[int, bytes]], 
     tap = StreamTap(conn.transport, conn.protocol, stream, clock)
     try:
         async with asyncio.timeout_at(deadline):
-            if read_idle_s:
-                await _wait_eof_or_idle(stream, tap, read_idle_s, clock)
-            else:
-                await stream.wait_eof()
+            await stream.wait_eof()
     except BaseException:
         tap.remove()
         rest = _buffered(stream)  # what was parsed before the failure (read_nowait would raise it again)
@@ -287,9 +256,7 @@ async def _read_tapped(stream: Any, conn: Any, chunks: list[tuple[int, bytes]], 
 def describe_exception(exc: BaseException, timeout_s: float | None = None, read_timeout_s: float | None = None
                        ) -> str:
     """One line for a transport failure; the single place aiohttp's errors are mapped."""
-    if isinstance(exc, ReadIdleTimeout):
-        return f"read timeout: no byte for {exc.idle_s:g} s"
-    if isinstance(exc, aiohttp.SocketTimeoutError):  # aiohttp's own sock_read timer, the same limit
+    if isinstance(exc, aiohttp.SocketTimeoutError):  # aiohttp's sock_read timer: --read-timeout
         return f"read timeout: no byte for {read_timeout_s:g} s" if read_timeout_s else "read timeout"
     if isinstance(exc, asyncio.TimeoutError):
         return f"timeout: no complete reply within {timeout_s:g} s" if timeout_s else "timeout"
@@ -470,7 +437,7 @@ class Client:
                     return ex
                 conn = resp.connection
                 if self.tap and conn is not None and conn.transport is not None and conn.protocol is not None:
-                    ex.pending = await _read_tapped(resp.content, conn, chunks, clock, deadline, idle)
+                    ex.pending = await _read_tapped(resp.content, conn, chunks, clock, deadline)
                 else:
                     while True:
                         chunk = await readany()
