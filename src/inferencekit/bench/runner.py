@@ -14,7 +14,7 @@ import asyncio
 import gc
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +27,7 @@ from inferencekit.errors import STORAGE_ERRNOS, StorageError, storage_message
 from inferencekit.rundir import CLIENT_FILE, PROBES_FOLDER, RunDir, write_json
 from inferencekit.shapes import ExtraRequests, ProbeRecord
 
-__all__ = ["LoadRunner", "LevelOutcome", "endpoint_path"]
+__all__ = ["LoadRunner", "LevelOutcome", "endpoint_path", "sleep_until_ns"]
 
 Progress = Callable[[str, bool], None]
 
@@ -55,6 +55,17 @@ class LevelOutcome:
             self.transport_failures += reply.get("status") == 0
         else:
             self.ok += 1
+
+
+async def sleep_until_ns(due_ns: int, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+    """Return once ``time.perf_counter_ns()`` has reached ``due_ns`` (an open-loop send's scheduled moment).
+
+    An event loop's timer may fire up to its clock's granularity early (libuv, under uvloop, keeps
+    milliseconds), so one sleep of the remaining time is not enough: sleep again until the moment has truly
+    passed, so nothing is sent before it is due (``sent_ns ≥ dispatched_ns ≥ scheduled_ns`` on every reply).
+    """
+    while (left_ns := due_ns - time.perf_counter_ns()) > 0:
+        await sleep(left_ns / 1e9)
 
 
 class LoadRunner:
@@ -272,9 +283,7 @@ class LoadRunner:
         side: list[asyncio.Task[None]] = []
         for i, off in enumerate(offsets):
             due_ns = start_ns + int(off * 1e9)
-            delay = (due_ns - time.perf_counter_ns()) / 1e9
-            if delay > 0:
-                await asyncio.sleep(delay)
+            await sleep_until_ns(due_ns)
             if journal.failed:  # the disk stopped taking records: send nothing more
                 break
             tasks.append(asyncio.create_task(one(planner.take(), due_ns)))
