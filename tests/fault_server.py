@@ -7,6 +7,8 @@ chosen per request by the ``X-Fault`` header or by fields in the body.
 from __future__ import annotations
 
 import asyncio
+import socket
+import struct
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -15,11 +17,32 @@ import orjson
 from aiohttp import web
 
 SEEN = web.AppKey("seen", list)
+HITS = web.AppKey("hits", list)  # every request of any kind, as "METHOD /path" (``fault_server(hits=...)``)
 REJECT = web.AppKey("reject_stream_options", bool)
 LOGPROBS = web.AppKey("logprobs", dict)  # {"cap": int | None, "refuse": bool}
 EMPTY = web.AppKey("empty_replies", bool)
 ECHO_AUTH = web.AppKey("echo_auth", bool)
 ON_REQUEST = web.AppKey("on_request", object)  # called with the count of requests seen, in the server's thread
+
+
+# ``wrong:<field>``: a stream that is well formed but for one event whose field has a wrong type (issue 19's list),
+# and the words the reply's protocol error must name (api/wire.py)
+WRONG_TYPES: dict[str, tuple[dict, str]] = {
+    "content": ({"choices": [{"index": 0, "delta": {"content": 5}}]}, "choices[0].delta.content is int"),
+    "usage": ({"choices": [], "usage": "lots"}, "usage is str"),
+    "choices": ({"choices": {"index": 0, "delta": {"content": "x"}}}, "choices is dict"),
+    "tool_calls": ({"choices": [{"index": 0, "delta": {"tool_calls": True}}]}, "delta.tool_calls is boolean"),
+    "index": ({"choices": [{"index": None, "delta": {"content": "x"}}]}, "choices[0].index is null"),
+    "function": ({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": "f"}]}}]},
+                 "tool_calls[0].function is str"),
+    "name": ({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"name": 5}}]}}]},
+             "function.name is int"),
+    "top_logprobs": ({"choices": [{"index": 0, "delta": {"content": "x"}, "logprobs": {"content": [
+        {"token": "x", "logprob": -0.1, "top_logprobs": 5}]}}]}, "content[0].top_logprobs is int"),
+    "token_logprobs": ({"choices": [{"index": 0, "text": "x", "logprobs": {"tokens": ["x"], "token_logprobs": {}}}]},
+                       "logprobs.token_logprobs is dict"),
+    "error": ({"error": {"message": {"detail": "overloaded"}}}, "error.message is dict"),
+}
 
 
 def _chunk(content: str) -> bytes:
@@ -28,7 +51,8 @@ def _chunk(content: str) -> bytes:
 
 async def chat(request: web.Request) -> web.StreamResponse:
     body = await request.json()
-    request.app[SEEN].append({"headers": dict(request.headers), "body": body})
+    request.app[SEEN].append({"headers": dict(request.headers), "body": body,
+                              "peer": request.transport.get_extra_info("peername") if request.transport else None})
     if request.app[ON_REQUEST] is not None:  # the test's hook: fill a disk once N requests arrived, say
         request.app[ON_REQUEST](len(request.app[SEEN]))  # type: ignore[operator]
     fault = request.headers.get("X-Fault") or body.get("fault", "")
@@ -40,6 +64,11 @@ async def chat(request: web.Request) -> web.StreamResponse:
                                  status=400)
     if fault == "drop":  # close the connection before any byte of a reply: a transport failure (status 0)
         request.transport.close()
+        return web.Response()
+    if fault == "reset":  # the request read, the connection reset (RST, not FIN): it may have been applied
+        sock = request.transport.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        request.transport.abort()
         return web.Response()
     if fault == "http400":  # a 400 whose message names no field (the cause is elsewhere in the request)
         return web.json_response({"error": {"message": "Bad Request"}}, status=400)
@@ -61,6 +90,19 @@ async def chat(request: web.Request) -> web.StreamResponse:
         await asyncio.sleep(float(fault.partition(":")[2] or 3600))
         await resp.write(_chunk("lo"))
         await resp.write(b"data: [DONE]\n\n")
+        return resp
+    if fault.startswith("wrong:"):  # one token, then an event with a wrong-typed field (WRONG_TYPES), then the end
+        await resp.write(_chunk("Hel"))
+        await resp.write(b"data: " + orjson.dumps(WRONG_TYPES[fault.partition(":")[2]][0]) + b"\n\n")
+        await resp.write(_chunk("lo"))
+        await resp.write(b"data: [DONE]\n\n")
+        return resp
+    if fault == "close_after":  # a whole reply on a keep-alive connection, then the connection closed (FIN), as
+        # llama-server does after every stream: the client's pool holds a dead connection until its loop sees the FIN
+        await resp.write(_chunk("Hello"))
+        await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+        request.transport.close()
         return resp
     if fault == "bare":  # JSON lines without "data:" (not SSE), then a proper end
         await resp.write(orjson.dumps({"choices": [{"index": 0, "delta": {"content": "Hel"}}]}) + b"\n\n")
@@ -126,6 +168,14 @@ MODELS = web.AppKey("models", list)
 
 
 MODELS_DELAY = web.AppKey("models_delay_s", float)
+PROPS = web.AppKey("props", dict)
+
+
+async def props_handler(request: web.Request) -> web.Response:
+    """llama-server's ``/props`` when the server plays one (``props=``), else 404 as other servers answer."""
+    if not request.app[PROPS]:
+        raise web.HTTPNotFound()
+    return web.json_response(request.app[PROPS])
 
 
 async def models(request: web.Request) -> web.Response:
@@ -133,14 +183,22 @@ async def models(request: web.Request) -> web.Response:
     return web.json_response({"data": [{"id": m, "owned_by": "test"} for m in request.app[MODELS]]})
 
 
+@web.middleware
+async def _count(request: web.Request, handler: Callable) -> web.StreamResponse:
+    request.app[HITS].append(f"{request.method} {request.path}")
+    return await handler(request)  # type: ignore[no-any-return]
+
+
 @contextmanager
 def fault_server(*, reject_stream_options: bool = False, logprob_cap: int | None = None,
                  refuse_logprobs: bool = False, empty_replies: bool = False,
                  model_ids: tuple[str, ...] = ("fault-model",), models_delay_s: float = 0.0,
-                 echo_auth: bool = False, on_request: Callable[[int], None] | None = None
-                 ) -> Iterator[tuple[str, list]]:
-    """Run the server in a thread; yields (base URL, list of received requests). ``on_request(n)`` runs in the
-    server's thread as the n-th chat request arrives."""
+                 echo_auth: bool = False, on_request: Callable[[int], None] | None = None,
+                 props: dict | None = None, hits: list | None = None) -> Iterator[tuple[str, list]]:
+    """Run the server in a thread; yields (base URL, list of received requests: headers, body, peer address).
+    ``on_request(n)`` runs in the server's thread as the n-th chat request arrives; ``props`` is served at
+    ``/props`` (llama-server's, e.g. ``{"total_slots": 4, "build_info": "b1"}``, makes the server detected as one);
+    ``hits`` gets every request of any kind (``GET /v1/models`` included), to prove that nothing was sent."""
     seen: list = []
     ready = threading.Event()
     state: dict = {}
@@ -148,8 +206,9 @@ def fault_server(*, reject_stream_options: bool = False, logprob_cap: int | None
     def run() -> None:
         loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
-        app = web.Application()
+        app = web.Application(middlewares=[_count])
         app[SEEN] = seen
+        app[HITS] = hits if hits is not None else []
         app[REJECT] = reject_stream_options
         app[LOGPROBS] = {"cap": logprob_cap, "refuse": refuse_logprobs}
         app[EMPTY] = empty_replies
@@ -157,6 +216,8 @@ def fault_server(*, reject_stream_options: bool = False, logprob_cap: int | None
         app[ON_REQUEST] = on_request
         app[MODELS] = list(model_ids)
         app[MODELS_DELAY] = models_delay_s
+        app[PROPS] = dict(props or {})
+        app.router.add_get("/props", props_handler)
         app.router.add_post("/v1/chat/completions", chat)
         app.router.add_get("/v1/models", models)
         app.router.add_post("/{prefix}/v1/chat/completions", chat)  # a server mounted under a path prefix

@@ -135,7 +135,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Operation]]:
     groups: dict[str, argparse._SubParsersAction[_Parser]] = {}
     by_key: dict[str, Operation] = {}
     for op in operations():
-        kw: dict[str, Any] = dict(help=op.summary, description=f"{op.summary}\n\n{op.description}",
+        # argparse %-formats help strings: a summary's "95% CI" made `inferencekit quality --help` a traceback
+        kw: dict[str, Any] = dict(help=op.summary.replace("%", "%%"), description=f"{op.summary}\n\n{op.description}",
                                   epilog=f"example:\n  {op.example}",
                                   formatter_class=argparse.RawDescriptionHelpFormatter, parents=[parent])
         if len(op.path) == 1:

@@ -34,7 +34,8 @@ from inferencekit.errors import OpError
 from inferencekit.redact import scrub
 
 __all__ = ["CLIENT_FILE", "EXTRA_FOLDERS", "GATE_RUN_NAME", "KAT_ALONE", "KAT_LOAD", "PROBES_FOLDER",
-           "RETOKENIZED_FILE", "RunDir", "file_key", "journal_paths", "quality_sets_in", "walk_engine_folder",
+           "RETOKENIZED_FILE", "RunDir", "file_key", "gate_run_name", "journal_paths", "quality_sets_in",
+           "walk_engine_folder",
            "write_json", "read_json", "write_bytes", "new_run_id", "safe_name", "default_runs_root",
            "data_home"]
 
@@ -52,7 +53,9 @@ def safe_name(name: str, what: str = "name") -> str:
 # first user message (bench/plan.py writes it; the gates read it back). Group 1 is the hex salt.
 SALT_PATTERN = re.compile(r"^\[ik-([0-9a-f]{8,32})\] ")
 
-RETOKENIZED_FILE = "retokenized.json"  # a level's re-tokenized counts: {"tokenizer", "counts": {file stem: n}}
+# a level's re-tokenized counts, and the texts the tokenizer refused (absent when none):
+# {"tokenizer", "counts": {file stem: n}, "errors"?: {file stem: error}}
+RETOKENIZED_FILE = "retokenized.json"
 CLIENT_FILE = "client.json"  # a level's client pace figures (bench/pace.py)
 JOURNAL_GLOB = "journal*.jsonl"  # a level's journals: journal.jsonl, and journal-w<i>.jsonl per --workers process
 GATE_RUN_NAME = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{6}$")  # a gate run's name: UTC time, 6 random hex digits
@@ -112,6 +115,12 @@ def file_key(path: Path) -> str:
     """A request file's key: its name less ``.json`` / ``.json.gz`` (``<id>[~k]``)."""
     n = path.name
     return n[: -len(".json.gz")] if n.endswith(".json.gz") else n.removesuffix(".json")
+
+
+def gate_run_name(path: Path) -> str:
+    """A gate run's name from its probe log's path: ``probes/<name>.jsonl`` or ``probes/<name>.jsonl.gz``."""
+    n = path.name
+    return n[: -len(".jsonl.gz")] if n.endswith(".jsonl.gz") else n.removesuffix(".jsonl")
 
 
 def journal_paths(level_dir: Path) -> list[Path]:
@@ -337,10 +346,23 @@ class RunDir:
         return self.path / "probes" / f"{safe_name(name, 'gate run')}.jsonl"
 
     def gate_run_logs(self) -> list[Path]:
-        """The gate runs' probe logs (``probes/<gate-run>.jsonl``), oldest first: names start with a sortable UTC
-        time. Other ``probes/*.jsonl`` files (the capability probe's ``capabilities.jsonl``) are not gate runs."""
+        """The gate runs' probe logs (``probes/<gate-run>.jsonl``, or ``.jsonl.gz`` in an archived run), oldest
+        first: names start with a sortable UTC time. A run with both forms of one log gives the plain one. Other
+        ``probes/*.jsonl`` files (the capability probe's ``capabilities.jsonl``) are not gate runs."""
         base = self.path / "probes"
-        return sorted(p for p in base.glob("*.jsonl") if GATE_RUN_NAME.match(p.stem)) if base.is_dir() else []
+        if not base.is_dir():
+            return []
+        found: dict[str, Path] = {}
+        for p in sorted(base.glob("*.jsonl.gz")) + sorted(base.glob("*.jsonl")):  # the plain one last: it wins
+            if GATE_RUN_NAME.match(gate_run_name(p)):
+                found[gate_run_name(p)] = p
+        return [found[k] for k in sorted(found)]
+
+    def side_replies(self, engine: str) -> list[tuple[str, Path]]:
+        """``(folder, reply file)`` of every request of ``engine`` outside the load levels: the warm-up
+        (``warmup/``) and the extra requests a load mixed in (``EXTRA_FOLDERS``), ``.json`` and ``.json.gz``,
+        sorted by folder then name."""
+        return [(folder, p) for folder in ("warmup", *EXTRA_FOLDERS) for p in self.extra_files(engine, folder, gz=True)]
 
     def supersede_level(self, engine: str, level: str) -> str | None:
         """Move an interrupted level's files (inputs and outputs) to ``superseded/<n>/``; returns that folder, or None

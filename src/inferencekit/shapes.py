@@ -35,6 +35,7 @@ class ReplyFile(TypedDict, total=False):
     bucket: str
     salt: str
     probe_kind: str
+    probe_meta: dict[str, Any]
     scheduled_ns: int
     dispatched_ns: int
     sent_ns: int
@@ -42,6 +43,7 @@ class ReplyFile(TypedDict, total=False):
     error: str
     events: list[list[Any]]
     done: bool
+    no_tokens: bool  # a finished stream without a token event (api/reply.py): no TTFT, not completed in a load
     text: str
     reasoning: str
     tool_calls: list[dict[str, Any]]
@@ -103,8 +105,9 @@ class CountRow(TypedDict):
     (``streamed_method`` says which); ``retokenized``: the generated text through the model's tokenizer.
     None: that count is unknown. ``lossy_text``: the streamed text lost bytes; ``multibyte``: it holds a
     non-ASCII character; ``merge_slack``: how many tokens its multi-byte characters could hide if each was
-    streamed as one entry (Σ UTF-8 bytes − 1 over them); ``usage_conflict``: usage fields that contradict
-    each other (a reasoning or cached count above its total), None when they do not.
+    streamed as one entry (Σ UTF-8 bytes − 1 over them); ``multibyte_chars``: how many non-ASCII characters it
+    holds; ``usage_conflict``: usage fields that contradict each other (a reasoning or cached count above its
+    total), None when they do not.
     """
 
     key: str
@@ -117,6 +120,7 @@ class CountRow(TypedDict):
     lossy_text: bool
     multibyte: bool
     merge_slack: NotRequired[int]
+    multibyte_chars: NotRequired[int]
     usage_conflict: NotRequired[str | None]
 
 
@@ -124,6 +128,8 @@ class Part(TypedDict):
     """One part of a verification (``verify``): what ran, its verdict and why, and the record behind it.
 
     ``verdict`` None: informational (the capability probe), not combined into the overall verdict.
+    ``fallbacks``: the limitations of its records that changed what was measured (``data.fallbacks``, a load's
+    fields dropped on an HTTP 400); ``verify --strict`` turns a PASS carrying any into UNPROVEN.
     """
 
     part: str
@@ -131,6 +137,7 @@ class Part(TypedDict):
     evidence_id: str | None
     verdict: str | None
     reason: str
+    fallbacks: NotRequired[list[str]]
 
 
 def is_ok(reply: Mapping[str, Any]) -> bool:

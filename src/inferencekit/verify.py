@@ -97,24 +97,57 @@ PROFILES: dict[str, Profile] = {
 }
 
 
-def _part(name: str, kind: str | None, rec: dict[str, Any] | None, verdict: str | None, reason: str) -> Part:
-    return {"part": name, "kind": kind, "evidence_id": rec["evidence_id"] if rec else None, "verdict": verdict,
-            "reason": reason}
+def _part(name: str, kind: str | None, rec: dict[str, Any] | None, verdict: str | None, reason: str,
+          fallbacks: Sequence[str] = ()) -> Part:
+    part: Part = {"part": name, "kind": kind, "evidence_id": rec["evidence_id"] if rec else None, "verdict": verdict,
+                  "reason": reason}
+    if fallbacks:
+        part["fallbacks"] = list(fallbacks)
+    return part
+
+
+def record_fallbacks(*records: dict[str, Any] | None) -> list[str]:
+    """The fallbacks of the records behind one part (``data.fallbacks``: the limitations that changed what was
+    measured), in order and without repeats; a record without the list (or None) adds none."""
+    out: list[str] = []
+    for rec in records:
+        for line in ((rec or {}).get("data") or {}).get("fallbacks") or []:
+            if isinstance(line, str) and line not in out:
+                out.append(line)
+    return out
 
 
 def strict_parts(parts: list[Part], notes: dict[str, list[str]]) -> list[Part]:
-    """``verify --strict``: a PASS part whose requests dropped a field of ``--extra-body`` (``notes``, by part) is
-    UNPROVEN; the gates were made strict already (``gates.result.strict_gate``); an expected part NOT RUN counts
-    as UNPROVEN anyway."""
+    """``verify --strict``: a PASS part whose requests dropped a field of ``--extra-body`` (``notes``, by part), or
+    that carries a fallback of its own records (``Part.fallbacks``: a load's fields dropped on an HTTP 400, a
+    quality or appliance limitation that changed what was measured), is UNPROVEN; the gates were made strict
+    already (``gates.result.strict_gate``); an expected part NOT RUN counts as UNPROVEN anyway."""
     out: list[Part] = []
     for p in parts:
         policy = "gates" if p["part"].startswith("gates: ") and p["part"] != ORDER_PART else p["part"]
         lines = notes.get(policy) or []
+        own = p.get("fallbacks") or []
         if p["verdict"] == "PASS" and lines:
             p = {**p, "verdict": "UNPROVEN", "reason": f"--strict: its requests dropped a field ({lines[0]}): "
                                                       f"{p['reason']}"}
+        elif p["verdict"] == "PASS" and own:
+            p = {**p, "verdict": "UNPROVEN", "reason": f"--strict: a PASS resting on a fallback ({own[0]}): "
+                                                      f"{p['reason']}"}
         out.append(p)
     return out
+
+
+def assemble_parts(prof: Profile, probe_rec: dict[str, Any], bench_rec: dict[str, Any], app_part: Part | None,
+                   built: dict[str, Part], notes: dict[str, list[str]], strict: bool) -> list[Part]:
+    """The verification's parts in order: the capability probe (informational), the load (``_bench_part``), the
+    appliance receipt when the profile has one, then every part the profile expects (``built`` by name; one not
+    built is NOT RUN); with ``strict``, ``strict_parts`` over them."""
+    parts = [_part("capability probe", "probe", probe_rec, None, "informational: what the endpoint honours"),
+             _bench_part(bench_rec)]
+    parts += [app_part] if app_part else []
+    parts += [built.get(name) or _part(name, None, None, "NOT RUN", f"not built yet (the '{issue}' capability)")
+              for name, issue in prof.expected]
+    return strict_parts(parts, notes) if strict else parts
 
 
 def verification_record(run: RunDir, profile: Profile, info: dict[str, Any], parts: list[Part],
@@ -178,7 +211,7 @@ async def _appliance_part(plan: dict[str, Any] | None, client: Client, info: Any
         return _part(name, "appliance", None, "NOT RUN", str(e)), None
     reason = ("every sample usable and every completion gate passed" if receipt["verdict"] == "PASS"
               else "; ".join(receipt["limitations"][:2]))
-    return _part(name, "appliance", rec, receipt["verdict"], reason), rec
+    return _part(name, "appliance", rec, receipt["verdict"], reason, record_fallbacks(rec)), rec
 
 
 def _gate_settings(prof: Profile, seed: int, reference_url: str | None) -> GateRunSettings:
@@ -211,8 +244,14 @@ def _gate_parts(run: RunDir, engine: str, gate_runs: list[str], s: GateRunSettin
 
 def _bench_part(rec: dict[str, Any]) -> Part:
     """The load benchmark as a part: PASS when every load request completed and no level's pace was the client's
-    (``bench/pace_judge.py``); its known answers are judged in the order gate's part."""
+    (``bench/pace_judge.py``); its known answers are judged in the order gate's part. Its fallbacks are the bench
+    record's (``data.fallbacks``: fields the server refused with an HTTP 400 and the client dropped); a record from
+    before that list names the dropped fields in ``data.dropped_fields``. Texts the tokenizer refused are a
+    limitation of the bench record and a fallback of the token_count gate, which judges the counts."""
     levels = rec["data"]["levels"]
+    dropped = rec["data"].get("dropped_fields") or []
+    fallbacks = record_fallbacks(rec) or ([f"the server rejected optional fields {sorted(dropped)} (HTTP 400); they "
+                                           "were dropped"] if dropped else [])
     failed = sum(v["requests"]["total"] - v["requests"]["completed"] for v in levels.values())
     paced = {k: v["client"] for k, v in levels.items() if (v.get("client") or {}).get("valid") is False}
     why = ([f"{failed} load requests failed: the figures are incomplete"] if failed else []) + [
@@ -220,10 +259,10 @@ def _bench_part(rec: dict[str, Any]) -> Part:
     total = sum(v["requests"]["total"] for v in levels.values())
     if why or not total:
         return _part("bench serve", "bench", rec, "UNPROVEN",
-                     "; ".join(why) or "no load request was sent: nothing was measured")
+                     "; ".join(why) or "no load request was sent: nothing was measured", fallbacks)
     return _part("bench serve", "bench", rec, "PASS",
                  f"every load request completed and the client kept pace at every level [n={total} requests over "
-                 f"{len(levels)} level(s); {rules_out(0, total, 'load requests failed', 'failure rate')}]")
+                 f"{len(levels)} level(s); {rules_out(0, total, 'load requests failed', 'failure rate')}]", fallbacks)
 
 
 async def _order_gate(client: Client, info: Any, run: RunDir, prof: Profile, label: str, policy: BodyPolicy,
@@ -295,8 +334,8 @@ async def _quality_part(client: Client, info: Any, run: RunDir, prof: Profile, l
                               None, context="reference", margins=DEFAULT_MARGINS, resamples=2000, seed=0)
     rec = score_record(report, run.path / "quality" / "score.json", run, context="reference", margins=DEFAULT_MARGINS,
                        have_baseline=True)
-    return _part(QUALITY_PART, "quality_score", rec, rec["verdict"], _quality_reason(report, label)), [
-        eng_rec, base_rec, rec]
+    return _part(QUALITY_PART, "quality_score", rec, rec["verdict"], _quality_reason(report, label),
+                 record_fallbacks(eng_rec, rec)), [eng_rec, base_rec, rec]
 
 
 def _quality_reason(report: dict[str, Any], label: str) -> str:
@@ -323,7 +362,8 @@ def _task_parts(built: dict[str, Part], url: str, run: RunDir, prof: Profile, **
         jobs.append((NIAH_PART, niah_task))
     for name, job in jobs:
         verdict, reason, out = job(url, run, prof.tasks, **kw)
-        built[name] = _part(name, "quality_task" if out else None, out[-1] if out else None, verdict, reason)
+        built[name] = _part(name, "quality_task" if out else None, out[-1] if out else None, verdict, reason,
+                            record_fallbacks(*out))
         recs += out
     return recs
 
@@ -457,24 +497,18 @@ def run_verify(plan: VerifyPlan, *, argv: list[str], operation: str, quiet: bool
     def finish(url: str, st: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         info, probe_rec, bench_rec = st["info"], st["probe"], st["bench"]
         label = bench_rec["data"]["engine_label"]
-        parts = [_part("capability probe", "probe", probe_rec, None, "informational: what the endpoint honours"),
-                 _bench_part(bench_rec)]
-        parts += [st["app_part"]] if st["app_part"] else []
         built, gates_rec = _gate_parts(run, label, st["gate_runs"], gate_s, st["order_missing"], req.strict)
         if st["q_part"]:
             built[QUALITY_PART] = st["q_part"]  # a built part like the gates, found by its name below
         task_recs = _task_parts(built, url, run, prof, label=label, model=req.model, api_key_env=req.api_key_env,
                                 timeout=req.timeout, extra_body=req.extra_body, ctk=cfg.chat_template_kwargs,
                                 quiet=quiet)
-        parts += [built.get(name) or _part(name, None, None, "NOT RUN", f"not built yet (the '{issue}' capability)")
-                  for name, issue in prof.expected]
+        notes = plan.notes()
+        parts = assemble_parts(prof, probe_rec, bench_rec, st["app_part"], built, notes, req.strict)
         headline = [m for m in bench_rec["metrics"] if m["stat"] in ("p50", "aggregate")
                     and m["name"] in ("ttft_ms", "tpot_ms", "output_throughput")]
         subs = ([probe_rec, bench_rec, gates_rec] + ([st["app_rec"]] if st["app_rec"] else []) + st["q_recs"]
                 + task_recs)
-        notes = plan.notes()
-        if req.strict:
-            parts = strict_parts(parts, notes)
         rec = verification_record(run, prof, info.to_dict(), parts, subs, headline, notes)
         return rec, {"probe": probe_rec, "bench": bench_rec, "appliance": st["app_rec"]}
 

@@ -52,7 +52,11 @@ def test_honest_llama_server_run_passes_the_run_dir_gates(server_run) -> None:
     assert code == 0 and payload["verdict"] == "PASS"
     assert "12 replies" in payload["gates"]["token_count"]["reason"]
     rec = json.loads((server_run / "evidence" / f"{payload['evidence_id']}.json").read_text())
-    assert rec["kind"] == "gates" and len(rec["artifacts"]) == 12
+    assert rec["kind"] == "gates" and sum(a["role"] == "reply" for a in rec["artifacts"]) == 12
+    # and the other files of the levels it judged, which it covers (evidence/record.py, part_folder)
+    assert rec["covers"] == sorted(f"outputs/llama-server/load-{lvl}" for lvl in {a["path"].split("/")[2][5:]
+                                                                               for a in rec["artifacts"]})
+    assert {a["role"] for a in rec["artifacts"]} <= {"reply", "part file"}
 
 
 def test_inflated_usage_fails_token_count(server_run, tmp_path) -> None:

@@ -67,7 +67,8 @@ def test_small_grid_on_the_embedded_engine(first_run) -> None:
     assert "<svg" in page.read_text() and "Needle in a haystack: llama-cpp-python" in page.read_text()
 
     code, chk = run_cli(["evidence", "verify", out["evidence_id"]])
-    assert code == 0 and chk["intact"] and chk["artifacts_checked"] == 2  # the results and the case index
+    # the results, the case index, and the item store the record covers: every case file and its settings.json
+    assert code == 0 and chk["intact"] and chk["artifacts_checked"] == 2 + len(CASE_IDS) + 1
     rec = json.loads((run / "evidence" / f"{out['evidence_id']}.json").read_text())
     assert rec["kind"] == "quality_task" and rec["data"]["task"] == "niah"
     acc = [m for m in rec["metrics"] if m["name"] == "niah_accuracy"]

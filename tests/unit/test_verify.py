@@ -68,3 +68,114 @@ def test_strict_makes_a_pass_part_whose_requests_dropped_a_field_unproven():
     assert got == {"bench serve": "PASS", "gates: caching": "UNPROVEN", "gates: order": "PASS",
                    "capability probe": None}
     assert strict_parts(parts, {}) == parts  # type: ignore[arg-type]
+
+
+# ---- --strict sees the fallbacks of every part, not only the request policy's and the gates' (issue 18 audit)
+
+def _bench_run(tmp_path, *, dropped: list[str], retok_errors: dict[str, str] | None = None):
+    """A finished one-level bench serve run dir of two recorded vLLM replies (the second with ``dropped`` as the
+    client's dropped fields), judged into its record by bench serve's own ``bench_record``."""
+    import copy
+    import json
+
+    from inferencekit.api.detect import EngineInfo
+    from inferencekit.bench.config import ServeConfig
+    from inferencekit.bench.plan import parse_levels
+    from inferencekit.bench.serve import bench_record
+    from inferencekit.rundir import write_json
+    from tests.paths import FIXTURES
+
+    reply = json.loads((FIXTURES / "replies" / "vllm" / "chat_stream_counted.json").read_text())
+    reply.pop("_provenance", None)
+    run = RunDir.create(tmp_path / "run")
+    cfg = ServeConfig(levels=parse_levels([1], None), retokenize=retok_errors is not None)
+    run.update_run(operation="bench serve", bench_config=cfg.to_json())
+    for i in range(2):
+        r = {**copy.deepcopy(reply), "level": "c1", "id": f"p{i}", "bucket": "short",
+             "dropped_fields": dropped if i == 1 else []}
+        write_json(run.output_path("vllm", "c1", "short", f"p{i}"), r)
+    if retok_errors is not None:
+        write_json(run.level_dir("outputs", "vllm", "c1") / "retokenized.json",
+                   {"tokenizer": "engine:vllm/tokenize", "counts": {"p0": 16}, "errors": retok_errors})
+    info = EngineInfo("vllm", "0.32.0", ["smollm2"], "smollm2")
+    return bench_record(run, cfg, info, "vllm", retok_source=None, fixed={})
+
+
+def _probe_rec():
+    return {"evidence_id": "ev_probe", "data": {}}
+
+
+def test_strict_makes_the_bench_part_unproven_when_its_load_dropped_fields_on_a_400(tmp_path):
+    from inferencekit.verify import assemble_parts
+
+    rec = _bench_run(tmp_path, dropped=["seed", "chat_template_kwargs"])
+    assert rec["data"]["fallbacks"] == [
+        "the server rejected optional fields ['chat_template_kwargs', 'seed'] (HTTP 400); they were dropped"]
+    prof = PROFILES["quick"]
+    lax = {p["part"]: p for p in assemble_parts(prof, _probe_rec(), rec, None, {}, {}, strict=False)}
+    assert lax["bench serve"]["verdict"] == "PASS" and lax["bench serve"]["fallbacks"] == rec["data"]["fallbacks"]
+    strict = {p["part"]: p for p in assemble_parts(prof, _probe_rec(), rec, None, {}, {}, strict=True)}
+    assert strict["bench serve"]["verdict"] == "UNPROVEN"
+    assert strict["bench serve"]["reason"].startswith("--strict: a PASS resting on a fallback (the server rejected")
+    # a clean load stays PASS under --strict
+    clean = _bench_run(tmp_path / "clean", dropped=[])
+    assert {p["part"]: p["verdict"] for p in assemble_parts(prof, _probe_rec(), clean, None, {}, {},
+                                                            strict=True)}["bench serve"] == "PASS"
+
+
+def test_a_tokenizer_refusal_in_a_load_is_a_limitation_naming_the_requests(tmp_path):
+    rec = _bench_run(tmp_path, dropped=[], retok_errors={"p1": "HTTP 422: Unprocessable Entity"})
+    lines = [x for x in rec["limitations"] if "refused" in x and "tokenizer" in x]
+    assert lines == ["the tokenizer (engine:vllm/tokenize) refused 1 reply text(s), so their re-tokenized counts are "
+                     "missing (requests: load-c1/p1; first error: HTTP 422: Unprocessable Entity)"]
+    assert rec["data"]["retokenize_refused"] == ["load-c1/p1"]
+
+
+def test_strict_makes_a_quality_task_part_that_rests_on_a_fallback_unproven(tmp_path, monkeypatch):
+    import inferencekit.verify as verify
+    from inferencekit.verify import SAMPLER_PART, _task_parts, assemble_parts
+
+    note = "the server lists at most 5 alternatives (asked 20): fewer prompts can be judged"
+    sampler_rec = {"evidence_id": "ev_s", "data": {"fallbacks": [note]}}
+    monkeypatch.setattr(verify, "sampler_task", lambda *a, **k: ("PASS", "sampler ok", [sampler_rec]))
+    monkeypatch.setattr(verify, "gsm8k_task", lambda *a, **k: (None, "informational", []))
+    prof = PROFILES["standard"]
+    built: dict = {}
+    _task_parts(built, "http://x", RunDir.create(tmp_path / "r"), prof, label="e", model=None, api_key_env=None,
+                timeout=1.0, extra_body={}, ctk={}, quiet=True)
+    assert built[SAMPLER_PART]["fallbacks"] == [note]
+    rec = _bench_run(tmp_path, dropped=[])
+    parts = {p["part"]: p for p in assemble_parts(prof, _probe_rec(), rec, None, built, {}, strict=True)}
+    assert parts[SAMPLER_PART]["verdict"] == "UNPROVEN" and note in parts[SAMPLER_PART]["reason"]
+    parts = {p["part"]: p for p in assemble_parts(prof, _probe_rec(), rec, None, built, {}, strict=False)}
+    assert parts[SAMPLER_PART]["verdict"] == "PASS"
+
+
+def test_strict_makes_an_appliance_part_that_rests_on_a_fallback_unproven(tmp_path, monkeypatch):
+    import asyncio
+
+    import inferencekit.verify as verify
+    from inferencekit.verify import _appliance_part, assemble_parts
+
+    cached = "2 of 6 decode/concurrency samples were served partly from the prompt cache"
+    receipt = {"verdict": "PASS", "limitations": [cached], "fallbacks": [cached]}
+    rec = {"evidence_id": "ev_a", "data": {"fallbacks": [cached]}}
+
+    async def fake_receipt(*a, **k):
+        return receipt, rec
+
+    monkeypatch.setattr(verify, "appliance_receipt", fake_receipt)
+    plan = {"settings": None, "metadata": {}, "source": "test"}
+    part, got = asyncio.run(_appliance_part(plan, None, None, RunDir.create(tmp_path / "r"), None, None, True))  # type: ignore[arg-type]
+    assert got is rec and part is not None and part["fallbacks"] == [cached]
+    bench = _bench_run(tmp_path, dropped=[])
+    parts = {p["part"]: p for p in assemble_parts(PROFILES["full"], _probe_rec(), bench, part, {}, {}, strict=True)}
+    assert parts["bench: appliance receipt"]["verdict"] == "UNPROVEN"
+
+
+def test_record_fallbacks_reads_every_record_behind_a_part_once():
+    from inferencekit.verify import record_fallbacks
+
+    a = {"data": {"fallbacks": ["x", "y"]}}
+    b = {"data": {"fallbacks": ["y", "z", 3]}}
+    assert record_fallbacks(a, None, {"data": {}}, b) == ["x", "y", "z"]

@@ -6,6 +6,17 @@ parsing happen afterwards (``sse.split_events``, ``reply.derive``). Every failur
 connection, HTTP error, broken stream, timeout — becomes a recorded ``Exchange`` with ``status``
 (0 when no HTTP status arrived) and ``error``; nothing here raises for a server fault.
 
+A request goes out once. It is sent again only when the connection failed before any byte of it was written
+(``unwritten``: aiohttp's writer refused a transport already closing), at most ``MAX_RESENDS`` times, and the
+reply says so (``retried``); a request whose bytes reached the socket is never re-sent, whatever came back
+(RFC 9112 §9.3.1: a client must not retry a non-idempotent request it cannot show was never applied). A pooled
+connection the server has already closed is found before anything is written on it (``LiveConnector``), so
+that case needs no resend at all. A server that closes a kept-alive connection *later* than the next request
+(llama-server, ~100 ms after each stream) cannot be caught that way: its dialect says so and the client then opens
+a connection per request (``Client.fresh_connections``, set by ``api/detect.py``); a server not known to do it
+that loses a request written on a reused connection puts the client in the same mode from then on (said in that
+request's error).
+
 Optional request fields (those an operation can live without, e.g. ``stream_options`` or
 ``return_token_ids``) that a server rejects with HTTP 400 are dropped and the request is sent once
 more; the dropped names are recorded and the client keeps them dropped for later requests. When the
@@ -19,6 +30,7 @@ import asyncio
 import collections
 import itertools
 import os
+import select
 import time
 import uuid
 from collections.abc import Iterable
@@ -36,7 +48,8 @@ from inferencekit.api.sse import split_events
 from inferencekit.api.tap import StreamTap, cut
 from inferencekit.redact import has_secrets, scrub_chunks, scrub_text
 
-__all__ = ["Client", "Exchange", "describe_exception", "ERROR_BYTES", "READ_TIMEOUT"]
+__all__ = ["Client", "Exchange", "LiveConnector", "MAX_RESENDS", "describe_exception", "unwritten", "ERROR_BYTES",
+           "READ_TIMEOUT"]
 
 # X-Request-ID: a random 64-bit prefix per process and a counter, 32 hex digits like a uuid4's hex (uuid4 reads
 # os.urandom for every request: ~20 µs a call on this VM, on the send path)
@@ -54,7 +67,7 @@ _READ_BUFSIZE = 1 << 30
 # The read-idle limit (seconds; None: off) a command's clients take when not given one: ``--read-timeout`` is set
 # here once by the CLI for the operation's run, rather than threaded through every command's signature.
 READ_TIMEOUT: ContextVar[float | None] = ContextVar("READ_TIMEOUT", default=None)
-_MAX_STALE_RETRIES = 16  # re-sends after failures on reused (stale) pooled connections
+MAX_RESENDS = 2  # re-sends of a request none of whose bytes was written (``unwritten``), each on another connection
 
 
 @dataclass(slots=True)
@@ -80,10 +93,12 @@ class Exchange:
     content_type: str = ""
     dropped_fields: list[str] = field(default_factory=list)
     _body_stamped: bool = field(default=False, repr=False)
-    reused_connection: bool = False
     retried: str | None = None
-    # the failure was the connection closing or resetting (not a timeout, not an HTTP error)
-    _connection_lost: bool = field(default=False, repr=False)
+    # the failure came before any byte of the request was written (``unwritten``): the one case a resend is safe
+    _unwritten: bool = field(default=False, repr=False)
+    _attempts: int = field(default=0, repr=False)  # requests aiohttp started for this one (its own GET resend)
+    _redirects: int = field(default=0, repr=False)
+    _reused: bool = field(default=False, repr=False)  # the request went out on a pooled (kept-alive) connection
     _scrubbed: bool = field(default=False, repr=False)  # settle() has scrubbed the key from chunks and error
     # a tapped read's body not yet cut into chunks: (body bytes, total_bytes at the tap, read times, offsets)
     pending: tuple[bytes, int, Any, Any] | None = field(default=None, repr=False)
@@ -174,6 +189,7 @@ class Exchange:
         events, unterminated = self.events(foreign)
         derived = derive(events)
         stream_error = derived.pop("stream_error")
+        empty_error = derived.pop("empty_error")
         error = self.error or stream_error
         streamed = self.status == 200 and "text/event-stream" in self.content_type
         if error is None and streamed and foreign:
@@ -181,10 +197,8 @@ class Exchange:
                      f"{foreign[0][:120].decode('utf-8', 'replace')!r})")
         if error is None and streamed and not derived["done"]:
             error = "stream ended without [DONE]" + (" inside an event" if unterminated else "")
-        claimed = (derived.get("usage") or {}).get("completion_tokens")
-        if error is None and streamed and derived["chunks"] == 0 and isinstance(claimed, int) and claimed > 1:
-            # one token may be an EOS that is counted and not streamed; more, with nothing streamed, is not a reply
-            error = f"protocol error: the stream carried no token event but usage claims {claimed} completion tokens"
+        if error is None:
+            error = empty_error
         reply: dict[str, Any] = {**meta, "request_id": self.request_id, "endpoint": self.path,
                                  "sent_ns": self.sent_ns, "call_ns": self.call_ns, "status": self.status}
         if error:
@@ -262,6 +276,8 @@ def describe_exception(exc: BaseException, timeout_s: float | None = None, read_
         return f"timeout: no complete reply within {timeout_s:g} s" if timeout_s else "timeout"
     if isinstance(exc, aiohttp.ClientConnectorError):
         return f"connection failed: {exc.os_error or exc}"
+    if unwritten(exc):
+        return "connection closed before the request was written"
     if isinstance(exc, aiohttp.ServerDisconnectedError):
         return "server disconnected before the reply ended"
     if isinstance(exc, aiohttp.ClientPayloadError):
@@ -277,14 +293,28 @@ def describe_exception(exc: BaseException, timeout_s: float | None = None, read_
 
 async def _on_headers_sent(session: Any, ctx: Any, params: Any) -> None:
     ex = ctx.trace_request_ctx
-    if isinstance(ex, Exchange) and not ex.sent_ns:
-        ex.sent_ns = time.perf_counter_ns()
+    if isinstance(ex, Exchange):
+        ex._attempts += 1  # once per request aiohttp starts: more than once is its own resend of an idempotent GET
+        if not ex.sent_ns:
+            ex.sent_ns = time.perf_counter_ns()
 
 
 async def _on_reuse(session: Any, ctx: Any, params: Any) -> None:
     ex = ctx.trace_request_ctx
     if isinstance(ex, Exchange):
-        ex.reused_connection = True
+        ex._reused = True
+
+
+async def _on_create(session: Any, ctx: Any, params: Any) -> None:  # a new connection after all (LiveConnector)
+    ex = ctx.trace_request_ctx
+    if isinstance(ex, Exchange):
+        ex._reused = False
+
+
+async def _on_redirect(session: Any, ctx: Any, params: Any) -> None:
+    ex = ctx.trace_request_ctx
+    if isinstance(ex, Exchange):
+        ex._redirects += 1
 
 
 async def _on_body_sent(session: Any, ctx: Any, params: Any) -> None:
@@ -298,8 +328,81 @@ def _trace_config() -> aiohttp.TraceConfig:
     tc = aiohttp.TraceConfig()
     tc.on_request_headers_sent.append(_on_headers_sent)
     tc.on_request_chunk_sent.append(_on_body_sent)
+    tc.on_request_redirect.append(_on_redirect)
     tc.on_connection_reuseconn.append(_on_reuse)
+    tc.on_connection_create_end.append(_on_create)
     return tc
+
+
+# aiohttp's StreamWriter refuses to write on a transport that is closing, before handing it a byte
+# (http_writer.py ``_write`` / ``_writelines``, aiohttp 3.14): the one failure that proves nothing was written
+_REFUSED_WRITE = "Cannot write to closing transport"
+
+
+def unwritten(exc: BaseException) -> bool:
+    """True when ``exc`` (or an exception it was raised from) is aiohttp's writer refusing a closing transport:
+    the request's first write never happened, so no byte of it reached the socket and it is safe to send again.
+
+    aiohttp coalesces a request's headers with its body into one write (``StreamWriter._send_headers_with_payload``;
+    a bytes body is one write), and raises ``ClientConnectionResetError("Cannot write to closing transport")``
+    instead of writing when the transport is already closing: directly from ``ClientRequest.send`` for a request
+    without a body, and from the body-writer task, wrapped in ``ClientOSError("Can not write request body …")``
+    with the refusal as its ``__cause__``, for one with a body. Every other failure — a reset, an EOF or a timeout
+    once the bytes were handed to the transport (``ServerDisconnectedError``, ``ClientOSError`` with an errno),
+    a refusal after an earlier write (``drain``'s "Connection lost") — may come after the server read the
+    request, and is not a resend case. A failed connect (``ClientConnectorError``) wrote nothing either, but a
+    server that refuses connections now will refuse a resend too, so it is recorded, not re-sent.
+    """
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, aiohttp.ClientConnectionResetError) and str(e) == _REFUSED_WRITE:
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def _dropped(transport: Any) -> bool:
+    """True when an idle pooled connection's socket is readable: the server closed it (EOF), reset it, or sent bytes
+    no request asked for, and the event loop has not handled that yet. urllib3 tests a pooled connection the same
+    way before reusing it (``urllib3.util.connection.is_connection_dropped``: ``wait_for_read(sock, timeout=0)``).
+    A transport whose socket cannot be polled is taken as alive."""
+    sock = transport.get_extra_info("socket") if transport is not None else None
+    try:
+        fd = sock.fileno() if sock is not None else -1
+    except (OSError, ValueError):
+        return True
+    if fd < 0:
+        return sock is not None
+    try:
+        if hasattr(select, "poll"):
+            p = select.poll()
+            p.register(fd, select.POLLIN | select.POLLPRI)
+            return bool(p.poll(0))
+        return bool(select.select([fd], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True
+
+
+class LiveConnector(aiohttp.TCPConnector):
+    """aiohttp's pool, which also drops a pooled connection the server has already closed before handing it out.
+
+    aiohttp reuses a pooled connection unless its event loop has already seen the close (``proto.is_connected()``);
+    a server that closes after a reply (llama-server closes after every stream while announcing keep-alive) leaves a
+    window where the FIN sits in the socket unread and the next request is written onto a dead connection. Its
+    bytes have then reached the socket, so by the resend rule (module docstring) it could not be sent again; this
+    pool looks at the socket first (``_dropped``) and takes another connection, or a new one, instead. Overrides
+    ``TCPConnector._get`` (aiohttp's pool look-up, pinned in pyproject.toml): the connection it returns is the one
+    checked, nothing else of aiohttp's is touched.
+    """
+
+    async def _get(self, key: Any, traces: Any) -> Any:
+        while True:
+            conn = await super()._get(key, traces)
+            if conn is None or not _dropped(conn.transport):
+                return conn
+            conn.close()
 
 
 def _named_in(fields: Iterable[str], message: str) -> list[str]:
@@ -317,39 +420,53 @@ class Client:
             (aiohttp's ``sock_read``; vLLM bench serve and GuideLLM have one total limit, this is the second one
             users of HTTP clients expect). None or 0: off. Default: ``READ_TIMEOUT`` as the command set it.
         max_connections: connection pool size; 0 = unlimited (the load runner bounds concurrency).
+        fresh_connections: open a connection per request (closed after its reply) instead of keeping them alive:
+            for a server that closes kept-alive connections after a reply (``Dialect.keeps_connections``; set by
+            ``detect_engine``, or by the client itself once such a server lost a request, see the module docstring).
     """
 
     def __init__(self, endpoint: Endpoint, *, timeout_s: float = 600.0, max_connections: int = 0,
-                 tap: bool = True, read_timeout_s: float | None = None) -> None:
+                 tap: bool = True, read_timeout_s: float | None = None, fresh_connections: bool = False) -> None:
         self.endpoint = endpoint
         self.tap = tap and os.environ.get("INFERENCEKIT_TAP", "1") != "0"
         self.timeout_s = timeout_s
         self.read_timeout_s = (read_timeout_s if read_timeout_s is not None else READ_TIMEOUT.get()) or None
         self._limit = max_connections
+        self.fresh_connections = fresh_connections
         self._session: aiohttp.ClientSession | None = None
+        self._fresh_session: aiohttp.ClientSession | None = None
         self._headers = {"Content-Type": "application/json", **endpoint.headers()}
         self.rejected_fields: set[str] = set()
 
-    async def __aenter__(self) -> Client:
-        connector = aiohttp.TCPConnector(limit=self._limit, ttl_dns_cache=300, enable_cleanup_closed=False)
+    def _new_session(self, *, force_close: bool) -> aiohttp.ClientSession:
+        connector = (aiohttp.TCPConnector(limit=self._limit, ttl_dns_cache=300, force_close=True) if force_close else
+                     LiveConnector(limit=self._limit, ttl_dns_cache=300, enable_cleanup_closed=False))
         # read_bufsize: aiohttp pauses the socket when a reply's unread body passes 2× this; the tapped read
         # (api/tap.py) reads the body once at its end, so the pause must never come
-        self._session = aiohttp.ClientSession(connector=connector, auto_decompress=True,
-                                              trace_configs=[_trace_config()],
-                                              read_bufsize=_READ_BUFSIZE,
-                                              timeout=aiohttp.ClientTimeout(total=self.timeout_s))
+        return aiohttp.ClientSession(connector=connector, auto_decompress=True, trace_configs=[_trace_config()],
+                                     read_bufsize=_READ_BUFSIZE, timeout=aiohttp.ClientTimeout(total=self.timeout_s))
+
+    async def __aenter__(self) -> Client:
+        self._session = self._new_session(force_close=False)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        for s in (self._session, self._fresh_session):
+            if s is not None:
+                await s.close()
+        self._session = self._fresh_session = None
 
     @property
     def session(self) -> aiohttp.ClientSession:
+        """The session the next request goes through: the pooled one, or with ``fresh_connections`` one whose every
+        connection is closed after its reply (aiohttp's ``force_close``, which also sends ``Connection: close``)."""
         if self._session is None:
             raise RuntimeError("Client used outside `async with`")
-        return self._session
+        if not self.fresh_connections:
+            return self._session
+        if self._fresh_session is None:
+            self._fresh_session = self._new_session(force_close=True)
+        return self._fresh_session
 
     async def get(self, path: str, *, timeout_s: float | None = None) -> Exchange:
         """GET ``path`` (e.g. ``/v1/models``); never raises for server faults."""
@@ -392,21 +509,25 @@ class Client:
 
     async def _exchange(self, method: str, path: str, body: dict[str, Any] | None, rid: str,
                         timeout_s: float | None) -> Exchange:
-        """One request; sent again only when a *reused* pooled connection was closed or reset under it before
-        any response byte (a server that closes after each reply while announcing keep-alive, as llama-server
-        does, leaves dead connections in the pool). A timeout is never sent again (the server may be working on
-        the request), nor is any failure on a fresh connection. Every resend is said on the reply (``retried``)."""
+        """One request, sent once; again (at most ``MAX_RESENDS`` times) only when the connection failed before
+        any byte of it was written (``unwritten``). Every resend is said on the reply (``retried``), as is aiohttp's
+        own resend of an idempotent GET whose pooled connection failed (``_attempts``)."""
         ex = await self._exchange_once(method, path, body, rid, timeout_s)
-        stale = 0
-        # Each failed reuse drops one dead connection from the pool; several may be queued there under
-        # concurrency, so keep going while the failures are closed reused connections (bounded).
-        while (ex.status == 0 and not ex.chunks and ex.reused_connection and ex._connection_lost
-               and stale < _MAX_STALE_RETRIES):
-            stale += 1
-            first_error = ex.error
+        first_error = ex.error
+        resends = 0
+        while ex._unwritten and resends < MAX_RESENDS:
+            resends += 1
             ex = await self._exchange_once(method, path, body, rid, timeout_s)
-            ex.retried = (f"{stale} reused keep-alive connection(s) failed before any reply ({first_error}); "
-                          "sent again")
+        notes = []
+        if resends:
+            notes.append(f"sent {resends + 1} times: the connection failed before any byte of the request was "
+                         f"written ({first_error})" + (", every time" if ex._unwritten else ""))
+        extra = ex._attempts - ex._redirects - 1
+        if extra > 0:
+            notes.append(f"aiohttp sent this {method} {extra + 1} times: it re-sends an idempotent request once when "
+                         f"its pooled connection fails")
+        if notes:
+            ex.retried = "; ".join(notes)
         return ex
 
     async def _exchange_once(self, method: str, path: str, body: dict[str, Any] | None, rid: str,
@@ -446,8 +567,16 @@ class Client:
                         append((clock(), chunk))
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             ex.error = describe_exception(exc, limit, idle)
-            ex._connection_lost = not isinstance(exc, TimeoutError) and isinstance(
-                exc, (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError, ConnectionError))
+            ex._unwritten = not chunks and ex.status == 0 and unwritten(exc)
+            if (ex._reused and not ex._unwritten and not chunks and ex.status == 0 and not self.fresh_connections
+                    and isinstance(exc, (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError))
+                    and not isinstance(exc, aiohttp.ClientConnectorError)):
+                # written on a kept-alive connection that the server then closed without a reply: not re-sent (the
+                # server may have read it); it is the mark of a server that closes kept-alive connections, so every
+                # later request gets its own connection
+                self.fresh_connections = True
+                ex.error += (" (on a kept-alive connection, after the request was written: not re-sent; later "
+                             "requests open their own connection)")
             if chunks:
                 ex.error = f"{ex.error} (after {len(chunks)} chunks)"
         if not ex.sent_ns:

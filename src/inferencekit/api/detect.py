@@ -65,12 +65,21 @@ async def list_models(client: Client) -> tuple[list[dict[str, Any]], str | None]
 
 
 async def detect_engine(client: Client, model: str | None = None) -> EngineInfo:
-    """Identify the engine and pick the model (``model`` or the first ``/v1/models`` id).
+    """Identify the engine and pick the model (``model`` or the first ``/v1/models`` id). An engine whose dialect
+    says it closes kept-alive connections after a stream (``Dialect.keeps_connections``) makes ``client`` open a
+    connection per request from then on (``Client.fresh_connections``): every command detects before it sends.
 
     Raises:
         OpError: the server does not answer ``/v1/models`` (unreachable, wrong URL, auth), or
             ``model`` is not one it serves.
     """
+    info = await _detect(client, model)
+    if not info.dialect.keeps_connections:
+        client.fresh_connections = True
+    return info
+
+
+async def _detect(client: Client, model: str | None) -> EngineInfo:
     models, err = await list_models(client)
     if err:
         where = client.endpoint.root

@@ -106,6 +106,11 @@ class Dialect:
         top_k_off: the ``top_k`` value that turns top-k sampling off (-1 on vLLM and SGLang; 0 on llama.cpp,
             where k ≤ 0 is off).
         prefill_isolation: how a cold prefill request misses the prompt cache (``PrefillIsolation``).
+        keeps_connections: False when the engine closes a connection after a streamed reply although it announced
+            keep-alive (llama-server: the FIN comes 96–281 ms after the stream's end, measured on build b1-0c1e570
+            with SmolLM2-135M; a request written on that connection in the meantime is lost). The client then opens
+            a connection per request (``Client.fresh_connections``): it never re-sends a request whose bytes were
+            written (api/client.py), so reusing such a connection would lose requests.
     """
 
     name: str
@@ -128,6 +133,7 @@ class Dialect:
     special_tokenize_body: Callable[[str], dict[str, Any]] | None = None
     top_k_off: int = 0
     prefill_isolation: PrefillIsolation = RANDOM_PREFIX
+    keeps_connections: bool = True
 
     def parse_tokens(self, reply: Any) -> list[int] | None:
         """Token ids from a tokenize reply, or None when the shape is not understood."""
@@ -198,7 +204,8 @@ DIALECTS: dict[str, Dialect] = {
         prefill_isolation=PrefillIsolation(
             "cache_prompt:false", "cache_prompt: false on the cold request (llama.cpp skips its prompt cache); the "
             "warm replay uses the cache", "token ids", cold_fields=lambda s: {"cache_prompt": False},
-            bypass=lambda: {"cache_prompt": False}, bypass_description="cache_prompt: false on every request")),
+            bypass=lambda: {"cache_prompt": False}, bypass_description="cache_prompt: false on every request"),
+        keeps_connections=False),
     "llama-cpp-python": Dialect(
         "llama-cpp-python", tokenize_path="/extras/tokenize", tokenize_body=lambda t: {"input": t},
         detokenize_path="/extras/detokenize", detokenize_body=lambda ids: {"tokens": ids},

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from inferencekit.errors import OpError
-from inferencekit.redact import register
+from inferencekit.redact import MIN_SECRET_LEN, register
 
 __all__ = ["Endpoint", "normalize_base_url", "read_api_key"]
 
+_WARNED: set[str] = set()  # variables whose short value was warned about (once per process)
 _SECRET_QUERY = re.compile(r"(key|token|secret|password|auth)", re.I)
 
 
@@ -73,6 +75,11 @@ def read_api_key(env_name: str | None) -> str | None:
     if not value:
         raise OpError(f"environment variable {env_name} (from --api-key-env) is unset or empty")
     register(value)  # from here on, every writer scrubs it (redact.py)
+    if len(value) < MIN_SECRET_LEN and env_name not in _WARNED:
+        _WARNED.add(env_name)
+        print(f"inferencekit: warning: {env_name} holds a value of {len(value)} characters, too short to scrub from "
+              f"everything written (it would cut ordinary text); only its 'Bearer …' header form is scrubbed. A key "
+              f"of {MIN_SECRET_LEN} characters or more is scrubbed everywhere", file=sys.stderr)
     return value
 
 

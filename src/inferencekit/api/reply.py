@@ -11,6 +11,16 @@ Definitions (the bench metric manifest, ``bench/manifest.py``):
 - TTFT = first token event; TTFO = first event with visible content; E2EL = last token event;
 - ITL = gaps between consecutive token events; an event that says how many tokens it carried
   (token ids, else logprob entries) has its gap split evenly over them.
+
+A stream that finished (``[DONE]``) without one token event is not a successful reply for load metrics: it has
+no TTFT and nothing to count. When its usage claims more than one completion token it is a *protocol error*
+(the tokens were generated and not streamed; one may be an EOS that is counted and not sent), recorded as the
+reply's ``error``. Otherwise — usage absent, 0 or 1, whatever the finish_reason — it may be an honest reply (a
+model that emits EOS first streams a role delta and ``finish_reason: "stop"``; a request cut at ``max_tokens: 0``
+ends with ``"length"``): the reply records ``no_tokens: true`` and no error. ``bench/metrics.py`` counts it as a
+``no tokens`` failure (``NO_TOKENS``), apart from errors, outside every latency and throughput; a judge of what
+was answered (the order gate's VACUOUS rule) sees an empty answer, as it is. An event that is not a JSON object
+(``data: 5``) is a protocol error naming what it was.
 """
 
 from __future__ import annotations
@@ -23,7 +33,9 @@ import orjson
 from inferencekit.api.wire import event_problem
 from inferencekit.shapes import ReplyFile, is_ok
 
-__all__ = ["ReplyFile", "derive", "loads_json", "rederive", "is_ok"]
+__all__ = ["NO_TOKENS", "ReplyFile", "derive", "loads_json", "rederive", "is_ok"]
+
+NO_TOKENS = "no tokens"  # how a level's failure line for a reply with ``no_tokens`` begins (bench/metrics.py)
 
 
 def loads_json(payload: str | bytes) -> Any:
@@ -104,10 +116,14 @@ def derive(events: Sequence[Sequence[Any]]) -> dict[str, Any]:
     Returns:
         A dict with ``text``, ``reasoning``, ``tool_calls``, ``token_ids`` (None when the stream
         carried none), ``logprobs`` (None likewise), ``prompt_token_ids``, ``finish_reason``,
-        ``usage``, ``server_timings``, ``done``, ``ttft_ms``, ``ttfo_ms``, ``e2el_ms``, ``itl_ms``,
-        ``chunks`` (token events), ``n_streamed`` and ``streamed_method`` and ``stream_error``
-        (an error object sent inside the stream, an unparseable event, or the first event with a field of a
-        wrong type (``api/wire.py`` ``event_problem``), which is then not read; else None).
+        ``usage``, ``server_timings``, ``done``, ``no_tokens``, ``ttft_ms``, ``ttfo_ms``, ``e2el_ms``, ``itl_ms``,
+        ``chunks`` (token events), ``n_streamed`` and ``streamed_method``, ``stream_error``
+        (an error object sent inside the stream, an unparseable event, an event that is not a JSON object, or
+        the first event with a field of a wrong type (``api/wire.py`` ``event_problem``), which is then not read;
+        else None), ``empty_error`` (a stream that ended with ``[DONE]`` without a token event while usage claims
+        more than one completion token: a protocol error; else None) and ``no_tokens`` (True for such a stream
+        whose usage claims at most one token, or none: module docstring). ``stream_error`` and ``empty_error`` are
+        not reply-file fields: ``to_reply`` and ``rederive`` turn the first that is set into the reply's ``error``.
     """
     text: list[str] = []
     reasoning: list[str] = []
@@ -133,12 +149,14 @@ def derive(events: Sequence[Sequence[Any]]) -> dict[str, Any]:
             stream_error = stream_error or f"unparseable event: {payload[:200]}"
             continue
         if not isinstance(obj, dict):
+            kind = "null" if obj is None else "boolean" if isinstance(obj, bool) else type(obj).__name__
+            stream_error = stream_error or f"protocol error: an event is {kind}, expected an object: {payload[:120]}"
             continue
-        if obj.get("error") is not None:
+        problem = event_problem(obj)
+        if obj.get("error") is not None and not (problem or "").startswith("error"):
             err = obj["error"]
             msg = err.get("message") if isinstance(err, dict) else None
             stream_error = stream_error or (msg if isinstance(msg, str) and msg else str(err))[:500]
-        problem = event_problem(obj)
         if problem:  # a wrong type from the server: the reply is a protocol error naming the field; the event unread
             stream_error = stream_error or f"protocol error: {problem}"
             continue
@@ -210,12 +228,22 @@ def derive(events: Sequence[Sequence[Any]]) -> dict[str, Any]:
         itl.extend([(t1 - t0) / 1e6 / k] * k)
     n_streamed, method = (len(ids), "token_ids") if saw_ids else ((len(lps), "logprobs") if saw_lps else (None, None))
     odd_choices = several or bool(indices - {0})
+    empty_error = None
+    no_tokens = False
+    if done and not token_times:
+        claimed = usage.get("completion_tokens") if isinstance(usage, dict) else None
+        if isinstance(claimed, int) and claimed > 1:
+            # one token may be an EOS that is counted and not streamed; more, with nothing streamed, is not a reply
+            empty_error = (f"protocol error: the stream carried no token event but usage claims {claimed} completion "
+                           "tokens")
+        else:
+            no_tokens = True
     return {"odd_choices": sorted(map(str, indices)) if odd_choices else None, **{
         "text": "".join(text), "reasoning": "".join(reasoning),
         "tool_calls": [tools[k] for k in sorted(tools)],
         "token_ids": ids if saw_ids else None, "logprobs": lps if saw_lps else None,
         "prompt_token_ids": prompt_ids, "finish_reason": finish, "usage": usage, "server_timings": timings,
-        "done": done, "stream_error": stream_error,
+        "done": done, "no_tokens": no_tokens, "stream_error": stream_error, "empty_error": empty_error,
         "ttft_ms": None if first_tok is None else first_tok / 1e6,
         "ttfo_ms": None if first_vis is None else first_vis / 1e6,
         "e2el_ms": None if last_tok is None else last_tok / 1e6,
@@ -227,8 +255,9 @@ def rederive(reply: dict[str, Any]) -> dict[str, Any]:
     """The reply with every derived field recomputed from its ``events`` (a parser fix re-applies)."""
     out = dict(reply)
     derived = derive(reply.get("events") or [])
-    stream_error = derived.pop("stream_error")
+    stream_error, empty_error = derived.pop("stream_error"), derived.pop("empty_error")
+    error = stream_error or empty_error
     out.update(derived)
-    if stream_error and not out.get("error"):
-        out["error"] = stream_error
+    if error and not out.get("error"):
+        out["error"] = error
     return out

@@ -168,6 +168,16 @@ def _message(path: str, m: Any) -> str | None:
     return _tool_calls(f"{path}.tool_calls", m.get("tool_calls"))
 
 
+def _error(e: Any) -> str | None:
+    if e is None or isinstance(e, str):
+        return None
+    if not isinstance(e, Mapping):
+        return _bad("error", e, "an object or a string")
+    if not _opt(e.get("message"), _str):
+        return _bad("error.message", e.get("message"), "a string")
+    return None
+
+
 def _choice(i: int, ch: Any) -> str | None:
     p = f"choices[{i}]"
     if not isinstance(ch, Mapping):
@@ -193,8 +203,11 @@ def event_problem(obj: Mapping[str, Any]) -> str | None:
     ``text``, ``delta`` / ``message`` (``content``, ``reasoning_content``, ``reasoning``, ``role``,
     ``tool_calls`` with ``index``, ``id``, ``type``, ``function.name`` / ``.arguments``), ``token_ids``,
     ``prompt_token_ids`` and ``logprobs`` (chat ``content`` entries with their ``top_logprobs``, or the
-    completions ``tokens`` / ``token_logprobs`` / ``top_logprobs``). The ``error`` field is read by ``derive``
-    whatever its type."""
+    completions ``tokens`` / ``token_logprobs`` / ``top_logprobs``), and ``error`` (an object whose ``message``
+    is a string or null, or a string)."""
+    problem = _error(obj.get("error"))
+    if problem:
+        return problem
     if obj.get("usage") is not None:
         problem = _usage(obj["usage"])
         if problem:

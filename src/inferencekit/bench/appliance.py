@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from inferencekit.api.detect import EngineInfo
-from inferencekit.bench.appliance_collect import NONCE_VERSION, Collector, load_prompts
+from inferencekit.bench.appliance_collect import NONCE_VERSION, Collector, load_prompts, refused_texts_note
 from inferencekit.bench.appliance_judge import receipt_verdict
 from inferencekit.evidence import artifact, build_record, metric, save_record, tool_identity
 from inferencekit.evidence.receipt import RECEIPT_FORMAT
@@ -146,23 +146,33 @@ async def run_appliance(col: Collector, *, label: str, comparison_id: str, metad
     receipt["run"]["finished_at"] = _now()
     verdict, reasons = receipt_verdict(receipt)
     receipt["verdict"] = verdict
-    receipt["limitations"] = reasons + _engine_limitations(receipt, info) + list(settings.notes)
+    engine_lims, engine_fallbacks = engine_limitations(receipt, info)
+    refused = refused_texts_note(col.tok.source if col.tok else "none", col.retokenize_errors)
+    receipt["limitations"] = reasons + engine_lims + ([refused] if refused else []) + list(settings.notes)
+    # the limitations that changed what was measured: verify --strict does not let a PASS rest on one
+    receipt["fallbacks"] = engine_fallbacks + list(settings.notes)
     write_json(receipt_path(run), receipt, indent=True)
     partial.unlink(missing_ok=True)
     return receipt
 
 
-def _engine_limitations(receipt: dict[str, Any], info: EngineInfo) -> list[str]:
+def engine_limitations(receipt: dict[str, Any], info: EngineInfo) -> tuple[list[str], list[str]]:
+    """``(limitations, fallbacks)`` of a finished receipt's samples: what the figures cannot see, and the part of it
+    that changed what was measured (samples served partly from the prompt cache, whose TTFT is no full prefill;
+    completion tokens counted from token events where the server streamed no usage). ``verify --strict`` does not
+    let a PASS rest on a fallback (docs/design.md, "A PASS is a bounded claim")."""
     out = []
+    fallbacks = []
     rows = [r for sec in receipt["decode"].values() for r in sec["runs"]]
     streams = [s for sec in receipt["concurrency"].values() for rnd in sec["rounds"] for s in rnd["streams"]]
     cached = [r for r in rows + streams if (r.get("cached_prompt_tokens") or 0) > 0]
     if cached:
         worst = max(cached, key=lambda r: r["cached_prompt_tokens"] / max(r.get("prompt_tokens") or 1, 1))
-        out.append(f"{len(cached)} of {len(rows + streams)} decode/concurrency samples were served partly from the "
-                   f"prompt cache (up to {worst['cached_prompt_tokens']} of {worst.get('prompt_tokens')} prompt "
-                   f"tokens): their TTFT is not a full prefill (cache bypass: "
-                   f"{receipt['settings'].get('decode_cache_isolation')})")
+        fallbacks.append(f"{len(cached)} of {len(rows + streams)} decode/concurrency samples were served partly "
+                         f"from the prompt cache (up to {worst['cached_prompt_tokens']} of "
+                         f"{worst.get('prompt_tokens')} prompt tokens): their TTFT is not a full prefill "
+                         f"(cache bypass: {receipt['settings'].get('decode_cache_isolation')})")
+        out.append(fallbacks[-1])
     caps = [(r, receipt["settings"]["decode_tokens"]) for r in rows]
     caps += [(s, receipt["settings"]["concurrency_tokens"]) for s in streams]
     short = [r for r, cap in caps if r.get("finish_reason") == "length" and r.get("usable")
@@ -173,11 +183,12 @@ def _engine_limitations(receipt: dict[str, Any], info: EngineInfo) -> list[str]:
                    "engine-specific field)")
     retried = [r for r in rows + streams if r.get("retried")]
     if retried:
-        out.append(f"{len(retried)} requests were sent again after a reused keep-alive connection failed before "
-                   "any reply (see each row's 'retried')")
+        out.append(f"{len(retried)} requests were sent again after their connection failed before any byte of "
+                   "them was written (see each row's 'retried')")
     if rows and all(r.get("completion_tokens_source") == "token events" for r in rows):
-        out.append(f"{info.engine} streamed no usage: completion tokens are the number of token-bearing events "
-                   "(one token per event on this engine); retokenized counts are recorded beside them")
+        fallbacks.append(f"{info.engine} streamed no usage: completion tokens are the number of token-bearing "
+                         "events (one token per event on this engine); retokenized counts are recorded beside them")
+        out.append(fallbacks[-1])
     if any(sec.get("cold_verification") != "server-verified" and any(r.get("usable") for r in sec["cold"]["runs"])
            for sec in receipt["prefill"].values()):
         out.append("cold prefill is not server-verified: the server reported no cached-token figure for the cold "
@@ -185,7 +196,7 @@ def _engine_limitations(receipt: dict[str, Any], info: EngineInfo) -> list[str]:
     if info.capacity == 1 and any(int(k) > 1 for k in receipt["concurrency"]):
         out.append(f"{info.engine} serves one request at a time (capacity from: {info.capacity_source}): concurrent "
                    "streams queue inside the server, so per-stream rates fall with the level")
-    return out
+    return out, fallbacks
 
 
 def write_card(run: RunDir, receipt: dict[str, Any]) -> Path:
@@ -231,7 +242,8 @@ def appliance_record(run: RunDir, receipt: dict[str, Any], info: EngineInfo) -> 
         metrics=metrics, artifacts=arts, limitations=receipt["limitations"],
         missing=[f"{k}: {v}" for k, v in receipt["skipped"].items()], verdict=receipt["verdict"],
         data={"run_dir": str(run.path.resolve()), "receipt": "appliance/receipt.json",
-              "label": run_part["label"], "comparison_id": run_part["comparison_id"]})
+              "label": run_part["label"], "comparison_id": run_part["comparison_id"],
+              "fallbacks": [x for x in receipt.get("fallbacks") or [] if isinstance(x, str)]})
     save_record(rec, run)
     run.update_run(appliance_record=rec["evidence_id"])
     return rec

@@ -16,7 +16,9 @@ MANIFEST_VERSION = "inferencekit.bench.metrics.v1"
 METRICS_MANIFEST: dict[str, Any] = {
     "version": MANIFEST_VERSION,
     "clock": "time.perf_counter_ns() on the client; send time taken just before the HTTP library is called",
-    "statistics": "mean, std (population), p50/p90/p95/p99 (numpy linear interpolation) over successful requests",
+    "statistics": "mean, std (population), p50/p90/p95/p99 (numpy linear interpolation) over successful requests "
+                  "(HTTP 200, no error, at least one token event: a stream with none is a 'no tokens' failure, "
+                  "counted in requests.no_tokens and left out of every latency and throughput)",
     "metrics": {
         "ttft_ms": {
             "kind": "per-request", "unit": "ms",

@@ -3,6 +3,11 @@
 Input: the reply dicts of one load level (successful and failed). Output: a JSON-able summary with
 every metric's distribution, throughput, goodput, the N_out sources and their disagreements, and
 failures grouped by error. A value that cannot be computed is None, never 0.
+
+A reply completes only with HTTP 200, no recorded error and at least one token event: a reply that carried no
+token (``no_tokens``, api/reply.py; or ``chunks`` 0, as a reply file written before that field says it) has no
+TTFT and no output to count, so it is a failure (``NO_TOKENS``), counted apart from the errors
+(``requests.no_tokens``), and its usage never enters throughput.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from inferencekit.api.reply import NO_TOKENS
 from inferencekit.shapes import is_ok, n_out, reply_end_ns, reply_start_ns
 from inferencekit.stats import summarize
 
@@ -23,6 +29,17 @@ def _tpot_ms(reply: Mapping[str, Any], n: int | None) -> float | None:
         return None
     tpot: float = (e2el - ttft) / (n - 1)
     return tpot
+
+
+def _failure(r: Mapping[str, Any]) -> str | None:
+    """Why a reply did not complete (its error, ``HTTP <status>``, or ``NO_TOKENS``), None when it completed."""
+    if not is_ok(r):
+        return str(r.get("error") or f"HTTP {r.get('status')}")
+    if r.get("no_tokens") is True or r.get("chunks") == 0:
+        claimed = (r.get("usage") or {}).get("completion_tokens") if isinstance(r.get("usage"), dict) else None
+        return (f"{NO_TOKENS}: no token event (finish_reason {r.get('finish_reason')!r}, usage completion_tokens "
+                f"{claimed!r}): no TTFT, not completed")
+    return None
 
 
 def meets_slo(values: Mapping[str, float | None], slo: Mapping[str, float]) -> bool:
@@ -47,9 +64,10 @@ def level_metrics(replies: Sequence[Mapping[str, Any]], *, slo: Mapping[str, flo
     """
     slo = dict(slo or {})
     retok = retokenized or {}
-    ok = [r for r in replies if is_ok(r)]
-    failed = [r for r in replies if not is_ok(r)]
-    errors = Counter((r.get("error") or f"HTTP {r.get('status')}")[:160] for r in failed)
+    why = [(r, _failure(r)) for r in replies]
+    ok = [r for r, w in why if w is None]
+    failed = [(r, w) for r, w in why if w is not None]
+    errors = Counter(w[:160] for _, w in failed)
     ttft: list[float] = []
     ttfo: list[float] = []
     e2el: list[float] = []
@@ -107,7 +125,8 @@ def level_metrics(replies: Sequence[Mapping[str, Any]], *, slo: Mapping[str, flo
     per_s = (lambda x: x / window_s) if window_s else (lambda x: None)
     out: dict[str, Any] = {
         "requests": {"total": len(replies), "completed": len(ok), "failed": len(failed),
-                     "transport_failures": sum(1 for r in failed if r.get("status") == 0),
+                     "transport_failures": sum(1 for r, _ in failed if r.get("status") == 0),
+                     "no_tokens": sum(1 for _, w in failed if w.startswith(NO_TOKENS)),
                      "errors": dict(errors.most_common(10))},
         "window_s": window_s,
         "throughput": {"request_throughput_req_s": per_s(len(ok)) if ok else None,

@@ -126,8 +126,12 @@ class LoadRunner:
         return ex
 
     def _extra_meta(self, probe: ProbeRecord, level: str | None) -> dict[str, Any]:
+        """The fields an extra request's reply file carries besides the exchange: its id, engine, level, probe
+        kind, and the planner's ``meta`` as ``probe_meta`` when it has any (e.g. ``prompt_source``, which the
+        hidden_probes gate reads back to state probes drawn from the public dev set)."""
+        meta = probe.get("meta")
         return {"id": probe["id"], "engine": self.engine, **({"level": level} if level else {}),
-                "probe_kind": probe["kind"]}
+                "probe_kind": probe["kind"], **({"probe_meta": dict(meta)} if meta else {})}
 
     async def send_alone(self, probe: ProbeRecord) -> None:
         """Send one extra request outside any level (``ExtraRequests.alone``) and write its body to

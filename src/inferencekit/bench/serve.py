@@ -23,6 +23,7 @@ from inferencekit.api.client import Client
 from inferencekit.api.detect import EngineInfo, detect_engine
 from inferencekit.api.reply import is_ok
 from inferencekit.api.tokenize import TokenizeError, Tokenizer, choose_tokenizer
+from inferencekit.bench.appliance_collect import refused_texts_note
 from inferencekit.bench.config import ServeConfig
 from inferencekit.bench.journal import materialise
 from inferencekit.bench.manifest import METRICS_MANIFEST
@@ -64,19 +65,23 @@ def load_level_replies(run: RunDir, engine: str, label: str) -> list[dict[str, A
     return out
 
 
-async def _retokenize(tok: Tokenizer, replies: Sequence[dict[str, Any]], limit: int = 4) -> dict[str, int]:
+async def _retokenize(tok: Tokenizer, replies: Sequence[dict[str, Any]], limit: int = 4
+                      ) -> tuple[dict[str, int], dict[str, str]]:
+    """Re-tokenized counts of every successful reply's text (reasoning and answer), by file key, and the texts the
+    tokenizer refused (a 422 from ``/tokenize``: ``{key: error}``): recorded beside the counts, never dropped."""
     sem = asyncio.Semaphore(limit)
     out: dict[str, int] = {}
+    errors: dict[str, str] = {}
 
     async def one(r: dict[str, Any]) -> None:
         async with sem:
             try:
                 out[r["_key"]] = len(await tok.encode(r.get("text", "") + r.get("reasoning", "")))
-            except TokenizeError:
-                pass
+            except TokenizeError as e:
+                errors[r["_key"]] = str(e)[:200]
 
     await asyncio.gather(*(one(r) for r in replies if is_ok(r)))
-    return out
+    return out, errors
 
 
 def _fixed_fields(cfg: ServeConfig, info: EngineInfo) -> dict[str, Any]:
@@ -179,9 +184,10 @@ async def _run_with_pool(cfg: ServeConfig, client: Client, info: EngineInfo, run
     tok = choose_tokenizer(cfg.tokenizer, client, info.dialect) if cfg.retokenize else None
     if tok is not None:
         for label in ran:  # levels kept from before keep their counts (and the files their record hashed)
-            counts = await _retokenize(tok, load_level_replies(run, engine, label))
+            counts, errors = await _retokenize(tok, load_level_replies(run, engine, label))
             write_json(run.level_dir("outputs", engine, label) / RETOKENIZED_FILE,
-                       {"tokenizer": tok.source, "counts": dict(sorted(counts.items()))})
+                       {"tokenizer": tok.source, "counts": dict(sorted(counts.items())),
+                        **({"errors": dict(sorted(errors.items()))} if errors else {})})
     return bench_record(run, cfg, info, engine, retok_source=tok.source if tok else None, fixed=fixed)
 
 
@@ -206,7 +212,7 @@ async def _split_level(pool: Any, cfg: ServeConfig, client: Client, run: RunDir,
                           prompts=list(prompts), planner_seed=planner.seed, used_keys=used, body=body_kw,
                           optional=optional, rejected_fields=sorted(client.rejected_fields), duration_s=cfg.duration_s,
                           extras=extras if share.worker == 0 else None, requests=dealt.get(share.worker),
-                          read_timeout_s=client.read_timeout_s)
+                          read_timeout_s=client.read_timeout_s, fresh_connections=client.fresh_connections)
 
     outcome = await run_level_split(pool, run, engine, shares, make_task, on_done=on_done)
     for _ in range(max(outcome.client.get("draws") or [0])):  # duration mode: past the furthest process's draws
@@ -236,10 +242,16 @@ def bench_record(run: RunDir, cfg: ServeConfig, info: EngineInfo, engine: str, *
     invalid: list[str] = []
     missing: list[str] = []
     limitations: list[str] = []
+    refused: dict[str, str] = {}  # texts the tokenizer refused, by level/key
+    retok_name = retok_source
     for spec in cfg.levels:
         replies = load_level_replies(run, engine, spec.label)
         rt_file = run.level_dir("outputs", engine, spec.label) / RETOKENIZED_FILE
         rt = read_json(rt_file)
+        errs = (rt or {}).get("errors") if isinstance(rt, dict) else None
+        if isinstance(errs, dict):
+            refused.update({f"load-{spec.label}/{k}": str(v) for k, v in errs.items()})
+            retok_name = retok_name or rt.get("tokenizer")
         m = level_metrics(replies, slo=cfg.slo, retokenized=(rt or {}).get("counts"), open_loop=spec.mode == "open")
         client_file = run.level_dir("outputs", engine, spec.label) / CLIENT_FILE
         pace = judge_client_pace((read_json(client_file) or {}).get("processes") or [], replies,
@@ -285,6 +297,9 @@ def bench_record(run: RunDir, cfg: ServeConfig, info: EngineInfo, engine: str, *
     if cfg.retokenize and not any((run.level_dir("outputs", engine, s.label) / RETOKENIZED_FILE).is_file()
                                   for s in cfg.levels):
         missing.append("re-tokenized counts: this engine has no known tokenize endpoint and no --tokenizer was given")
+    refused_note = refused_texts_note(str(retok_name), refused)
+    if refused_note:
+        limitations.append(refused_note)
     if cfg.ignore_eos and "ignore_eos" in info.dialect.ignores:
         limitations.append(f"--ignore-eos was sent, but {info.engine} is known to drop it silently (see "
                            "`inferencekit probe`): replies may stop before --max-tokens")
@@ -295,8 +310,10 @@ def bench_record(run: RunDir, cfg: ServeConfig, info: EngineInfo, engine: str, *
     if cfg.count_tokens and info.dialect.count_fields:
         limitations.append(f"requests asked for {sorted(info.dialect.count_fields)} so each streamed event says how "
                            "many tokens it carried; the server computed that extra output for every token")
+    fallbacks: list[str] = []  # what changed what was measured: verify --strict does not let a PASS rest on it
     if dropped:
-        limitations.append(f"the server rejected optional fields {sorted(dropped)} (HTTP 400); they were dropped")
+        fallbacks.append(f"the server rejected optional fields {sorted(dropped)} (HTTP 400); they were dropped")
+        limitations.append(fallbacks[-1])
     policy = BodyPolicy("bench serve", cfg.extra_body, cfg.chat_template_kwargs, tuple(cfg.refused_fields))
     limitations += policy.limitations()
     extra_counts: dict[str, int] = {}
@@ -327,7 +344,7 @@ def bench_record(run: RunDir, cfg: ServeConfig, info: EngineInfo, engine: str, *
                 for s in cfg.levels for kind in ("outputs", "inputs")],
         data={"run_dir": str(run.path.resolve()), "engine_label": engine, "levels": levels, "config": cfg.to_json(),
               "request_fields_fixed": fixed, "request_policy": policy.to_json(), "retokenizer": retok_source,
-              "dropped_fields": sorted(dropped),
+              "dropped_fields": sorted(dropped), "fallbacks": fallbacks, "retokenize_refused": sorted(refused),
               "pins": run_json.get("pins"), "history": run_json.get("bench_state"),
               "resumes": run_json.get("resumes", []), "metrics_manifest": METRICS_MANIFEST,
               "extra_requests": extra_counts})

@@ -72,6 +72,8 @@ class WorkerTask:
     extras: ExtraRequests | None = None  # the level's extra requests (process 0 only), ``by_level`` keyed by its label
     requests: list[PlannedRequest] | None = None  # the share's requests, drawn by the parent (count mode)
     read_timeout_s: float | None = None  # --read-timeout (the parent client's), None: off
+    # the parent client's Client.fresh_connections (an engine that closes kept-alive connections, api/client.py)
+    fresh_connections: bool = False
 
 
 class LevelWorker:
@@ -120,7 +122,7 @@ class LevelWorker:
             await asyncio.sleep(delay_ns / 1e9)
         started_wall_ns = time.time_ns()
         async with Client(Endpoint.parse(t.url, t.api_key_env), timeout_s=t.timeout_s,
-                          read_timeout_s=t.read_timeout_s) as client:
+                          read_timeout_s=t.read_timeout_s, fresh_connections=t.fresh_connections) as client:
             client.rejected_fields.update(t.rejected_fields)
             runner = LoadRunner(client, run, t.engine, body_for, optional=t.optional, on_done=on_done, extras=t.extras)
             name = f"journal-w{share.worker}.jsonl"

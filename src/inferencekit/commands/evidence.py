@@ -6,7 +6,7 @@ import sys
 from typing import Any
 
 from inferencekit.evidence.record import KINDS, integrity_problems
-from inferencekit.evidence.store import Store, check_tree, record_base, resolve_record
+from inferencekit.evidence.store import Store, check_tree, record_base, record_path, resolve_record
 from inferencekit.registry import Arg, Call, Outcome, operation
 from inferencekit.rundir import read_json
 
@@ -18,11 +18,22 @@ _ID = Arg("record", "string", "An evidence id (ev_…), a unique prefix of one, 
 
 @operation(("evidence", "verify"), "Check that a record and every file it lists are unchanged.",
            description="Recomputes the record's content id and the SHA-256 of every artifact (reply files, "
-                       "sub-records, recursively). Prints 'intact' or names each changed or missing file. A "
-                       "content id makes an edit evident; it is not a signature. Exit 0 intact, 1 changed.",
+                       "sub-records, recursively), and looks for files added to the parts of the run dir each record "
+                       "covers. Prints a line per record (its kind, what it covers, how many files) and 'intact', or "
+                       "names each changed, missing or added file. A record file given by path that is not a "
+                       "readable record is changed too. A content id makes an edit evident; it is not a signature. "
+                       "Exit 0 intact, 1 changed.",
            example="inferencekit evidence verify ev_3f2a9c", args=[_ID])
 def evidence_verify(call: Call, record: str) -> Outcome:
-    rec, path = resolve_record(record)
+    path = record_path(record)  # OpError (exit 2) when there is no such file or record
+    rec = read_json(path)
+    if not isinstance(rec, dict) or "evidence_id" not in rec:
+        # a file that was a record and no longer reads as one (truncated, edited into garbage) is a changed record
+        why = (f"{path}: not a readable evidence record (" + ("not JSON" if rec is None else "JSON, but no "
+                                                              "evidence_id") + ")")
+        bad = {"evidence_id": None, "intact": False, "records_checked": 1, "artifacts_checked": 0, "problems": [why],
+               "records": []}
+        return Outcome(bad, "FAIL", lambda console: console.print(f"CHANGED {why}", style="bold red", markup=False))
     rows = check_tree(rec, path)
     problems = [f"{r['evidence_id']}: {p}" for r in rows for p in r["problems"]]
     verdict = "FAIL" if problems else "PASS"
@@ -31,6 +42,9 @@ def evidence_verify(call: Call, record: str) -> Outcome:
                "problems": problems, "records": rows}
 
     def render(console: Any) -> None:
+        for r in rows:  # which record covers what
+            console.print(f"  {r['evidence_id']}  {r['kind']}: {r['part']} — {r['files']} file(s)"
+                          + ("" if not r["problems"] else f" — {len(r['problems'])} problem(s)"), markup=False)
         if problems:
             console.print(f"[bold red]CHANGED[/] {rec.get('evidence_id')} ({len(problems)} problem(s)):")
             for p in problems:

@@ -36,7 +36,7 @@ from inferencekit.gates.run import (
 from inferencekit.options import CLIENT_ARGS, check_client_args, check_urls
 from inferencekit.registry import Arg, Call, Outcome, operation
 from inferencekit.report.card import print_limitations, verdict_style
-from inferencekit.rundir import RunDir
+from inferencekit.rundir import RunDir, gate_run_name
 
 __all__ = ["gates_check", "gates_order", "gates_run", "gates_spec_exact", "judged_outcome", "render_gates"]
 
@@ -95,7 +95,7 @@ def gates_check(call: Call, run_dir: str, engine: str | None = None, reference_o
         raise OpError(f"--reference-outputs {reference_outputs}: not a directory")
     if not 0 <= length_tolerance < 1 or not 0 <= max_length_outliers <= 1:
         raise OpError("--length-tolerance must be in [0, 1) and --max-length-outliers in [0, 1]")
-    known = {p.stem for p in run.gate_run_logs()}
+    known = {gate_run_name(p) for p in run.gate_run_logs()}
     unknown = sorted(set(gate_run or ()) - known)
     if unknown:
         raise OpError(f"--gate-run {', '.join(unknown)}: no probes/<name>.jsonl of that name in {run_dir} (it has: "

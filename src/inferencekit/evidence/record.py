@@ -5,6 +5,13 @@ first 24 hex digits of the SHA-256 of the canonical JSON of every other field. E
 reply file, a sub-record, a table) is listed with its path relative to the run directory and its
 SHA-256, so editing any byte of a record or of a file it lists is evident. A content id is not a
 signature: anyone can edit a run and recompute every hash; it proves integrity, not authorship.
+
+A record also *covers* the parts of the run dir its files lie in (``covers``): each folder one operation writes
+in full (``part_folder``: a load level, a side folder of a load, an appliance section, a quality item store or
+trajectory set), every file of which the record lists. A file found there later that it does not list is
+"added", as a listed one missing or changed is; files in folders several operations share (``probes/``,
+``evidence/``, a quality task's results) are each a part of their own. A later operation writes its own parts
+and its own record.
 """
 
 from __future__ import annotations
@@ -21,12 +28,47 @@ from typing import Any
 from inferencekit import __version__
 from inferencekit.evidence.canonical import canonical_json, sha256_file, sha256_hex
 
-__all__ = ["FORMAT", "KINDS", "build_record", "compute_id", "integrity_problems", "integrity_problem",
-           "artifact", "metric", "tool_identity", "host_identity"]
+__all__ = ["FORMAT", "KINDS", "PART_FILE", "build_record", "compute_id", "integrity_problems", "integrity_problem",
+           "artifact", "metric", "part_folder", "part_summary", "tool_identity", "host_identity"]
 
 FORMAT = "inferencekit.evidence.v1"
 KINDS = ("bench", "appliance", "gates", "quality_trajectory", "quality_score", "quality_task", "verification",
          "probe")
+PART_FILE = "part file"  # the role of a file a record lists because it lies in a part the record covers
+
+
+def part_folder(rel: str, base: Path) -> str | None:
+    """The folder one operation writes in full that holds the run-dir file ``rel`` (POSIX, relative to ``base``),
+    or None when the file lies in a folder several operations share (docs/design.md, "Run directory").
+
+    ``<inputs|outputs>/<engine>/load-<level>/…`` (a load level), ``…/<engine>/{warmup,probes}/…`` and
+    ``…/<engine>/kat/{alone,load}/…`` (a load's side requests), ``…/<engine>/appliance-<section>/…`` (an appliance
+    section), ``appliance/…`` (the receipt and its card), ``quality/<task>/<label>/…`` (a quality task's item
+    store) and ``quality/<label>/…`` when it holds an ``index.json`` (a trajectory set). Not parts: the run dir's
+    top, ``probes/`` (a gate run's log, the capability probe's), ``evidence/``, ``quality/<task>/<label>.jsonl``
+    (results beside other labels')."""
+    parts = rel.split("/")
+    if parts[0] in ("inputs", "outputs") and len(parts) >= 4:
+        if parts[2].startswith(("load-", "appliance-")) or parts[2] in ("warmup", "probes"):
+            return "/".join(parts[:3])
+        if parts[2] == "kat" and len(parts) >= 5 and parts[3] in ("alone", "load"):
+            return "/".join(parts[:4])
+        return None
+    if parts[0] == "appliance" and len(parts) >= 2:
+        return "appliance"
+    if parts[0] == "quality":
+        if len(parts) >= 4:
+            return "/".join(parts[:3])
+        if len(parts) == 3 and (Path(base) / "quality" / parts[1] / "index.json").is_file():
+            return "/".join(parts[:2])
+    return None
+
+
+def _part_files(base: Path, folder: str) -> list[Path]:
+    """Every file below ``base/folder``, an atomic write's temp file (``.<name>.<random>.tmp``) left out."""
+    d = Path(base) / folder
+    return sorted(p for p in d.rglob("*") if p.is_file() and not (p.name.startswith(".") and p.name.endswith(".tmp"))
+                  ) if d.is_dir() else []
 
 
 @lru_cache(maxsize=1)
@@ -80,11 +122,15 @@ def build_record(*, kind: str, claim_class: str, summary: str, identity: dict[st
                  metrics: Iterable[dict[str, Any]] = (), artifacts: Iterable[dict[str, str]] = (),
                  missing: Iterable[str] = (), limitations: Iterable[str] = (), data: dict[str, Any] | None = None,
                  verdict: str | None = None, created_at: str | None = None,
-                 covers: Iterable[str] = ()) -> dict[str, Any]:
+                 covers: Iterable[str] = (), base: Path | None = None) -> dict[str, Any]:
     """A complete record with its ``evidence_id``.
 
-    ``covers``: folders (relative to the run dir) whose every file is one of ``artifacts``: verifying then
-    calls a file found there that the record does not list an added file (``integrity_problems``).
+    ``covers``: folders (relative to the run dir) whose every file the record lists: verifying then calls a file
+    found there that the record does not list an added file (``integrity_problems``). To the folders given, the
+    parts of the run dir its artifacts lie in are added (``part_folder``), and every file of a covered folder that
+    ``artifacts`` does not hold is listed too, with the role ``PART_FILE``: a record lists every file of its parts.
+    ``base``: the run dir the artifact paths are relative to (default: ``data["run_dir"]``, which every record of
+    a run dir names); without one, only the ``covers`` given are recorded.
 
     Raises:
         ValueError: unknown kind or claim class, or a non-finite number anywhere.
@@ -93,6 +139,20 @@ def build_record(*, kind: str, claim_class: str, summary: str, identity: dict[st
         raise ValueError(f"unknown evidence kind {kind!r}")
     if claim_class not in ("observed", "derived"):
         raise ValueError(f"unknown claim_class {claim_class!r}")
+    artifacts = list(artifacts)
+    folders = set(covers)
+    hint = (data or {}).get("run_dir")
+    root = Path(base) if base is not None else (Path(hint) if isinstance(hint, str) and Path(hint).is_dir() else None)
+    if root is not None:
+        folders |= {f for a in artifacts if a.get("role") != "record"
+                    and (f := part_folder(a["path"], root)) is not None}
+        listed = {a["path"] for a in artifacts}
+        for folder in sorted(folders):
+            for p in _part_files(root, folder):
+                rel = p.relative_to(root).as_posix()
+                if rel not in listed:
+                    artifacts.append(artifact(p, root, PART_FILE))
+                    listed.add(rel)
     rec: dict[str, Any] = {
         "format": FORMAT, "kind": kind, "claim_class": claim_class,
         "created_at": created_at or _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
@@ -101,8 +161,8 @@ def build_record(*, kind: str, claim_class: str, summary: str, identity: dict[st
         "metrics": list(metrics), "artifacts": sorted(artifacts, key=lambda a: a["path"]),
         "missing": list(missing), "limitations": list(limitations), "data": data or {},
     }
-    if covers:
-        rec["covers"] = sorted(set(covers))
+    if folders:
+        rec["covers"] = sorted(folders)
     if verdict is not None:
         rec["verdict"] = verdict
     rec["evidence_id"] = compute_id(rec)
@@ -150,7 +210,7 @@ def integrity_problems(record: dict[str, Any], base: Path | None) -> list[str]:
         if not d.resolve().is_relative_to(root):
             problems.append(f"covered folder outside the run directory: {folder}")
             continue
-        found = sorted(p.relative_to(base).as_posix() for p in d.rglob("*") if p.is_file()) if d.is_dir() else []
+        found = [p.relative_to(base).as_posix() for p in _part_files(Path(base), folder)]
         problems += [f"artifact added: {f} (in {folder}/, which the record lists in full)" for f in found
                      if f not in listed]
     return problems
@@ -166,6 +226,25 @@ def _shape_problem(arts: Any, covers: Any) -> str | None:
     if not isinstance(covers, list) or not all(isinstance(c, str) for c in covers):
         return "covers is not a list of folder paths"
     return None
+
+
+def part_summary(record: dict[str, Any]) -> str:
+    """What a record covers, in one line: its folders (``covers``) and the files it lists outside them, e.g.
+    ``outputs/e/load-c1, inputs/e/load-c1 + 2 other files`` or ``probes/capabilities.jsonl``; sub-records are
+    named by count."""
+    arts = [a for a in record.get("artifacts") or [] if isinstance(a, dict) and isinstance(a.get("path"), str)]
+    covers = [c for c in record.get("covers") or [] if isinstance(c, str)]
+    subs = [a for a in arts if a.get("role") == "record"]
+    loose = [a["path"] for a in arts if a.get("role") != "record"
+             and not any(a["path"].startswith(c.rstrip("/") + "/") for c in covers)]
+    out = ", ".join(covers[:4]) + (f" and {len(covers) - 4} more folders" if len(covers) > 4 else "")
+    if loose:
+        what = loose[0] if len(loose) == 1 else f"{len(loose)} files"
+        out = f"{out} + {what} outside them" if covers else (loose[0] if len(loose) == 1 else f"{len(loose)} files: "
+                                                             + ", ".join(loose[:3]) + (", …" if len(loose) > 3 else ""))
+    if subs:
+        out = f"{out} + {len(subs)} sub-record(s)" if out else f"{len(subs)} sub-record(s)"
+    return out or "no file"
 
 
 def integrity_problem(record: dict[str, Any], base: Path | None) -> str | None:

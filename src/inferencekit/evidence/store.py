@@ -11,10 +11,10 @@ from typing import Any
 
 from inferencekit.errors import OpError
 from inferencekit.evidence.canonical import canonical_json
-from inferencekit.evidence.record import integrity_problems
+from inferencekit.evidence.record import integrity_problems, part_summary
 from inferencekit.rundir import RunDir, data_home, read_json, write_bytes
 
-__all__ = ["Store", "check_tree", "save_record", "resolve_record", "record_base"]
+__all__ = ["Store", "check_tree", "save_record", "record_path", "resolve_record", "record_base"]
 
 
 def _default_root() -> Path:
@@ -74,11 +74,11 @@ def record_base(path: Path, record: dict[str, Any]) -> Path | None:
     return None
 
 
-def resolve_record(id_or_path: str, store: Store | None = None) -> tuple[dict[str, Any], Path]:
-    """Load a record given as a file path, an id, or an id prefix.
+def record_path(id_or_path: str, store: Store | None = None) -> Path:
+    """The file of a record given as a file path, an id, or an id prefix (not read).
 
     Raises:
-        OpError: nothing found, or the file is not a JSON record.
+        OpError: nothing found.
     """
     p = Path(id_or_path)
     if not p.is_file():
@@ -87,6 +87,16 @@ def resolve_record(id_or_path: str, store: Store | None = None) -> tuple[dict[st
             raise OpError(f"no evidence record {id_or_path!r} (not a file, not in the store "
                           f"{str((store or Store()).root)!r})")
         p = found
+    return p
+
+
+def resolve_record(id_or_path: str, store: Store | None = None) -> tuple[dict[str, Any], Path]:
+    """Load a record given as a file path, an id, or an id prefix.
+
+    Raises:
+        OpError: nothing found, or the file is not a JSON record.
+    """
+    p = record_path(id_or_path, store)
     rec = read_json(p)
     if not isinstance(rec, dict) or "evidence_id" not in rec:
         raise OpError(f"{str(p)!r} is not an evidence record")
@@ -109,16 +119,20 @@ def _copy_problems(record: dict[str, Any], path: Path, base: Path | None) -> lis
 def check_tree(record: dict[str, Any], path: Path, seen: set[str] | None = None) -> list[dict[str, Any]]:
     """Check ``record`` and, recursively, every record it lists as an artifact of role ``record``.
 
-    Returns one row per record: ``{evidence_id, kind, path, problems}``.
+    Returns one row per record: ``{evidence_id, kind, path, base, artifacts, files, part, problems}``: ``files``
+    counts the run-dir files it lists (sub-records aside), ``part`` says what it covers (``part_summary``).
     """
     seen = seen if seen is not None else set()
     base = record_base(path, record)
     arts = record.get("artifacts", [])
+    arts = arts if isinstance(arts, list) else []
     rows = [{"evidence_id": record.get("evidence_id"), "kind": record.get("kind"), "path": str(path),
-             "base": str(base) if base else None, "artifacts": len(arts) if isinstance(arts, list) else 0,
+             "base": str(base) if base else None, "artifacts": len(arts),
+             "files": sum(1 for a in arts if not isinstance(a, dict) or a.get("role") != "record"),
+             "part": part_summary(record),
              "problems": integrity_problems(record, base) + _copy_problems(record, path, base)}]
     seen.add(str(record.get("evidence_id")))
-    for a in arts if isinstance(arts, list) else []:
+    for a in arts:
         if not isinstance(a, dict) or a.get("role") != "record" or base is None or not isinstance(a.get("path"), str):
             continue
         sub_path = base / a["path"]

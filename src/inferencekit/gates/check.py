@@ -17,13 +17,13 @@ applicable, with the reason.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from inferencekit.gates import GATES
-from inferencekit.gates.inputs import LengthInputs, ProbeRun, RunRows, reply_file
+from inferencekit.gates.inputs import LengthInputs, ProbeRun, RunRows, dropped_note, reply_file
 from inferencekit.gates.judges.order import compare_sample
 from inferencekit.gates.judges.output_length import exact_length_of, forcing_options, reply_length
 from inferencekit.gates.judges.token_count import count_row
@@ -37,13 +37,14 @@ from inferencekit.rundir import (
     RETOKENIZED_FILE,
     RunDir,
     file_key,
+    gate_run_name,
     read_json,
     walk_engine_folder,
 )
 from inferencekit.shapes import CountRow, ProbeRecord, is_ok
 
 __all__ = ["Checked", "check_run_dir", "engines_in", "judge_probe_log", "load_requests", "output_lengths",
-           "read_run_rows", "token_rows"]
+           "read_run_rows", "retokenize_refusals", "token_rows"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,33 +72,62 @@ def _rel(run: RunDir, path: Path) -> str:
     return path.relative_to(run.path).as_posix()
 
 
-def token_rows(run_dir: Path, engine: str) -> tuple[list[CountRow], str | None, list[str]]:
-    """Count rows of every load reply of ``engine`` (``count_row``), the re-tokenizer named in the levels'
-    ``retokenized.json`` (None when no level has one), and the reply files read (relative paths).
+def _int_or_none(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
 
-    A reply's ``max_tokens`` comes from its request body (``inputs/…``, same relative path). Gzipped files
-    (``.json.gz``, an archived run) are read like the others."""
+
+def token_rows(run_dir: Path, engine: str) -> tuple[list[CountRow], str | None, list[str]]:
+    """Count rows of every reply of ``engine`` (``count_row``): the load levels' (``load-*/``), then those outside
+    them (``RunDir.side_replies``: the warm-up, the hidden probes and the known answers a load mixed in); the
+    re-tokenizer named in the levels' ``retokenized.json`` (None when no level has one); and the reply files
+    read (relative paths). Re-tokenized counts exist for the load levels only; a level's ``errors`` (texts the
+    tokenizer refused) are left to ``retokenize_refusals``.
+
+    A reply's ``max_tokens`` comes from its request body (``inputs/…``, same relative path); a warm-up written
+    without one takes the run's ``bench_config.max_tokens`` (run.json), as the warm-up is sent with the load's
+    body. Gzipped files (``.json.gz``, an archived run) are read like the others."""
     run = RunDir(run_dir)
     rows: list[CountRow] = []
     files: list[str] = []
     tokenizer = None
+
+    def add(key: str, path: Path, retokenized: Any, default_max: int | None = None) -> None:
+        reply = read_json(path)
+        if not isinstance(reply, dict):
+            return
+        body = read_json(run.input_of(path))
+        mt = _int_or_none(body.get("max_tokens")) if isinstance(body, dict) else default_max
+        row = count_row(key, reply_file(reply), max_tokens=mt, retokenized=_int_or_none(retokenized))
+        files.append(_rel(run, path))
+        if row is not None:
+            rows.append(row)
+
     for level in run.levels(engine):
-        retok = read_json(run.level_dir("outputs", engine, level) / RETOKENIZED_FILE) or {}
-        counts = retok.get("counts") or {}
-        tokenizer = tokenizer or retok.get("tokenizer")
+        found = read_json(run.level_dir("outputs", engine, level) / RETOKENIZED_FILE)
+        retok: dict[str, Any] = found if isinstance(found, dict) else {}
+        raw_counts = retok.get("counts")
+        counts: dict[str, Any] = raw_counts if isinstance(raw_counts, dict) else {}
+        tokenizer = tokenizer or (retok.get("tokenizer") if isinstance(retok.get("tokenizer"), str) else None)
         for path in run.level_files("outputs", engine, level):
-            reply = read_json(path)
-            if not isinstance(reply, dict):
-                continue
-            body = read_json(run.input_of(path)) or {}
-            mt = body.get("max_tokens") if isinstance(body, dict) else None
-            key = file_key(path)
-            row = count_row(f"load-{level}/{path.parent.name}/{key}", reply_file(reply),
-                            max_tokens=mt if isinstance(mt, int) else None, retokenized=counts.get(key))
-            files.append(_rel(run, path))
-            if row is not None:
-                rows.append(row)
+            add(f"load-{level}/{path.parent.name}/{file_key(path)}", path, counts.get(file_key(path)))
+    config = run.read_run().get("bench_config")
+    warm_max = _int_or_none(config.get("max_tokens")) if isinstance(config, dict) else None
+    for folder, path in run.side_replies(engine):
+        add(f"{folder}/{file_key(path)}", path, None, warm_max if folder == "warmup" else None)
     return rows, tokenizer, files
+
+
+def retokenize_refusals(run_dir: Path, engine: str) -> dict[str, str]:
+    """The load replies whose text the tokenizer refused (a 422 from ``/tokenize``), ``{"load-<level>/<key>":
+    error}``, from each level's ``retokenized.json`` ``errors`` (``bench/serve.py`` writes them)."""
+    run = RunDir(run_dir)
+    out: dict[str, str] = {}
+    for level in run.levels(engine):
+        retok = read_json(run.level_dir("outputs", engine, level) / RETOKENIZED_FILE)
+        errors = retok.get("errors") if isinstance(retok, dict) else None
+        if isinstance(errors, dict):
+            out.update({f"load-{level}/{k}": str(v)[:200] for k, v in errors.items()})
+    return out
 
 
 def _key(level: str | None, path: Path) -> str:
@@ -166,9 +196,18 @@ def _level_requests(run: RunDir) -> list[dict[str, Any]]:
     return rows
 
 
+def _probe_meta(reply: dict[str, Any]) -> dict[str, Any]:
+    """The planner's ``meta`` a load wrote into a probe's reply file (``probe_meta``: ``bench/runner.py``), its
+    string values only (the file is untrusted: anything else is left out); {} when absent."""
+    meta = reply.get("probe_meta")
+    if not isinstance(meta, dict):
+        return {}
+    return {k: v for k, v in meta.items() if isinstance(k, str) and isinstance(v, str)}
+
+
 def load_probe_records(run: RunDir, engine: str) -> tuple[list[ProbeRecord], list[str]]:
     """The hidden-probe records a load mixed in (``outputs/<engine>/probes/<key>.<kind>.json``, bodies from
-    ``inputs/…``), and the files read."""
+    ``inputs/…``; ``meta`` from the reply's ``probe_meta``, e.g. ``prompt_source``), and the files read."""
     records: list[ProbeRecord] = []
     files = []
     for path in run.extra_files(engine, PROBES_FOLDER, gz=True):
@@ -177,10 +216,24 @@ def load_probe_records(run: RunDir, engine: str) -> tuple[list[ProbeRecord], lis
         if not isinstance(reply, dict) or not key:
             continue
         body = read_json(run.input_of(path)) or {}
-        records.append({"id": file_key(path), "kind": kind, "key": key, "meta": {}, "body": body,
+        records.append({"id": file_key(path), "kind": kind, "key": key, "meta": _probe_meta(reply), "body": body,
                         "reply": reply_file(reply)})
         files.append(_rel(run, path))
     return records, files
+
+
+def load_kat_records(run: RunDir, engine: str) -> list[ProbeRecord]:
+    """The known-answer replies a load mixed in (``kat/alone/``, ``kat/load/``) as probe records (kind ``kat``, id
+    ``<folder>/<key>``), for what they share with the hidden probes: the fields the client dropped on an HTTP 400
+    (``dropped_note``)."""
+    records: list[ProbeRecord] = []
+    for folder in (KAT_ALONE, KAT_LOAD):
+        for path in run.extra_files(engine, folder, gz=True):
+            reply = read_json(path)
+            if isinstance(reply, dict):
+                records.append({"id": f"{folder}/{file_key(path)}", "kind": "kat", "key": file_key(path), "meta": {},
+                                "body": {}, "reply": reply_file(reply)})
+    return records
 
 
 def read_kat(run: RunDir, engine: str) -> tuple[list[dict[str, Any]], list[str], str | None]:
@@ -220,10 +273,13 @@ def read_run_rows(run_dir: Path, engine: str, *, reference: Path | None = None, 
     mixed, mixed_files = load_probe_records(run, engine)
     kat_rows, kat_files, kat_level = read_kat(run, engine)
     requests, bad_lines, schedules = load_requests(run)
-    rows = RunRows(engine=engine, has_load=bool(files), count_rows=counts, tokenizer=tokenizer, lengths=length_inputs,
+    has_load = any(f.startswith(f"outputs/{engine}/load-") for f in files)
+    rows = RunRows(engine=engine, has_load=has_load, count_rows=counts, tokenizer=tokenizer, lengths=length_inputs,
+                   retokenize_refused=retokenize_refusals(run.path, engine),
                    requests=requests, journals=[_rel(run, p) for p in run.journals()],
-                   unreadable_schedule_lines=bad_lines, mixed_probes=mixed, kat_rows=kat_rows, kat_level=kat_level)
-    return rows, files + mixed_files + kat_files + schedules
+                   unreadable_schedule_lines=bad_lines, mixed_probes=mixed, kat_rows=kat_rows, kat_level=kat_level,
+                   kat_records=load_kat_records(run, engine))
+    return rows, list(dict.fromkeys(files + mixed_files + kat_files + schedules))
 
 
 def judge_probe_log(header: dict[str, Any], records: Sequence[ProbeRecord], *, where: str = "live"
@@ -250,25 +306,6 @@ def judge_probe_log(header: dict[str, Any], records: Sequence[ProbeRecord], *, w
     return out
 
 
-def dropped_note(records: Iterable[ProbeRecord]) -> str | None:
-    """A fallback line when the server rejected optional fields of these probes (HTTP 400) and the client sent
-    them without (``Exchange.dropped_fields``): which fields, on how many requests, the first probe id; None
-    when none was dropped. What was measured changed: the probes ran without what they asked for."""
-    by_field: dict[str, int] = {}
-    first: str | None = None
-    for rec in records:
-        fields = (rec.get("reply") or {}).get("dropped_fields") or []
-        for f in fields:
-            by_field[f] = by_field.get(f, 0) + 1
-        if fields and first is None:
-            first = str(rec.get("id"))
-    if not by_field:
-        return None
-    said = ", ".join(f"{f} on {n}" for f, n in sorted(by_field.items()))
-    return (f"the server rejected optional fields (HTTP 400) and the probes were sent without them: {said} "
-            f"request(s) (first: {first})")
-
-
 def _gate_run_parts(run: RunDir, engine: str, gate_runs: Sequence[str] | None
                     ) -> tuple[dict[str, list[Gate]], list[str], list[str]]:
     """Gates judged from the probe logs of ``engine`` (all, or those named in ``gate_runs``): parts by gate name,
@@ -276,7 +313,7 @@ def _gate_run_parts(run: RunDir, engine: str, gate_runs: Sequence[str] | None
     parts: dict[str, list[Gate]] = {}
     files, notes = [], []
     for path in run.gate_run_logs():
-        if gate_runs is not None and path.stem not in gate_runs:
+        if gate_runs is not None and gate_run_name(path) not in gate_runs:
             continue
         header, records, bad = read_probe_log(path)
         if header.get("engine") not in (None, engine):

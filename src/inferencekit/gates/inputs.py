@@ -8,13 +8,13 @@ through the same code.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from inferencekit.shapes import CountRow, ProbeRecord, ReplyFile
 
-__all__ = ["LengthInputs", "ProbeRun", "RunRows", "reply_file"]
+__all__ = ["LengthInputs", "ProbeRun", "RunRows", "dropped_note", "reply_file"]
 
 
 def reply_file(obj: Mapping[str, Any]) -> ReplyFile:
@@ -22,6 +22,29 @@ def reply_file(obj: Mapping[str, Any]) -> ReplyFile:
     the client's ``Exchange.to_reply()``. Nothing is checked here: every reader tests the fields it uses (an absent
     or ill-typed field is unknown, ``shapes``)."""
     return cast(ReplyFile, obj)
+
+
+def dropped_note(records: Iterable[ProbeRecord], cap: int = 8) -> str | None:
+    """A fallback line when the server rejected optional fields of these probes (HTTP 400) and the client sent
+    them without (``Exchange.dropped_fields``): which fields, on how many requests, and the requests (their ids,
+    at most ``cap``, then how many more); None when none was dropped. What was measured changed: the probes ran
+    without what they asked for. A ``dropped_fields`` that is not a list of strings (an edited file) is read as
+    its strings only."""
+    by_field: dict[str, int] = {}
+    ids: list[str] = []
+    for rec in records:
+        raw = (rec.get("reply") or {}).get("dropped_fields")
+        fields = [f for f in raw if isinstance(f, str)] if isinstance(raw, list) else []
+        for f in fields:
+            by_field[f] = by_field.get(f, 0) + 1
+        if fields:
+            ids.append(str(rec.get("id")))
+    if not by_field:
+        return None
+    said = ", ".join(f"{f} on {n}" for f, n in sorted(by_field.items()))
+    more = f" and {len(ids) - cap} more" if len(ids) > cap else ""
+    return (f"the server rejected optional fields (HTTP 400) and the probes were sent without them: {said} "
+            f"request(s) (requests: {', '.join(ids[:cap])}{more})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,8 +99,10 @@ class RunRows:
     Attributes:
         engine: the engine label (``outputs/<engine>/``).
         has_load: the run dir holds load replies of this engine (``load-*/``).
-        count_rows: one ``CountRow`` per load reply (token_count).
+        count_rows: one ``CountRow`` per reply (token_count): the load levels', the warm-up's and the extra requests'
+            (``check.token_rows``).
         tokenizer: the re-tokenizer named in the levels' ``retokenized.json`` (None: none ran).
+        retokenize_refused: load replies whose text that tokenizer refused, ``{"load-<level>/<key>": error}``.
         lengths: output_length's inputs.
         requests: one row per load request of every engine (unique_prompts): ``{"source", "engine", "level",
             "key", "salt", "prompt"}``.
@@ -86,12 +111,14 @@ class RunRows:
         mixed_probes: the hidden probes a load mixed in (``outputs/<engine>/probes/``).
         kat_rows: ``compare_sample`` rows of the known answers alone vs under load (``kat/``).
         kat_level: the level the known answers ran in under load (None: none did).
+        kat_records: the known-answer replies as probe records (kind ``kat``), for the fields dropped on them.
     """
 
     engine: str
     has_load: bool = False
     count_rows: Sequence[CountRow] = ()
     tokenizer: str | None = None
+    retokenize_refused: Mapping[str, str] = field(default_factory=dict)
     lengths: LengthInputs | None = None
     requests: Sequence[Mapping[str, Any]] = ()
     journals: Sequence[str] = ()
@@ -99,3 +126,4 @@ class RunRows:
     mixed_probes: Sequence[ProbeRecord] = ()
     kat_rows: Sequence[Mapping[str, Any]] = ()
     kat_level: str | None = None
+    kat_records: Sequence[ProbeRecord] = ()

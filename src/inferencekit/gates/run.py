@@ -8,6 +8,7 @@ dir — the very code ``gates check`` runs offline, so a recorded run re-judges 
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import time
 from collections.abc import Sequence
@@ -86,7 +87,9 @@ def default_gates(spec_off_url: str | None) -> list[str]:
 
 def size_probes(s: ProbeSettings, prompts: Sequence[Prompt], sampling_prompts: int | None, what: str) -> None:
     """Fit ``s.sampling_prompts`` to the prompt set (the asked number, else the default within what the set's
-    probe pool leaves, never below ``SAMPLING_FLOOR``), then check the pool holds every probe's prompt.
+    probe pool leaves, never below ``SAMPLING_FLOOR``), then check the pool holds every probe's prompt. The room
+    is what every other probe of ``s`` leaves (``prompts_needed`` with ``s``'s own counts and, for a sealed set,
+    the ignore_eos prompts it draws), so a set the shrunk plan fits is never refused.
 
     Raises:
         OpError: the prompt set ``what`` has fewer usable chat prompts than the probes need.
@@ -95,7 +98,7 @@ def size_probes(s: ProbeSettings, prompts: Sequence[Prompt], sampling_prompts: i
     if sampling_prompts is not None:
         s.sampling_prompts = sampling_prompts
     elif "hidden_probes" in s.gates:
-        room = pool - prompts_needed(ProbeSettings(gates=s.gates, cache_prompts=s.cache_prompts, sampling_prompts=0))
+        room = pool - prompts_needed(dataclasses.replace(s, sampling_prompts=0))
         fitted = max(SAMPLING_FLOOR, min(s.sampling_prompts, room))
         if fitted < s.sampling_prompts:
             s.sampling_shrunk_from = s.sampling_prompts  # a fallback the hidden_probes gate states

@@ -116,6 +116,7 @@ def run_lm_eval_backend(url: str, run: RunDir, dataset: GsmData, items: list[Gsm
         metrics=[metric("gsm8k_accuracy", acc, "fraction", "rate", n, ci95=ci, subject=name),
                  metric("gsm8k_strict_accuracy", strict / n if n else None, "fraction", "rate", n, subject=name)],
         artifacts=arts, missing=[] if n == len(items) else ["responses"], limitations=[*lim, *notes],
+        fallbacks=list(notes),
         data={"settings": s, "dataset": dataset.describe(), "results_file": results.relative_to(run.path).as_posix(),
               "n": n, "correct": correct, "failed": len(items) - n, "accuracy": acc, "ci95": ci,
               "strict_correct": strict, "extraction": "lm-eval filters (flexible-extract; strict-match beside it)",

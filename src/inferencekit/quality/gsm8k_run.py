@@ -258,7 +258,7 @@ def run_builtin(url: str, run: RunDir, dataset: GsmData, items: list[GsmItem], s
                   "temperature": 0.0, "seed": s["seed"], "concurrency": conc["used"]},
         metrics=_metrics(graded, rows, paired, name),
         artifacts=[artifact(results, run.path, "gsm8k_results"), artifact(index, run.path, "gsm8k_items")],
-        missing=["responses"] if graded["failed"] else [], limitations=lim,
+        missing=["responses"] if graded["failed"] else [], limitations=lim, fallbacks=list(notes),
         verdict="UNPROVEN" if graded["failed"] else None,
         data={"settings": s, "dataset": dataset.describe(), "results_file": results.relative_to(run.path).as_posix(),
               "items_dir": (out_root / name).relative_to(run.path).as_posix(), "n": graded["n"],

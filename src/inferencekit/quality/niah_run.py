@@ -225,7 +225,7 @@ def run_niah(url: str, eng: RunningEngine | None, run: RunDir, s: dict[str, Any]
         metrics=_metrics(result, name),
         artifacts=[artifact(results, run.path, "niah_results"), artifact(index, run.path, "niah_items")],
         missing=["responses"] if result["failed"] else [], limitations=[*_limitations(got, result, s), *notes],
-        verdict="UNPROVEN" if result["failed"] else None,
+        fallbacks=list(notes), verdict="UNPROVEN" if result["failed"] else None,
         data={"settings": s, "extra_body": extra or None, "chars_per_token": cpt, "context_tokens": got["context"],
               "context_source": got["context_source"], "results_file": results.relative_to(run.path).as_posix(),
               "cases_dir": (out_root / name).relative_to(run.path).as_posix(),

@@ -23,7 +23,7 @@ from inferencekit.quality.task_run import save_task_record, write_new
 from inferencekit.report.progress import ProgressBar
 from inferencekit.rundir import RunDir, safe_name
 
-__all__ = ["DEFAULT_SETTINGS", "run_sampling_check"]
+__all__ = ["DEFAULT_SETTINGS", "run_sampling_check", "sampling_fallbacks"]
 
 DEFAULT_SETTINGS = {"temperature": 1.0, "top_k": 20, "top_p": 1.0, "min_p": 0.0}
 """Sent unless changed: a kept set the top-20 list provably holds (top-k 20), every filter stated, so an engine's
@@ -72,6 +72,17 @@ async def _side(url: str, model: str | None, api_key_env: str | None, timeout: f
     return got, info, name
 
 
+def sampling_fallbacks(got: dict[str, Any], plan: SamplingPlan) -> list[str]:
+    """The sampler check's limitations that changed what was measured: the refused ``--extra-body`` fields
+    (``plan.notes``) and a server that lists fewer alternatives than asked (``got["top_logprobs"]`` below
+    ``plan.top_logprobs``: fewer prompts can be judged). ``verify --strict`` does not let a PASS rest on one."""
+    out = list(plan.notes)
+    if got["top_logprobs"] < plan.top_logprobs:
+        out.append(f"the server lists at most {got['top_logprobs']} alternatives (asked {plan.top_logprobs}): "
+                   "fewer prompts can be judged")
+    return out
+
+
 def _limitations(res: dict[str, Any], got: dict[str, Any], plan: SamplingPlan, *, unsent: list[str],
                  n_asked: int, base: dict[str, Any] | None) -> list[str]:
     out = list(res["notes"])
@@ -84,9 +95,7 @@ def _limitations(res: dict[str, Any], got: dict[str, Any], plan: SamplingPlan, *
     out.append("draws are asked with logprobs (one alternative) so the drawn token is named exactly as the list "
                "names it" + (": by token string, so tokens that print alike share a bin (which can only lower TV)"
                              if res["checks"]["settings"].get("binned_by") == "text" else ""))
-    if got["top_logprobs"] < plan.top_logprobs:
-        out.append(f"the server lists at most {got['top_logprobs']} alternatives (asked {plan.top_logprobs}): "
-                   "fewer prompts can be judged")
+    out += [x for x in sampling_fallbacks(got, plan) if x not in plan.notes]
     if got["refused"]:
         out.append(f"the server refused logprobs ({got['refused']}): nothing can be judged")
     sc = res["seed_check"]
@@ -161,6 +170,7 @@ def run_sampling_check(url: str, run: RunDir, prompts: list[Prompt], plan: Sampl
                      "prompts": prompts_info, "result": res, "baseline": base, "cross_server": cross},
                     option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n")
     lim = _limitations(res, got, plan, unsent=unsent, n_asked=len(prompts), base=base) + list(plan.notes)
+    fallbacks = sampling_fallbacks(got, plan)
     failed = sum(1 for r in got["rows"].values() if r["errors"])
     return save_task_record(
         run, task="sampling", label=name, summary=_summary(name, res, plan.seeds, base)[:600], engine=info.identity(),
@@ -169,6 +179,7 @@ def run_sampling_check(url: str, run: RunDir, prompts: list[Prompt], plan: Sampl
                   "concurrency": plan.concurrency},
         metrics=_metrics(res, name, got["requests"]), artifacts=[artifact(out, run.path, "sampling_results")],
         missing=["samples"] if failed else [], limitations=lim, verdict=res["verdict"], claim_class="derived",
+        fallbacks=fallbacks,
         data={"verdict": res["verdict"], "reason": res["reason"], "sent": plan.send, "checks": res["checks"],
               "dropped": res["dropped"],
               "dropped_why": res["dropped_why"], "n_prompts": res["n_prompts"], "n_informative": res["n_informative"],

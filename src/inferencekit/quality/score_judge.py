@@ -53,15 +53,18 @@ def _block(results: Sequence[dict[str, Any]], bucket: str | None, resamples: int
     nll = out["ref_nll_mean"]
     out["ref_ppl"] = {"value": math.exp(nll["value"]) if nll["value"] is not None else None,
                       "ci95": [math.exp(x) if x is not None else None for x in nll["ci95"]]}
+    # a clamped position (the reference's logprob of the token is a sentinel, score_rows.CLAMP_FLOOR) has no gap:
+    # it is left out of the median, as it is of the NLL, never read as a number
     gaps = [x["gap"] for r in results for x in r.get("rows", ())
-            if not x["agree"] and (bucket is None or bucket_of(x["t"]) == bucket)]
+            if not x["agree"] and x["gap"] is not None and (bucket is None or bucket_of(x["t"]) == bucket)]
     out["disagreement_gap_median"] = statistics.median(gaps) if gaps else None
     return out
 
 
 def summarize(results: Sequence[dict[str, Any]], resamples: int = 2000, seed: int = 0) -> dict[str, Any]:
     """``{"all": block, "<bucket>": block, …}``: top-1 agreement, KL, TV, reference NLL (value, 95% CI, tokens,
-    prompts), perplexity = exp(mean NLL) and the median log-probability gap of the disagreements."""
+    prompts), perplexity = exp(mean NLL) and the median log-probability gap of the disagreements (nats; positions
+    whose reference logprob is a clamp sentinel have no gap and are left out; None when no disagreement has one)."""
     ok = [r for r in results if "rows" in r]
     out = {"all": _block(ok, None, resamples, seed)}
     for b in BUCKET_LABELS:

@@ -197,7 +197,10 @@ async def score_sets(ref: Reference, engines: list[TrajectorySet], baseline: Tra
 
     The A/A floor is ``repeat`` (a second greedy run of the reference) scored like an engine, else
     ``baseline`` itself; the first-divergence path is ``baseline``'s tokens. Engines scored from
-    re-tokenized text are paired with the floor's text re-tokenized the same way."""
+    re-tokenized text are paired with the floor's text re-tokenized the same way. ``limitations`` lists what the
+    verdicts cannot see; ``fallbacks``, the part of them that changed what was measured (prompts read as text, clamp
+    sentinels left out, KL on shorter lists than the reference's), which ``verify --strict`` does not let a PASS rest
+    on."""
     sets = [*engines, *(x for x in (baseline, repeat) if x is not None)]
     ks = {min(doc_k(d), ref.k) for s in sets for d in s.docs.values() if doc_k(d) > 0}
     scorer = TrajectoryScorer(ref, ks, context)
@@ -207,6 +210,7 @@ async def score_sets(ref: Reference, engines: list[TrajectorySet], baseline: Tra
     scored = {s.label: (s, await scorer.score_set(s)) for s in engines}
     floor_set = repeat or baseline
     limitations: list[str] = []
+    fallbacks: list[str] = []
     floor_res = await scorer.score_set(floor_set) if floor_set is not None else None
     path = {pid: d["token_ids"] for pid, d in baseline.docs.items() if d.get("token_ids")} if baseline else None
     required = set(baseline.ids) if baseline else set().union(*(s.ids for s in engines))
@@ -288,25 +292,28 @@ async def score_sets(ref: Reference, engines: list[TrajectorySet], baseline: Tra
                                    " — scored on the engine's own prompt ids (--context engine), so the comparison is "
                                    "like for like; the difference itself is not judged" if like_for_like else ""))
         if block["retokenized_prompts"]:
-            limitations.append(f"{label}: {block['retokenized_prompts']}/{block['n_scored']} prompts "
-                               "carry no token ids, "
-                               "so the reference tokenized their text: agreement and NLL only, paired with the floor's "
-                               "text read the same way (a tokenization of text need not be the sequence the engine "
-                               "sampled)")
+            fallbacks.append(f"{label}: {block['retokenized_prompts']}/{block['n_scored']} prompts "
+                             "carry no token ids, "
+                             "so the reference tokenized their text: agreement and NLL only, paired with the floor's "
+                             "text read the same way (a tokenization of text need not be the sequence the engine "
+                             f"sampled; prompts: {', '.join(sorted(text_ids)[:8])})")
         if block["nll_clamped_positions"]:
-            limitations.append(f"{label}: {block['nll_clamped_positions']} position(s) where the reference's logprob "
-                               f"of the token is a clamp sentinel (<= {CLAMP_FLOOR:g}, e.g. vLLM's -9999.0): left out "
-                               "of NLL, not averaged as real values")
+            fallbacks.append(f"{label}: {block['nll_clamped_positions']} position(s) where the reference's logprob "
+                             f"of the token is a clamp sentinel (<= {CLAMP_FLOOR:g}, e.g. vLLM's -9999.0): left out "
+                             "of NLL, not averaged as real values")
         kcheck = (v["checks"].get("kl_mean") or {}).get("top_k")
         if kcheck is not None and kcheck < ref.k:
-            limitations.append(f"{label}: KL and TV taken on top-{kcheck} lists (the shortest either arm returned); "
-                               "shorter lists hide more of a divergence")
+            fallbacks.append(f"{label}: KL and TV taken on top-{kcheck} lists (the shortest either arm returned), not "
+                             f"the reference's {ref.k}; shorter lists hide more of a divergence")
     if floor_set is not None:
         metrics.extend(_metrics_for(f"{floor_set.label} (noise floor)", report["floor"]))
     report["verdicts"] = verdicts
     report["not_run"] = {label: [n for n, c in b["verdict"]["checks"].items() if c["verdict"] == "NOT RUN"]
                          for label, b in report["engines"].items()}
-    report["limitations"] = limitations
+    # the limitations that changed what was measured (text read instead of ids, positions left out, a lower k):
+    # --strict turns a PASS resting on any into UNPROVEN (verify.strict_parts)
+    report["fallbacks"] = fallbacks
+    report["limitations"] = limitations + fallbacks
     report["metrics"] = metrics
     report["integrity_problems"] = list(dict.fromkeys(p for x in sets for p in x.problems))
     report["inputs"] = {x.label: {"dir": str(x.dir), "prompts_sha256": x.prompts_sha256,
@@ -344,7 +351,8 @@ def score_record(report: dict[str, Any], out_path: Path, run: RunDir | None, *, 
         metrics=report["metrics"], artifacts=arts, missing=missing, limitations=lims, verdict=overall,
         data={"run_dir": str(base_dir.resolve()), "score_file": str(out_path), "verdicts": report["verdicts"],
               "margins": margins, "kl_method": KL_METHOD, "noise_floor": report["noise_floor"],
-              "inputs": report["inputs"], "not_run": report["not_run"]})
+              "inputs": report["inputs"], "not_run": report["not_run"],
+              "fallbacks": list(report.get("fallbacks") or [])})
     save_record(rec, run)
     return rec
 

@@ -312,13 +312,19 @@ def open_task_run(run_dir: str | None, argv: Sequence[str], operation: str) -> R
 def save_task_record(run: RunDir, *, task: str, label: str, summary: str, engine: dict[str, Any], model: str,
                      workload: dict[str, Any], metrics: list[dict[str, Any]], artifacts: list[dict[str, str]],
                      missing: list[str], limitations: list[str], data: dict[str, Any],
-                     verdict: str | None = None, claim_class: str = "observed") -> dict[str, Any]:
+                     verdict: str | None = None, claim_class: str = "observed",
+                     fallbacks: Sequence[str] = ()) -> dict[str, Any]:
     """Build and save a ``quality_task`` record (``data.task`` names the task, ``data.label`` the engine's label,
-    ``data.run_dir`` the run dir its artifacts are relative to); returns it."""
+    ``data.run_dir`` the run dir its artifacts are relative to); returns it. ``fallbacks``: the limitations that
+    changed what was measured (a refused ``--extra-body`` field, fewer alternatives than asked), kept in
+    ``data.fallbacks`` and added to the limitations when missing there: ``verify --strict`` does not let a PASS
+    rest on one (docs/design.md, "A PASS is a bounded claim")."""
+    lims = [*limitations, *(f for f in fallbacks if f not in limitations)]
     rec = build_record(kind="quality_task", claim_class=claim_class, summary=summary,
                        identity={"engine": engine, "model": {"id": model}, "workload": workload},
-                       metrics=metrics, artifacts=artifacts, missing=missing, limitations=limitations,
-                       data={"task": task, "label": label, "run_dir": str(run.path.resolve()), **data},
+                       metrics=metrics, artifacts=artifacts, missing=missing, limitations=lims,
+                       data={"task": task, "label": label, "run_dir": str(run.path.resolve()), **data,
+                             "fallbacks": list(fallbacks)},
                        verdict=verdict)
     save_record(rec, run)
     return rec

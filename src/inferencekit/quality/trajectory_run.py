@@ -98,7 +98,9 @@ def trajectory_record(run: RunDir, out_dir: Path, rows: list[dict[str, Any]], *,
               "truncated_at_max_tokens": sum(1 for r in ok if r["finish_reason"] == "length"),
               "chat_template_kwargs": s.ctk or None, "logprobs_refused": state.get("refused"),
               "cap_errors": state.get("cap_errors") or [], "failed": {r["id"]: r["error"] for r in failed},
-              "prompt_ids_sources": sorted({str(r["prompt_ids"]) for r in ok if r.get("prompt_ids")})})
+              "prompt_ids_sources": sorted({str(r["prompt_ids"]) for r in ok if r.get("prompt_ids")}),
+              # refused --extra-body fields changed what was sent: verify --strict does not let a PASS rest on them
+              "fallbacks": list(s.notes)})
     save_record(rec, run)
     return rec
 

@@ -67,10 +67,11 @@ from typing import Any
 import numpy as np
 
 from inferencekit.errors import OpError
+from inferencekit.evidence.record import integrity_problems
 from inferencekit.rundir import CLIENT_FILE, RETOKENIZED_FILE, RunDir, read_json, write_json
 from inferencekit.shapes import is_ok, n_out, reply_end_ns, reply_start_ns
 
-__all__ = ["FORMATS", "UNAVAILABLE", "bench_record_of", "export_run", "export_targets", "vllm_result"]
+__all__ = ["FORMATS", "UNAVAILABLE", "bench_record_of", "export_run", "export_targets", "level_problems", "vllm_result"]
 
 FORMATS = ("vllm-json",)
 
@@ -344,6 +345,15 @@ def bench_record_of(run: RunDir) -> dict[str, Any]:
     return rec
 
 
+def level_problems(rec: dict[str, Any], run: RunDir, engine: str, label: str) -> list[str]:
+    """How level ``label``'s files differ from the bench record ``rec`` (``evidence.integrity_problems``: a reply
+    added, missing or changed under ``<inputs|outputs>/<engine>/load-<label>/``), and any problem of the record
+    itself (its content no longer hashes to its id); [] when they match."""
+    here = [f"{kind}/{engine}/load-{label}/" for kind in ("outputs", "inputs")]
+    return [p for p in integrity_problems(rec, run.path)
+            if not p.startswith(("artifact ", "covered folder")) or any(h in p for h in here)]
+
+
 def export_targets(labels: Sequence[str], path: str | None, run_path: Path, *, flag: str = "--export-path"
                    ) -> list[tuple[str, Path]]:
     """``(level label, file)`` for each level to write.
@@ -399,8 +409,9 @@ def export_run(run_dir: str | Path, fmt: str = "vllm-json", level: str | None = 
     record's ``created_at``. ``level`` picks one level; ``path`` as ``export_targets``.
 
     Raises:
-        OpError: an unknown format or level, not a finished bench run dir, a bad ``path``, or a file that
-            cannot be written.
+        OpError: an unknown format or level, not a finished bench run dir, a bad ``path``, a level whose files do
+            not match the bench record (``level_problems``: a reply added, removed or edited since the run would be
+            exported as if it were the run's), or a file that cannot be written.
     """
     if fmt not in FORMATS:
         raise OpError(f"unknown export format {fmt!r}; known: {', '.join(FORMATS)}")
@@ -424,6 +435,12 @@ def export_run(run_dir: str | Path, fmt: str = "vllm-json", level: str | None = 
     known_len = cfg.get("input_len") if cfg.get("dataset") == "random" else None
     from inferencekit import __version__
 
+    for label, _ in targets:
+        problems = level_problems(rec, run, str(engine), label)
+        if problems:
+            raise OpError(f"level {label}: its files do not match the bench record {rec.get('evidence_id')} "
+                          f"({problems[0]}{f'; {len(problems) - 1} more' if len(problems) > 1 else ''}); nothing "
+                          f"exported. `inferencekit evidence verify {rec.get('evidence_id')}` names every change")
     written = []
     for label, dest in targets:
         replies = [{**r, "_key": p.stem} for p in run.replies(str(engine), label)

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 
-from inferencekit.api.client import Client
+import aiohttp
+import pytest
+
+from inferencekit.api.client import Client, unwritten
 from inferencekit.api.endpoint import Endpoint
 from tests.fault_server import fault_server
 
@@ -157,3 +161,98 @@ def test_lines_that_are_not_sse_and_streams_without_tokens_are_failures_not_sile
     assert '{"choices"' in bare["error"]
     assert claimed["error"] == ("protocol error: the stream carried no token event but usage claims 5 completion "
                                 "tokens")
+
+
+def test_a_request_the_server_read_then_reset_is_sent_once_and_the_reply_says_why():
+    # failed before 19: a reset on a reused keep-alive connection was taken for a stale connection and the request
+    # went out again, up to 16 times; the server had read it each time (issue 19, item 3)
+    async def go(url: str) -> list[dict]:
+        async with Client(Endpoint.parse(url), timeout_s=10.0) as c:
+            first = (await c.post("/v1/chat/completions", BODY)).to_reply(id="a")  # leaves a pooled connection
+            reset = (await c.post("/v1/chat/completions", {**BODY, "fault": "reset"})).to_reply(id="b")  # reused
+            dropped = (await c.post("/v1/chat/completions", {**BODY, "fault": "drop"})).to_reply(id="c")  # fresh
+        async with Client(Endpoint.parse(url), timeout_s=10.0) as c:
+            fresh = (await c.post("/v1/chat/completions", {**BODY, "fault": "reset"})).to_reply(id="d")
+        return [first, reset, dropped, fresh]
+
+    with fault_server() as (url, seen):
+        first, *failed = asyncio.run(go(url))
+    assert first["status"] == 200 and "error" not in first
+    assert [s["body"].get("fault") for s in seen] == [None, "reset", "drop", "reset"]  # each sent exactly once
+    for r in failed:
+        assert r["status"] == 0 and "retried" not in r, r
+        assert r["error"].startswith(("connection error: connection reset by peer", "server disconnected")), r["error"]
+    assert seen[1]["peer"] == seen[0]["peer"]  # the reset came on the kept-alive connection
+    assert failed[0]["error"].endswith("after the request was written: not re-sent; later requests open their own "
+                                       "connection)")
+    assert seen[2]["peer"] != seen[1]["peer"]  # and from then on the client opened a connection per request
+
+
+def test_an_engine_that_closes_kept_alive_connections_gets_a_connection_per_request():
+    # llama-server closes a connection ~100 ms after each stream while announcing keep-alive (its dialect says so);
+    # a request written on it in that window would be lost, and is never re-sent: so none is written on one
+    from inferencekit.api.detect import detect_engine
+
+    async def go(url: str) -> tuple[str, bool, list[dict]]:
+        async with Client(Endpoint.parse(url), timeout_s=10.0) as c:
+            info = await detect_engine(c)
+            return info.engine, c.fresh_connections, [(await c.post("/v1/chat/completions", BODY)).to_reply()
+                                                      for _ in range(3)]
+
+    with fault_server(props={"total_slots": 2, "build_info": "b1"}) as (url, seen):
+        engine, fresh, replies = asyncio.run(go(url))
+    assert engine == "llama-server" and fresh
+    assert all(r["status"] == 200 and "error" not in r for r in replies)
+    assert len({s["peer"] for s in seen}) == 3 and all(s["headers"].get("Connection") == "close" for s in seen)
+
+
+def test_a_pooled_connection_the_server_closed_is_not_written_on():
+    # llama-server closes after every stream while announcing keep-alive; until the client's loop handles the FIN
+    # the dead connection sits in the pool. The loop is blocked here so that it cannot: the request must go out on
+    # another connection, once, with nothing to re-send (the old rule re-sent it after writing it on the dead one)
+    async def go(url: str) -> tuple[dict, dict]:
+        async with Client(Endpoint.parse(url), timeout_s=10.0) as c:
+            first = (await c.post("/v1/chat/completions", {**BODY, "fault": "close_after"})).to_reply(id="a")
+            time.sleep(0.5)  # the FIN arrives; the event loop, blocked, does not see it
+            second = (await c.post("/v1/chat/completions", BODY)).to_reply(id="b")
+        return first, second
+
+    with fault_server() as (url, seen):
+        first, second = asyncio.run(go(url))
+    assert first["status"] == 200 and "error" not in first and first["text"] == "Hello"
+    assert second["status"] == 200 and "error" not in second and "retried" not in second, second
+    assert len(seen) == 2
+
+
+@pytest.mark.parametrize("exc,expected", [
+    (aiohttp.ServerDisconnectedError(), False),
+    (aiohttp.ClientOSError(104, "Connection reset by peer"), False),
+    (aiohttp.ClientConnectionResetError("Connection lost"), False),  # drain after a write: bytes went out
+    (TimeoutError(), False),
+])
+def test_only_a_refused_first_write_counts_as_unwritten(exc, expected):
+    assert unwritten(exc) is expected
+
+
+def test_aiohttp_refuses_to_write_on_a_closing_transport_and_that_is_unwritten():
+    # the aiohttp behaviour the resend rule rests on (http_writer.StreamWriter._write, pinned aiohttp): on a protocol
+    # whose transport is gone, a write raises before handing over a byte; the body writer wraps it in ClientOSError
+    from aiohttp.base_protocol import BaseProtocol
+    from aiohttp.http_writer import StreamWriter
+    from multidict import CIMultiDict
+
+    async def go() -> BaseException:
+        loop = asyncio.get_running_loop()
+        writer = StreamWriter(BaseProtocol(loop), loop)
+        await writer.write_headers("POST /v1/chat/completions HTTP/1.1", CIMultiDict())
+        try:
+            await writer.write(b"{}")
+        except aiohttp.ClientConnectionResetError as e:
+            return e
+        raise AssertionError("aiohttp wrote on a transport that is gone")
+
+    refused = asyncio.run(go())
+    assert unwritten(refused)
+    wrapped = aiohttp.ClientOSError(None, "Can not write request body for http://x")
+    wrapped.__cause__ = refused
+    assert unwritten(wrapped)

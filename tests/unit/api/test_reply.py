@@ -121,3 +121,40 @@ def test_usage_only_on_the_last_event_says_nothing_about_that_event():
     evs = [[1_000_000, json.dumps({"choices": [{"delta": {"content": "a"}}]})],
            [3_000_000, json.dumps({"choices": [{"delta": {"content": "b"}}], "usage": {"completion_tokens": 2}})]]
     assert derive(evs)["itl_ms"] == [2.0]
+
+
+def _events(*payloads: object) -> list[list]:
+    return [[(i + 1) * 1_000_000, p if isinstance(p, str) else json.dumps(p)] for i, p in enumerate(payloads)]
+
+
+ROLE = {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}
+STOP = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+
+
+@pytest.mark.parametrize("usage", [None, 0, 1], ids=["no usage", "usage 0", "usage 1"])
+def test_a_finished_stream_without_a_token_event_says_no_tokens_on_rederive(usage):
+    # issue 19 (4): the rule lives in derive, so rederive applies it to a reply file written before it. An honest
+    # EOS-first reply: not an error (a judge of answers sees it empty), but never a completed load request
+    tail = [{"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": usage}}] if usage is not None else []
+    events = _events(ROLE, STOP, *tail, "[DONE]")
+    d = derive(events)
+    assert d["chunks"] == 0 and d["ttft_ms"] is None and d["no_tokens"] is True
+    assert d["stream_error"] is None and d["empty_error"] is None
+    again = rederive({"status": 200, "events": events})
+    assert again["no_tokens"] is True and "error" not in again
+    assert "empty_error" not in again and "stream_error" not in again
+
+
+def test_a_stream_without_token_events_whose_usage_claims_tokens_is_a_protocol_error():
+    events = _events(ROLE, {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}],
+                            "usage": {"completion_tokens": 2}}, "[DONE]")
+    d = derive(events)
+    assert d["empty_error"] == "protocol error: the stream carried no token event but usage claims 2 completion tokens"
+    assert d["no_tokens"] is False and rederive({"status": 200, "events": events})["error"] == d["empty_error"]
+
+
+def test_no_tokens_is_judged_only_on_a_finished_stream():
+    assert derive(_events(ROLE))["no_tokens"] is False  # not finished: the client says "ended without [DONE]"
+    body = {"choices": [{"index": 0, "message": {"role": "assistant", "content": ""}, "finish_reason": "stop"}]}
+    assert derive(_events(body))["no_tokens"] is False  # a non-streamed body: no stream to judge
+    assert derive(_events(ROLE, {"choices": [{"index": 0, "delta": {"content": "x"}}]}, "[DONE]"))["no_tokens"] is False

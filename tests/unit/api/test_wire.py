@@ -108,9 +108,23 @@ def test_a_wrong_type_is_a_protocol_error_naming_the_field(name, reply, pick, fn
     assert m["requests"]["failed"] == 1 and m["requests"]["completed"] == 1
 
 
-def test_an_error_object_whose_message_is_not_a_string_is_still_one_line() -> None:
+def test_an_error_object_whose_message_is_not_a_string_is_a_protocol_error_naming_it() -> None:
     bad = rederive(edited(COUNTED, _delta, lambda o: o.update(error={"message": {"deep": [1]}})))
-    assert bad["error"] == "{'message': {'deep': [1]}}" and not is_ok(bad)
+    assert bad["error"] == "protocol error: error.message is dict, expected a string" and not is_ok(bad)
+    worse = rederive(edited(COUNTED, _delta, lambda o: o.update(error=5)))
+    assert worse["error"] == "protocol error: error is int, expected an object or a string"
+    fine = rederive(edited(COUNTED, _delta, lambda o: o.update(error={"message": "overloaded", "code": 503})))
+    assert fine["error"] == "overloaded"  # a well-formed error object: the server's own words
+
+
+@pytest.mark.parametrize("payload,kind", [("5", "int"), ('"text"', "str"), ("[1, 2]", "list"), ("null", "null"),
+                                          ("true", "boolean")])
+def test_an_event_that_is_not_an_object_is_a_protocol_error_naming_it(payload: str, kind: str) -> None:
+    # failed before: a `data: 5` event was skipped silently and the reply could pass as a success
+    reply = copy.deepcopy(COUNTED)
+    reply["events"].insert(3, [reply["events"][3][0], payload])
+    bad = rederive(reply)
+    assert bad["error"] == f"protocol error: an event is {kind}, expected an object: {payload}" and not is_ok(bad)
 
 
 def test_legitimate_nulls_are_not_wrong_types() -> None:

@@ -22,7 +22,7 @@ def test_hand_computed_level():
           reply(500, 300, 2500, 12, streamed=11, itl=[200.0] * 11, key="b"),  # TPOT 2200/11 = 200; ends 3000
           reply(600, None, None, 0, status=0, error="connection failed: refused", usage=False, key="c")]
     m = level_metrics(rs, slo={"ttft_ms": 200, "tpot_ms": 150}, retokenized={"a": 10, "b": 13})
-    assert m["requests"] == {"total": 3, "completed": 2, "failed": 1, "transport_failures": 1,
+    assert m["requests"] == {"total": 3, "completed": 2, "failed": 1, "transport_failures": 1, "no_tokens": 0,
                              "errors": {"connection failed: refused": 1}}
     assert m["window_s"] == pytest.approx(3.0)  # first send 0 ms → last end 500 + 2500 ms
     assert m["throughput"]["output_tokens"] == 22
@@ -75,9 +75,11 @@ def derived(events_ms: list[tuple[float, str]], *, sent_ms: float = 0.0, key: st
 
     events = [[int(t * 1e6), payload] for t, payload in events_ms]
     out = {"_key": key, "sent_ns": int(sent_ms * 1e6), "status": status, "events": events, **derive(events)}
-    out.pop("stream_error")
-    if error:
-        out["error"] = error
+    why = error or out.pop("stream_error") or out.pop("empty_error")
+    out.pop("stream_error", None)
+    out.pop("empty_error", None)
+    if why:
+        out["error"] = why
     return out
 
 
@@ -142,3 +144,32 @@ def test_a_level_of_one_request():
     assert m["throughput"]["output_tokens"] == 3
     assert m["throughput"]["output_throughput_tok_s"] == pytest.approx(3 / 0.131)
     assert m["n_out"]["sources"] == {"usage": 1} and m["n_out"]["streamed_vs_usage"] == {"compared": 1, "disagree": 0}
+
+
+def test_a_stream_without_a_token_event_is_a_no_tokens_failure_outside_throughput():
+    # issue 19: an EOS-first reply (role delta, finish "stop", usage 0 or 1 or none) used to count as completed, its
+    # usage in throughput; now it fails apart from errors, and the level's figures are those of the others
+    ok = derived([(100, _chunk(content="x", token_ids=[1])), (200, _chunk(content="y", token_ids=[2])),
+                  (201, _chunk(usage={"completion_tokens": 2, "prompt_tokens": 5})), (201, "[DONE]")], key="a")
+    empties = [derived([(50, json.dumps({"choices": [{"index": 0, "delta": {"role": "assistant"}}]})),
+                        (60, _chunk(finish_reason="stop")), *usage, (61, "[DONE]")], sent_ms=10, key=f"e{i}")
+               for i, usage in enumerate(([], [(61, _chunk(usage={"completion_tokens": 0, "prompt_tokens": 5}))],
+                                          [(61, _chunk(usage={"completion_tokens": 1, "prompt_tokens": 5}))]))]
+    lost = derived([(60, _chunk(finish_reason="length")), (61, _chunk(usage={"completion_tokens": 7})),
+                    (61, "[DONE]")], key="p")
+    assert all(e["no_tokens"] is True and "error" not in e for e in empties)
+    assert lost["error"].startswith("protocol error: the stream carried no token event but usage claims 7")
+    m = level_metrics([ok, *empties, lost])
+    assert m["requests"]["completed"] == 1 and m["requests"]["failed"] == 4 and m["requests"]["no_tokens"] == 3
+    assert m["throughput"]["output_tokens"] == 2 and m["throughput"]["prompt_tokens"] == 5  # the success alone
+    assert m["ttft_ms"]["n"] == 1
+    assert m["requests"]["errors"]["no tokens: no token event (finish_reason 'stop', usage completion_tokens 0): no "
+                                   "TTFT, not completed"] == 1
+
+
+def test_a_reply_file_from_before_the_rule_with_no_token_event_is_not_completed():
+    old = derived([(60, _chunk(finish_reason="stop")), (61, "[DONE]")])
+    del old["no_tokens"]  # as an earlier version wrote it: status 200, no error, no token event
+    m = level_metrics([old])
+    assert m["requests"]["completed"] == 0 and m["requests"]["no_tokens"] == 1
+    assert m["throughput"]["output_throughput_tok_s"] is None

@@ -34,6 +34,11 @@ def test_every_command_help_renders(capsys):
             main([*op.path, "--help"])
         assert e.value.code == 0
         assert op.example in capsys.readouterr().out
+    for group in sorted({op.path[0] for op in ops.values() if len(op.path) > 1}):  # each group's own page
+        with pytest.raises(SystemExit) as e:  # failed before: "95% CI" in a summary made `quality --help` a traceback
+            main([group, "--help"])
+        assert e.value.code == 0, group
+        assert "Traceback" not in capsys.readouterr().err
 
 
 def test_user_error_is_one_line_exit_2_no_traceback(capsys, tmp_path):

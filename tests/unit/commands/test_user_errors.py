@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import gzip
 import json
+from pathlib import Path
 
 import pytest
 
 from inferencekit.cli import main
 from inferencekit.rundir import RunDir, write_json
+from tests.fault_server import fault_server
 
 
 @pytest.mark.parametrize("url,msg", [
@@ -50,7 +53,10 @@ def test_malformed_urls(url, msg, capsys, tmp_path):
 ])
 def test_bad_values(flags, msg, capsys, tmp_path):
     assert main(["bench", "serve", "--base-url", "http://127.0.0.1:9", *flags, "--run-dir", str(tmp_path / "r")]) == 2
-    assert msg in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert msg in err
+    assert err.count("\n") == 1 and err.startswith("inferencekit: error: "), err  # one line
+    assert [f for f in flags if f.startswith("--")][-1] in err, err  # naming the flag (the last one given is at fault)
     assert not (tmp_path / "r").exists()
 
 
@@ -132,3 +138,36 @@ def test_bench_appliance_refuses_to_guess_among_several_served_models(capsys, tm
     assert code == 2 and "lists 2 models (m-a, m-b); pass --model" in err, err
     assert not [s for s in seen if s.get("body")]  # nothing was generated
     assert not (tmp_path / "a").exists()
+
+
+def _gz_flipped(path: Path) -> Path:
+    """A .jsonl.gz whose deflate stream has one byte flipped (its header intact): zlib fails inside the stream."""
+    raw = bytearray(gzip.compress(b"".join(json.dumps({"id": f"p{i}", "prompt": f"Count to {i}."}).encode() + b"\n"
+                                           for i in range(20))))
+    raw[len(raw) // 2] ^= 0xFF
+    path.write_bytes(bytes(raw))
+    return path
+
+
+@pytest.mark.parametrize("record,msg", [
+    ({"id": "a", "messages": [{"role": ["user"], "content": "hi"}]}, "messages[0].role ['user'] is not one of"),
+    ({"id": "a", "bucket": "..", "prompt": "hi"}, "'bucket' '..' must be a safe name"),
+    ({"id": "../etc", "prompt": "hi"}, "'../etc'"),
+    (None, "prompts.jsonl.gz"),  # a flipped byte in a gzipped prompt file: its path and why, not a zlib traceback
+])
+def test_a_bad_prompt_file_is_refused_before_any_request_and_leaves_no_run_dir(record, msg, capsys, tmp_path):
+    if record is None:
+        path = _gz_flipped(tmp_path / "prompts.jsonl.gz")
+    else:
+        path = tmp_path / "prompts.jsonl"
+        path.write_text(json.dumps({"id": "ok", "prompt": "fine"}) + "\n" + json.dumps(record) + "\n")
+    hits: list[str] = []
+    with fault_server(hits=hits) as (url, _):
+        code = main(["bench", "serve", "--base-url", url, "--dataset", str(path), "--num-prompts", "2",
+                     "--run-dir", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert code == 2 and hits == [], (code, hits)  # nothing sent: not even the engine detection's GET
+    assert err.count("\n") == 1 and err.startswith("inferencekit: error: ") and str(path) in err and msg in err, err
+    if record is not None:
+        assert f"{path}:2:" in err  # the path and the line
+    assert "Traceback" not in err and not (tmp_path / "run").exists()

@@ -130,6 +130,26 @@ def test_a_field_the_server_rejected_on_a_gates_probes_is_a_fallback_of_that_gat
     tc = gates["token_count"]
     assert tc.verdict == "PASS" and len(tc.fallbacks) == 1
     assert tc.fallbacks[0] == ("the server rejected optional fields (HTTP 400) and the probes were sent without them: "
-                               f"chat_template_kwargs on 1 request(s) (first: {count['id']})")
+                               f"chat_template_kwargs on 1 request(s) (requests: {count['id']})")
     assert tc.fallbacks[0] in tc.limitations and strict_gate(tc).verdict == "UNPROVEN"
     assert gates["caching"].fallbacks == ()  # only the gate whose probes lost the field
+
+
+def test_a_gzipped_probe_log_of_an_archived_run_is_judged_like_a_plain_one(tmp_path):
+    # before: RunDir.gate_run_logs globbed probes/*.jsonl only, so an archived run's gate runs went unjudged
+    from inferencekit.rundir import RunDir, gate_run_name
+
+    direct = judged("llama-server-honest-full", tmp_path / "a")
+    run_dir = tmp_path / "b"
+    plain = unpack("llama-server-honest-full", run_dir)
+    packed = plain.with_name(plain.name + ".gz")
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    plain.unlink()
+    assert RunDir(run_dir).gate_run_logs() == [packed] and gate_run_name(packed) == plain.stem
+    result = check_run_dir(run_dir, "llama-server", gate_runs=[plain.stem])
+    assert {g.gate: g.verdict for g in result.gates if g.gate in direct} == {g: v.verdict for g, v in direct.items()}
+    assert result.files == [f"probes/{packed.name}"] and not result.notes
+    # a gzipped log cut short keeps the lines before the cut and says so
+    packed.write_bytes(packed.read_bytes()[: len(packed.read_bytes()) // 2])
+    header, records, bad = read_probe_log(packed)
+    assert header.get("gate_run") == plain.stem and 0 < len(records) and bad == 1

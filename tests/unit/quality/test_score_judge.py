@@ -115,3 +115,17 @@ def test_first_divergence():
     assert first_divergence([1, 2], [1, 2, 3]) == 2
     d = divergence({"a": [1, 2], "b": [1, 2, 3]}, {"a": [1, 2], "b": [1, 5, 3], "c": [0]})
     assert d["n_prompts"] == 2 and d["identical"] == 1 and d["first_divergence_median"] == 1
+
+
+def test_summarize_leaves_clamped_disagreements_out_of_the_gap_median():
+    # two clamped positions (agree 0, gap None) made statistics.median raise a TypeError (issue 18 audit)
+    tokens = [5, 6, 7, 8]
+    ref = [{5: LN(0.5), 9: LN(0.5)}, {6: -9999.0, 9: LN(0.9)}, {7: -9999.0, 9: LN(0.9)},
+           {8: LN(0.25), 9: LN(0.75)}]
+    rows = score_positions(tokens, ref, None, ks=set(), own_k=0)
+    assert [r["clamped"] for r in rows] == [False, True, True, False]
+    out = summarize([{"id": "p0", "rows": rows, "k_kl": 0, "token_ids": tokens}], resamples=50)
+    # the one unclamped disagreement (position 3): ln .75 − ln .25 = ln 3
+    assert out["all"]["disagreement_gap_median"] == pytest.approx(LN(3))
+    assert out["all"]["ref_nll_mean"]["n_tokens"] == 2  # clamped positions are not averaged into the NLL
+    assert out["all"]["top1_agreement"]["value"] == pytest.approx(0.25)

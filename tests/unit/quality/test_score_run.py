@@ -159,6 +159,9 @@ def test_a_text_only_engine_gets_agreement_and_nll_but_kl_is_not_run_and_the_ver
     assert e["verdict"]["verdict"] == "UNPROVEN"  # a margin whose check could not run is missing evidence
     assert rep["not_run"]["ref2"] == ["kl_mean", "tv_mean"]
     assert "floor_retokenized" in rep
+    # reading text instead of the engine's ids changed what was measured: a fallback, which verify --strict sees
+    assert len(rep["fallbacks"]) == 1 and "ref2: 4/4 prompts carry no token ids" in rep["fallbacks"][0]
+    assert rep["fallbacks"][0] in rep["limitations"]
 
 
 def test_without_a_baseline_every_verdict_is_unproven(run):

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import inferencekit.gates.records as pr
-from inferencekit.gates.inputs import ProbeRun, RunRows
+from inferencekit.gates.inputs import ProbeRun, RunRows, dropped_note
 from inferencekit.gates.result import Gate
 from inferencekit.shapes import ProbeRecord, generated_text
 from inferencekit.stats import combine_claims, rules_out
@@ -319,10 +319,14 @@ def judge_probes(run: ProbeRun) -> Gate:
 def judge_run(rows: RunRows) -> Gate | None:
     """hidden_probes on the probes a load mixed in (``bench serve --probes``), None when it mixed in none. Probes
     drawn from the public dev set say so: a limitation when the load ran on it too, a fallback when the load's own
-    (sealed) set was too small to feed them (``meta.prompt_source``, ``gates/probes/load.py``)."""
+    (sealed) set was too small to feed them (``meta.prompt_source``, ``gates/probes/load.py``). Fields the client
+    dropped from them on an HTTP 400 (a seed, ``chat_template_kwargs``) are a fallback too (``dropped_note``)."""
     if not rows.mixed_probes:
         return None
     gate = gate_hidden_probes(rows.mixed_probes, where="load")
+    drop = dropped_note(rows.mixed_probes)
+    if drop and gate.verdict != "NOT RUN":
+        gate = gate.replace(fallbacks=(*gate.fallbacks, drop))
     sources = {(r.get("meta") or {}).get("prompt_source") for r in rows.mixed_probes}
     public = ("the hidden probes came from the packaged public dev prompts, which an engine could recognise and "
               "treat apart from the load")

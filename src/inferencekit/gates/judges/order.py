@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from inferencekit.api.reply import rederive
-from inferencekit.gates.inputs import ProbeRun, RunRows
+from inferencekit.gates.inputs import ProbeRun, RunRows, dropped_note
 from inferencekit.gates.result import Gate, merge_gates
 from inferencekit.shapes import is_ok
 from inferencekit.stats import rules_out
@@ -330,5 +330,10 @@ def judge_probes(run: ProbeRun) -> Gate:
 
 
 def judge_run(rows: RunRows) -> Gate | None:
-    """The order gate on the known answers a load mixed in (``rows.kat_rows``), None when it mixed in none."""
-    return judge_kat(rows.kat_rows, rows.kat_level) if rows.kat_rows else None
+    """The order gate on the known answers a load mixed in (``rows.kat_rows``), None when it mixed in none; fields
+    the client dropped from them on an HTTP 400 are a fallback (``dropped_note`` over ``rows.kat_records``)."""
+    if not rows.kat_rows:
+        return None
+    gate = judge_kat(rows.kat_rows, rows.kat_level)
+    drop = dropped_note(rows.kat_records)
+    return gate.replace(fallbacks=(*gate.fallbacks, drop)) if drop and gate.verdict != "NOT RUN" else gate

@@ -8,7 +8,8 @@ reports a length it did not generate, makes their throughput figures wrong. Two 
   entries), else usage alone. The rules follow the seed's live output_length rule; the pure form here
   takes no tokenizer, so a logprob stream short of usage stays unsettled (token_count can settle it
   by the text). An engine whose dialect is known to accept ``ignore_eos`` and drop it cannot show an
-  exact length: its PASS becomes UNPROVEN.
+  exact length: its PASS becomes UNPROVEN; one known to honour it (llama-server, vLLM) that accepted it and
+  still stopped at EOS FAILs (elsewhere a stop at EOS is UNPROVEN: ignore_eos may simply be unsupported).
 - run dir (``judge_run``): every exact-length request of a recorded run (top-level buckets and
   ``load-<level>/``, docs/design.md's departure from the seed, which judged the buckets only) against its
   ``max_tokens``, and the lengths against a reference engine's outputs when given. The seed's rules

@@ -18,12 +18,16 @@ still writes most of its characters, so an engine that masks a Unicode block sho
 copies the model gets wrong (measured: SmolLM2-135M copies a rare string verbatim on about 40% of
 probes).
 
-docs/design.md departure: without a reference engine a counted miss is UNPROVEN, not FAIL. A small model
-(SmolLM2-135M) misses some copies on its own, and nothing tells that from a pruned vocabulary.
+docs/design.md departure: without a reference engine a miss that writes part of the string is UNPROVEN, not
+FAIL. A small model (SmolLM2-135M) misses some copies on its own, and nothing tells that from a pruned
+vocabulary. A refusal, or a reply that copies the nonces and writes none of the string's rare characters, is no
+copying error: a majority of at least ``MIN_ATTEMPTS`` such copy attempts, or every attempt (at least
+``MIN_CLASS_ATTEMPTS``) at one class, FAILs without a reference.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
@@ -172,9 +176,20 @@ def gate_rare_tokens(records: Sequence[ProbeRecord], reference_given: bool) -> G
                "reference_failed": len(ref_failed)}
     limitations = []
     if not reference_given:
-        limitations.append("no reference engine: a missed rare string may be the model's own copying error (a small "
-                           "model misses some copies), so a miss is UNPROVEN, not FAIL (pass --reference-url to judge "
-                           "misses against the same model on a trusted engine)")
+        limitations.append("no reference engine: a rare string copied with part of it wrong may be the model's own "
+                           "copying error (a small model misses some copies), so such a miss is UNPROVEN, not FAIL; "
+                           f"refusals and replies that write none of the string's rare characters still FAIL, by a "
+                           f"majority of at least {MIN_ATTEMPTS} copy attempts or every attempt (at least "
+                           f"{MIN_CLASS_ATTEMPTS}) at one class (pass --reference-url to judge every miss against the "
+                           "same model on a trusted engine)")
+        per_class = Counter(r.cls for r in rows)
+        thin = sorted(c for c, n in per_class.items() if n < MIN_CLASS_ATTEMPTS)
+        if thin:
+            limitations.append(
+                f"{len(thin)} of {len(per_class)} classes were sent fewer than {MIN_CLASS_ATTEMPTS} strings "
+                f"({', '.join(thin)}; verify's profiles send one per class, `gates run` four by default): the rule "
+                "that FAILs a class whose every copy attempt is refused or left blank cannot fire for them, so a "
+                "masked block there shows only through the majority over all classes")
     if slips:
         limitations.append(f"{len(slips)} rare string(s) were copied intact while a random ASCII nonce around them "
                            "was not; the nonces are plain ASCII, which no vocabulary pruning removes, so these are the "

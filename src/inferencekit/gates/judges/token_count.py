@@ -36,6 +36,7 @@ from inferencekit.stats import rules_out
 
 __all__ = ["COPY_PROBES", "COUNTED_KINDS", "READ_KINDS", "CUT_SLACK", "RETOK_EXEMPT", "RETOK_TOL", "count_row",
            "gate_token_count", "usage_conflict", "judge_counts", "judge_probes", "judge_run", "lossy_text",
+           "merged_explained", "named_requests",
            "probe_count_part", "text_covers", "unstreamed_at_cut", "CountProblem", "JudgedCounts"]
 
 # Probe kinds whose text is not a fair re-tokenization target. After EOS (ignore_eos) an engine may
@@ -160,7 +161,8 @@ def count_row(key: str, reply: ReplyFile, *, max_tokens: int | None,
         "lossy_text", "multibyte"}``: ``usage`` is ``usage.completion_tokens`` (None when absent),
         ``streamed`` the number of token ids the stream carried, else of logprob entries, else None;
         ``lossy_text`` see ``lossy_text``; ``multibyte``: the text holds a non-ASCII character;
-        ``merge_slack`` (``_merge_slack``) and ``usage_conflict`` (``usage_conflict``).
+        ``merge_slack`` (``_merge_slack``), ``multibyte_chars`` (how many non-ASCII characters the text holds) and
+        ``usage_conflict`` (``usage_conflict``).
     """
     if not is_ok(reply):
         return None
@@ -171,7 +173,8 @@ def count_row(key: str, reply: ReplyFile, *, max_tokens: int | None,
             "streamed": n, "streamed_method": how, "retokenized": _int(retokenized),
             "finish_reason": reply.get("finish_reason"), "max_tokens": _int(max_tokens),
             "lossy_text": lossy_text(reply), "multibyte": any(ord(c) > 127 for c in text),
-            "merge_slack": _merge_slack(text), "usage_conflict": usage_conflict(usage)}
+            "merge_slack": _merge_slack(text), "multibyte_chars": sum(1 for c in text if ord(c) > 127),
+            "usage_conflict": usage_conflict(usage)}
 
 
 def unstreamed_at_cut(row: CountRow) -> bool:
@@ -201,22 +204,48 @@ def text_covers(retokenized: int | None, usage: int | None, retok_tol: float) ->
     return usage <= retokenized <= usage + _tolerance(usage, retok_tol)
 
 
+def merged_explained(row: CountRow, retok_tol: float = RETOK_TOL) -> bool:
+    """A stream short of usage that the text's merged multi-byte characters explain (``_MERGED``).
+
+    With ``u`` usage, ``s`` streamed and ``t`` re-tokenized tokens, all three known and ``s < u``:
+
+    1. ``u − s ≤ merge_slack``: no more tokens hidden than merging each non-ASCII character's byte tokens
+       into one entry can hide (Σ UTF-8 bytes − 1 over them);
+    2. ``u − t ≤ min(t − s, multibyte_chars, max(2, retok_tol·u))``: usage is above the text by no more than
+       the characters the text shows split. ``t − s`` is how many tokens the text's own split holds beyond the
+       stream's entries: each character the stream merged and the tokenizer splits adds at least one, so at
+       most ``t − s`` characters (and no more than the text holds) show a split; one token per such character
+       is allowed for a generated split that differs from the tokenizer's (8 katakana, llama-server, observed:
+       usage 16, 8 entries, re-tokenized 15), never beyond the seed's re-tokenizing tolerance. A text that
+       re-tokenizes to no more tokens than were streamed (``t ≤ s``) shows no merge, so nothing explains the
+       gap (two whole CJK characters with usage 2 above the stream and the text: a mismatch);
+    3. ``t − u ≤ max(2, retok_tol·u)``: the text is not far longer than usage either.
+
+    Source: llama-server streams the byte tokens of one character as one entry (docs/engines.md; observed
+    30 Nov 2026: usage 16, 15 ids, re-tokenized 16); the bound is docs/design.md's "token_count's allowances".
+    A row recorded without ``multibyte_chars`` takes ``merge_slack`` (never fewer than its characters)."""
+    u, s, t = row.get("usage"), row.get("streamed"), row.get("retokenized")
+    if u is None or s is None or t is None or s >= u:
+        return False
+    slack = row.get("merge_slack", _MERGE_SLACK_UNKNOWN if row.get("multibyte") else 0)
+    tol = _tolerance(u, retok_tol)
+    shown_split = min(t - s, row.get("multibyte_chars", slack))
+    return u - s <= slack and u - t <= min(shown_split, tol) and t - u <= tol
+
+
 def _usage_vs_stream(row: CountRow, retok_tol: float) -> str | None:
     """How usage compares with the stream: None (agree, or one of them missing), ``"bad"``, or — for a
     logprob stream short at the max_tokens cut — ``"by_text"`` (the text covers usage) / ``"unsettled"``.
-    One token of slack at a natural stop: an EOS counted but not streamed. A stream short of usage on a
-    text with multi-byte characters is ``"by_text"`` when the gap is no larger than the tokens those
-    characters could hide (``merge_slack``) and the re-tokenized text is within tolerance of usage
-    (``_MERGED``); a gap beyond what the characters explain is ``"bad"``. At the cut a gap over
-    ``CUT_SLACK`` is ``"bad"``: no held-back character explains it (except past EOS on ``ignore_eos`` probes)."""
+    One token of slack at a natural stop: an EOS counted but not streamed (a rule, not an allowance: it is
+    no fallback). A stream short of usage on a text with multi-byte characters is ``"by_text"`` when the text
+    explains the gap (``merged_explained``); a gap beyond what the characters explain is ``"bad"``. At the cut
+    a gap over ``CUT_SLACK`` is ``"bad"``: no held-back character explains it (except past EOS on
+    ``ignore_eos`` probes)."""
     u, s = row.get("usage"), row.get("streamed")
     if u is None or s is None or abs(u - s) <= (1 if row.get("finish_reason") == "stop" else 0):
         return None
-    t = row.get("retokenized")
-    slack = row.get("merge_slack", _MERGE_SLACK_UNKNOWN if row.get("multibyte") else 0)
-    if s < u and u - s <= slack and t is not None and abs(t - u) <= _tolerance(u, retok_tol):
-        # byte tokens of one character streamed as one entry (llama-server, observed); the text's own split
-        # of such characters may differ from the generated one by a token or two, either way
+    if merged_explained(row, retok_tol):
+        # byte tokens of one character streamed as one entry (llama-server, observed)
         return "by_text"
     if not unstreamed_at_cut(row):
         return "bad"
@@ -323,6 +352,13 @@ def _gaps_note(rows: Sequence[Mapping[str, Any]]) -> str:
     return "; ".join(parts)
 
 
+def named_requests(rows: Sequence[Mapping[str, Any]], cap: int = 8) -> str:
+    """The requests a fallback applies to, by key: ``"requests: a, b, c"``, with ``"… and N more"`` past ``cap``."""
+    keys = [str(r.get("key")) for r in rows]
+    more = f" and {len(keys) - cap} more" if len(keys) > cap else ""
+    return "requests: " + ", ".join(keys[:cap]) + more
+
+
 def _failed_note(failed: Sequence[Mapping[str, Any]]) -> str:
     """'N count probe(s) failed (HTTP 500 x2, no response x1; first error: …)'."""
     by: dict[str, int] = {}
@@ -362,22 +398,23 @@ def gate_token_count(rows: Sequence[CountRow], *, retok_tol: float = 0.02, token
             f"{len(retok_only)} ignore_eos / rare / echo repl(ies) re-tokenize to a count other than their stream "
             "or usage (special tokens stripped from the text, or a copied string generated as a non-canonical "
             "split); that gap is not counted as a mismatch (their stream, where there is one, was judged against "
-            "usage, and the count probes check usage)")
+            f"usage, and the count probes check usage; {named_requests(retok_only)})")
     if by_text:
         merged = [r for r in by_text if _MERGED in str(r.get("problem"))]
         why = (f"; {len(merged)} of them hold multi-byte characters whose byte tokens a server can stream as one "
-               "entry (llama-server, observed), and their gap is no larger than those characters explain"
-               if merged else "")
+               "entry (llama-server, observed), and their gap is no larger than those characters explain: usage "
+               "exceeds the re-tokenized text by at most one token per character the text shows split "
+               f"({named_requests(merged)})" if merged else "")
         fallbacks.append(
             f"{len(by_text)} repl(ies) streamed fewer tokens than usage counts ({_gaps_note(by_text)}), but their "
-            f"re-tokenized text covers usage: the count is proven by the text, not by the stream{why} (first: "
-            f"{by_text[0].get('key')})")
+            f"re-tokenized text covers usage: the count is proven by the text, not by the stream{why} "
+            f"({named_requests(by_text)})")
     if lossy:
         fallbacks.append(
             f"{len(lossy)} repl(ies) streamed token pieces that decode to nothing (partial UTF-8 characters the "
             "server dropped from the text): their text re-tokenizes short of the tokens made, so only usage against "
             "the stream was judged for them, where both exist (the lost characters are a fault of the text, not of "
-            "the count)")
+            f"the count; {named_requests(lossy)})")
     metrics = {"replies_checked": checked, "mismatches": len(bad), "unstreamed_at_limit": len(unsettled),
                "lossy_text_replies": len(lossy),
                "unstreamed_settled_by_text": len(by_text), "retokenize_only_gaps": len(retok_only),
@@ -451,5 +488,16 @@ def judge_probes(run: ProbeRun) -> Gate:
 
 
 def judge_run(rows: RunRows) -> Gate:
-    """The run-dir part: every load reply's counts (``rows.count_rows``)."""
-    return gate_token_count(rows.count_rows, retok_tol=RETOK_TOL, tokenizer=rows.tokenizer)
+    """The run-dir part: the counts of every reply of the load, its warm-up and the requests it mixed in
+    (``rows.count_rows``); load texts the tokenizer refused (``rows.retokenize_refused``) are a fallback naming
+    them (those replies were judged on usage against the stream alone)."""
+    gate = gate_token_count(rows.count_rows, retok_tol=RETOK_TOL, tokenizer=rows.tokenizer)
+    refused = rows.retokenize_refused
+    if refused and gate.verdict != "NOT RUN":
+        keys = sorted(refused)
+        named = named_requests([{"key": k} for k in keys])
+        gate = gate.replace(fallbacks=(*gate.fallbacks, (
+            f"the tokenizer ({rows.tokenizer}) refused {len(keys)} load reply text(s) ({named}; first error: "
+            f"{refused[keys[0]]}): their re-tokenized counts are missing, so those replies were judged on usage "
+            "against the stream alone")))
+    return gate

@@ -12,6 +12,7 @@ foundation's client; a refused or broken probe is recorded like any other.
 from __future__ import annotations
 
 import os
+import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -56,30 +57,53 @@ class ProbeLog:
         self.close()
 
 
+def _log_lines(path: Path) -> tuple[list[bytes], int]:
+    """The lines of a probe log (``.jsonl``, or gzipped ``.jsonl.gz``), and 1 when a gzipped one ends damaged or
+    cut short (the lines before the damage are kept), else 0."""
+    if not path.name.endswith(".gz"):
+        with open(path, "rb") as fh:
+            return fh.read().splitlines(), 0
+    dec = zlib.decompressobj(wbits=47)  # a gzip (or zlib) header; stops where the data does
+    parts: list[bytes] = []
+    damaged = False
+    with open(path, "rb") as fh:
+        while not dec.eof and (block := fh.read(1 << 16)):
+            try:
+                parts.append(dec.decompress(block))
+            except zlib.error:  # keep what came before the damage
+                damaged = True
+                break
+    data = b"".join(parts)
+    cut = damaged or not dec.eof
+    lines = data.splitlines()
+    if cut and lines and not data.endswith(b"\n"):
+        lines.pop()  # the last line stopped inside the damage
+    return lines, int(cut)
+
+
 def read_probe_log(path: Path) -> tuple[dict[str, Any], list[ProbeRecord], int]:
-    """``(header, probe records, unreadable lines)`` of one ``probes/<gate-run>.jsonl``.
+    """``(header, probe records, unreadable lines)`` of one ``probes/<gate-run>.jsonl`` (or ``.jsonl.gz``).
 
     Lines after the header that carry no ``kind`` (the re-tokenized counts written after the probes)
-    are merged into the header. A line that is not a JSON object (a torn last write) is counted, not
-    raised."""
+    are merged into the header. A line that is not a JSON object (a torn last write), or the damaged end
+    of a gzipped log, is counted, not raised."""
     header: dict[str, Any] = {}
     records: list[ProbeRecord] = []
-    bad = 0
-    with open(path, "rb") as fh:
-        for i, line in enumerate(fh):
-            try:
-                obj = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                bad += 1
-                continue
-            if not isinstance(obj, dict):
-                bad += 1
-            elif i == 0 and "gate_run" in obj:
-                header = obj
-            elif "kind" in obj:
-                records.append(cast(ProbeRecord, obj))  # a probe line as written (fields unchecked: JSON)
-            else:
-                header.update(obj)
+    lines, bad = _log_lines(path)
+    for i, line in enumerate(lines):
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            bad += 1
+            continue
+        if not isinstance(obj, dict):
+            bad += 1
+        elif i == 0 and "gate_run" in obj:
+            header = obj
+        elif "kind" in obj:
+            records.append(cast(ProbeRecord, obj))  # a probe line as written (fields unchecked: JSON)
+        else:
+            header.update(obj)
     return header, records, bad
 
 

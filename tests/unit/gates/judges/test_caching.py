@@ -222,3 +222,25 @@ def test_ttft_speedups_inside_the_noise_a_slower_repeat_shows_are_not_a_prefix_c
     g = gate_caching(pairs(*[(reply(ttft_ms=a, e2el_ms=a + 1500), reply(ttft_ms=b, e2el_ms=b + 1500))
                              for a, b in vllm]) + ECHO_OK)
     assert g.verdict == "FAIL" and g.metrics["cause"] == "prefix_cache"
+
+
+def test_a_limit_raised_by_the_runs_own_noise_is_a_stated_fallback_that_strict_sees():
+    # before 18's audit the raised limits were said in the reason only, so --strict let such a PASS stand
+    from inferencekit.gates.result import strict_gate
+
+    firsts = [reply(), reply(e2el_ms=1300.0), reply(e2el_ms=1200.0)]
+    repeats = [reply(e2el_ms=1350.0), reply(e2el_ms=1100.0), reply(e2el_ms=1000.0)]
+    g = gate_caching(pairs(*zip(firsts, repeats)) + ECHO_OK)
+    assert g.verdict == "PASS" and len(g.fallbacks) == 1 and g.fallbacks[0] in g.limitations
+    keys = [p["key"] for p in g.details]
+    assert f"(requests: {keys[2]}.cache_first 13.6 tok/s, {keys[0]}.cache_first 10.0 tok/s)" in g.fallbacks[0]
+    assert g.fallbacks[0].startswith("the decode limit was raised from 1.10× to the A/A floor 1.36×")
+    assert strict_gate(g).verdict == "UNPROVEN"
+    # the TTFT limit raised by a slower repeat is one too
+    rows = [(361.6, 300.1), (958.3, 681.3), (236.5, 211.9), (551.5, 703.0)]
+    t = gate_caching(pairs(*[(reply(ttft_ms=a, e2el_ms=a + 1500), reply(ttft_ms=b, e2el_ms=b + 1500))
+                             for a, b in rows]) + ECHO_OK)
+    assert any(x.startswith("the TTFT limit was raised from 1.10× to 1.27×") for x in t.fallbacks)
+    # a run whose noise stays inside the threshold uses no fallback
+    same = gate_caching(pairs((reply(), reply()), (reply(), reply()), (reply(), reply())) + ECHO_OK)
+    assert same.verdict == "PASS" and same.fallbacks == ()

@@ -137,9 +137,16 @@ def test_a_stream_cut_short_is_a_failure_even_with_status_200():
 
 
 def _empty(reply: dict) -> dict:
+    """``reply`` as an honest empty answer: no content event, and usage that counts one token (the EOS) — usage that
+    claimed the removed tokens would make it a protocol error (api/reply.py), not an empty answer."""
     out = copy.deepcopy(reply)
     out["events"] = [ev for ev in out["events"] if ev[1] == "[DONE]" or not
                      (orjson.loads(ev[1]).get("choices") or [{}])[0].get("delta", {}).get("content")]
+    for ev in out["events"]:
+        obj = orjson.loads(ev[1]) if ev[1] != "[DONE]" else {}
+        if isinstance(obj.get("usage"), dict):
+            obj["usage"]["completion_tokens"] = 1
+            ev[1] = orjson.dumps(obj).decode()
     return out
 
 

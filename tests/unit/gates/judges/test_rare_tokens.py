@@ -179,3 +179,24 @@ def test_one_masked_block_fails_when_every_attempt_at_it_came_back_blank():
             garbled("r4", "emoji_zwj")]
     g = gate_rare_tokens(recs, reference_given=False)
     assert g.verdict == "UNPROVEN" and g.metrics["copy_attempts"] == 3
+
+
+def test_without_a_reference_the_limitation_says_which_misses_still_fail():
+    g = gate_rare_tokens(ALL_COPIED, reference_given=False)
+    [line] = [x for x in g.limitations if x.startswith("no reference engine")]
+    # before 18's audit it still said every miss was UNPROVEN, though refusals and blank copies FAIL by majority
+    assert "such a miss is UNPROVEN, not FAIL" in line
+    assert "still FAIL, by a majority of at least 3 copy attempts or every attempt (at least 2) at one class" in line
+
+
+def test_one_string_per_class_says_the_per_class_rule_cannot_fire():
+    # verify sends --rare-per-class 1: a class holds one attempt, and the masked-block rule needs 2
+    one = gate_rare_tokens(ALL_COPIED, reference_given=False)
+    [line] = [x for x in one.limitations if "classes were sent fewer than 2 strings" in x]
+    assert line.startswith("3 of 3 classes") and "(cjk, emoji_zwj, hangul;" in line
+    two = gate_rare_tokens(ALL_COPIED + [copied(f"s{i}", cls) for i, cls in enumerate(STRINGS)],
+                           reference_given=False)
+    assert not any("classes were sent fewer" in x for x in two.limitations)
+    # with a reference every miss is judged against it: no such limitation
+    with_ref = gate_rare_tokens(ALL_COPIED, reference_given=True)
+    assert not any("classes were sent fewer" in x for x in with_ref.limitations)

@@ -346,3 +346,50 @@ def test_token_count_reads_gzipped_load_replies_with_their_bodies(tmp_path: Path
     assert files == ["outputs/e/load-2/short/p0.json", "outputs/e/load-2/short/p1.json.gz"]
     assert [r["key"] for r in rows] == ["load-2/short/p0", "load-2/short/p1"]
     assert [r["max_tokens"] for r in rows] == [16, 16]  # the gzipped body was found beside the gzipped reply
+
+
+# ---- token_count reads every reply of the run, not only the load levels' (issue 18 audit)
+
+def test_token_count_reads_the_warmup_probes_and_known_answers_gzipped_or_not(tmp_path: Path) -> None:
+    from inferencekit.gates.check import token_rows
+    from inferencekit.gates.judges.token_count import judge_run as token_count_run
+
+    run = _run(tmp_path)
+    run.update_run(bench_config={"max_tokens": 16})
+    req = PlannedRequest("p0", POOL[0], None)
+    _send(run, "e", "2", req, _reply(req, "e", "2", 16))
+    honest = _reply(req, "e", None, 16)
+    write_json(run.special_path("e", "warmup", "w0"), honest)  # a warm-up is written without its body
+    write_json(run.special_path("e", "kat/alone", "k0"), honest)
+    lying = {**honest, "usage": {**honest["usage"], "completion_tokens": 21}}  # 16 ids streamed, usage 21
+    probe = run.special_path("e", "probes", "s0.greedy")
+    probe.parent.mkdir(parents=True, exist_ok=True)
+    probe.with_name("s0.greedy.json.gz").write_bytes(gzip.compress(json.dumps(lying).encode()))
+    rows, _, files = token_rows(run.path, "e")
+    assert [r["key"] for r in rows] == ["load-2/short/p0", "warmup/w0", "probes/s0.greedy", "kat/alone/k0"]
+    assert files[1:] == ["outputs/e/warmup/w0.json", "outputs/e/probes/s0.greedy.json.gz",
+                         "outputs/e/kat/alone/k0.json"]
+    assert rows[1]["max_tokens"] == 16  # the warm-up's limit is the load's (run.json bench_config)
+    read, _ = read_run_rows(run.path, "e")
+    assert read.has_load
+    gate = token_count_run(read)
+    # before: only load-*/ was read, so the probe's usage 21 against 16 streamed ids went unjudged (PASS)
+    assert gate.verdict == "FAIL" and gate.metrics["replies_checked"] == 4
+    assert gate.details[0]["key"] == "probes/s0.greedy"
+
+
+def test_token_count_states_the_load_texts_the_tokenizer_refused(tmp_path: Path) -> None:
+    from inferencekit.gates.judges.token_count import judge_run as token_count_run
+
+    run = _run(tmp_path)
+    reqs = [PlannedRequest(f"p{i}", POOL[i], None) for i in range(2)]
+    for r in reqs:
+        _send(run, "e", "2", r, _reply(r, "e", "2", 16))
+    write_json(run.level_dir("outputs", "e", "2") / "retokenized.json",
+               {"tokenizer": "engine:llama-server/tokenize", "counts": {"p0": 16},
+                "errors": {"p1": "HTTP 422: Unprocessable Entity"}})
+    rows, _ = read_run_rows(run.path, "e")
+    assert rows.retokenize_refused == {"load-2/p1": "HTTP 422: Unprocessable Entity"}
+    gate = token_count_run(rows)
+    assert gate.verdict == "PASS" and len(gate.fallbacks) == 1
+    assert "refused 1 load reply text(s) (requests: load-2/p1; first error: HTTP 422" in gate.fallbacks[0]

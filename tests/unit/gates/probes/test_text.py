@@ -75,7 +75,7 @@ def test_tag_prompt_keeps_the_text_and_adds_an_eight_character_tag():
 
 
 def test_rare_pool_has_every_class_with_three_or_more_nfc_strings():
-    assert set(pt.RARE_POOL) >= {"cjk", "hangul", "emoji", "emoji_zwj", "devanagari", "arabic", "math"}
+    assert set(pt.RARE_POOL) >= {"cjk", "hangul", "emoji", "emoji_zwj", "devanagari", "arabic", "script", "math"}
     for cls, strings in pt.RARE_POOL.items():
         assert len(strings) >= 3, cls
         assert len(set(strings)) == len(strings), cls
@@ -159,3 +159,12 @@ def test_interleave_picks_each_merge_about_equally_often():
     assert set(where) == {0, 1, 2}
     for pos in range(3):
         assert 0.29 < where[pos] / runs < 0.38, where
+
+
+def test_the_uncommon_scripts_class_of_the_seed_is_in_the_pool():
+    # issue 18: the seed's pool had a class of scripts a pruned vocabulary drops first; it had gone missing
+    scripts = {unicodedata.name(c).split()[0] for s in pt.RARE_POOL["script"] for c in s if not c.isspace()}
+    assert scripts == {"RUNIC", "CHEROKEE", "GLAGOLITIC", "LISU"}
+    assert len(pt.RARE_POOL["script"]) >= 3
+    drawn = {cls for cls, _ in pt.rare_targets(random.Random(0))}
+    assert "script" in drawn
