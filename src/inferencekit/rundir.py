@@ -56,6 +56,7 @@ SALT_PATTERN = re.compile(r"^\[ik-([0-9a-f]{8,32})\] ")
 # a level's re-tokenized counts, and the texts the tokenizer refused (absent when none):
 # {"tokenizer", "counts": {file stem: n}, "errors"?: {file stem: error}}
 RETOKENIZED_FILE = "retokenized.json"
+CAPABILITIES_FILE = "capabilities.jsonl"  # the capability probe's log under probes/ (api/probe.py)
 CLIENT_FILE = "client.json"  # a level's client pace figures (bench/pace.py)
 JOURNAL_GLOB = "journal*.jsonl"  # a level's journals: journal.jsonl, and journal-w<i>.jsonl per --workers process
 GATE_RUN_NAME = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{6}$")  # a gate run's name: UTC time, 6 random hex digits
@@ -267,6 +268,31 @@ class RunDir:
 
     def level_dir(self, kind: str, engine: str, level: str) -> Path:
         return self.path / kind / engine / f"load-{level}"
+
+    def engine_outputs(self, engine: str) -> Path:
+        """``outputs/<engine>/``: every reply of one engine (fixed-length buckets, load levels, side requests)."""
+        return self.path / "outputs" / safe_name(engine, "engine label")
+
+    def quality_dir(self, *parts: str) -> Path:
+        """``quality/<part>/…``: a trajectory set (``quality/<label>/``), a task's item store
+        (``quality/<task>/<label>/``) or a task's folder (``quality/gsm8k``); every part a safe name."""
+        return self.path.joinpath("quality", *(safe_name(p, "quality folder") for p in parts))
+
+    def quality_file(self, *parts: str) -> Path:
+        """``quality/…/<name>``: a file of the quality folders (``quality/score.json``,
+        ``quality/sampling/<label>.json``); the last part is the file's whole name."""
+        *folders, name = parts
+        return self.quality_dir(*folders) / safe_name(name, "quality file")
+
+    def appliance_path(self, name: str) -> Path:
+        """``appliance/<name>``: the receipt (``receipt.json``), its partial form while it is collected
+        (``receipt.partial.json``) and its card (``card.txt``, ``card.json``)."""
+        return self.path / "appliance" / safe_name(name, "appliance file")
+
+    @property
+    def capabilities_log(self) -> Path:
+        """``probes/capabilities.jsonl``: the capability probe's requests and reply summaries (``api/probe.py``)."""
+        return self.path / "probes" / CAPABILITIES_FILE
 
     # ---- readers: every walk over the layout is here (callers never glob a run dir themselves)
     def engines(self) -> list[str]:

@@ -313,7 +313,7 @@ async def _quality_part(client: Client, info: Any, run: RunDir, prof: Profile, l
     policy = body_policy(extra, ctk, fixed=TRAJ_FIXED, operation="quality trajectory")
     s = TrajectorySettings(label=label, max_tokens=prof.quality_tokens, ctk=policy.chat_template_kwargs,
                            extra=policy.extra, notes=policy.limitations())
-    out_dir = run.path / "quality" / label
+    out_dir = run.quality_dir(label)
     with ProgressBar(quiet) as bar:
         bar.on_level(f"quality trajectories ({label})", len(prompts))
         rows, state = await collect_engine(client, info, prompts, out_dir, s,
@@ -330,9 +330,9 @@ async def _quality_part(client: Client, info: Any, run: RunDir, prof: Profile, l
         base_rec = run_local_trajectories(src, run, prompts, base_s, prompts_info=pinfo, quiet=quiet)
     except OpError as e:
         return _part(QUALITY_PART, None, None, "NOT RUN", str(e)), [eng_rec]
-    report = await score_sets(LocalReference(model), [load_set(out_dir)], load_set(run.path / "quality" / "reference"),
+    report = await score_sets(LocalReference(model), [load_set(out_dir)], load_set(run.quality_dir("reference")),
                               None, context="reference", margins=DEFAULT_MARGINS, resamples=2000, seed=0)
-    rec = score_record(report, run.path / "quality" / "score.json", run, context="reference", margins=DEFAULT_MARGINS,
+    rec = score_record(report, run.quality_file("score.json"), run, context="reference", margins=DEFAULT_MARGINS,
                        have_baseline=True)
     return _part(QUALITY_PART, "quality_score", rec, rec["verdict"], _quality_reason(report, label),
                  record_fallbacks(eng_rec, rec)), [eng_rec, base_rec, rec]

@@ -171,3 +171,31 @@ def test_the_loop_check_finds_a_loop_inside_one_package():
              "inferencekit.gates.c": {"inferencekit.gates.a"}, "inferencekit.stats": set()}
     assert cycles(graph) == [["inferencekit.gates.a", "inferencekit.gates.b", "inferencekit.gates.c",
                               "inferencekit.gates.a"]]
+
+
+# rundir.py owns the run-dir layout (docs/architecture.md): other modules name its folders through RunDir's
+# paths and readers, never by joining the folder names onto ``run.path`` themselves.
+LAYOUT_FOLDERS = ("inputs", "outputs", "probes", "quality", "appliance", "evidence", "superseded")
+
+
+def hand_built_paths(text: str) -> list[int]:
+    """Lines of ``text`` that join a run-dir folder name onto ``run.path`` (``run.path / "quality"``)."""
+    out = []
+    for node in ast.walk(ast.parse(text)):
+        if (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div)
+                and isinstance(node.left, ast.Attribute) and node.left.attr == "path"
+                and isinstance(node.right, ast.Constant) and node.right.value in LAYOUT_FOLDERS):
+            out.append(node.lineno)
+    return out
+
+
+def test_only_rundir_builds_run_dir_paths():
+    found = [f"{p.relative_to(SRC)}:{line}" for p in sorted(SRC.rglob("*.py")) if p.name != "rundir.py"
+             for line in hand_built_paths(p.read_text())]
+    assert found == []
+
+
+def test_the_layout_check_sees_a_hand_built_path():
+    assert hand_built_paths('x = run.path / "quality" / label\ny = run.quality_dir(label)\n') == [1]
+    assert hand_built_paths('z = self.path / "evidence"\n') == [1]
+    assert hand_built_paths('w = run.path / "run.json"\n') == []

@@ -94,7 +94,7 @@ async def probe_endpoint(client: Client, info: EngineInfo, run: RunDir, policy: 
     ``policy`` (``api.body.body_policy`` with ``CAPABILITY_FIXED``) gives the extra fields and template kwargs of
     every request; its refused fields are among the record's limitations."""
     got, log = await _collect(client, info, policy.chat_template_kwargs, policy.extra)
-    path = run.path / "probes" / "capabilities.jsonl"
+    path = run.capabilities_log
     write_bytes(path, b"".join(orjson.dumps(x) + b"\n" for x in log))
     caps = judge_capabilities(got, ignore_eos_tokens=IGNORE_EOS_TOKENS, min_tokens=MIN_TOKENS,
                               top_logprobs=TOP_LOGPROBS)

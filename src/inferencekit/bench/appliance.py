@@ -35,7 +35,7 @@ PROTOCOL_VERSION = "1.0.0"  # the measurement protocol; NONCE_VERSION tracks the
 
 
 def receipt_path(run: RunDir) -> Path:
-    return run.path / "appliance" / "receipt.json"
+    return run.appliance_path("receipt.json")
 
 
 def _git(root: Path, *args: str) -> bytes | None:
@@ -135,7 +135,7 @@ async def run_appliance(col: Collector, *, label: str, comparison_id: str, metad
                 "python": platform.python_version(), "platform": platform.platform()},
         "settings": settings.to_json(), "decode": {}, "prefill": {}, "concurrency": {},
         "skipped": dict(settings.skipped), "verdict": None, "limitations": []}
-    partial = run.path / "appliance" / "receipt.partial.json"
+    partial = run.appliance_path("receipt.partial.json")
     receipt["decode"] = await col.decode()
     write_json(partial, receipt, indent=True)
     if "prefill" not in settings.skipped:
@@ -203,7 +203,7 @@ def write_card(run: RunDir, receipt: dict[str, Any]) -> Path:
     """``appliance/card.txt``: the card as plain text (what people paste)."""
     from inferencekit.report.appliance_card import card_text
 
-    path = run.path / "appliance" / "card.txt"
+    path = run.appliance_path("card.txt")
     write_bytes(path, card_text(receipt).encode())
     return path
 
@@ -212,7 +212,7 @@ def appliance_record(run: RunDir, receipt: dict[str, Any], info: EngineInfo) -> 
     """The ``appliance`` evidence record: the receipt, the card and every request/reply file as artifacts; the
     headline medians as metrics; the receipt's verdict and limitations. Saved to the store and the run dir."""
     arts = [artifact(receipt_path(run), run.path, "receipt")]
-    card = run.path / "appliance" / "card.txt"
+    card = run.appliance_path("card.txt")
     if card.is_file():
         arts.append(artifact(card, run.path, "card"))
     for kind, role in (("inputs", "request"), ("outputs", "reply")):

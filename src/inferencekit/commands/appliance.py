@@ -115,7 +115,7 @@ def bench_appliance(call: Call, **a: Any) -> Outcome:
     def render(console: Any) -> None:
         render_appliance(console, receipt)
         console.print(f"receipt: {receipt_path(run)}" + (f" (copy: {a['output']})" if a.get("output") else ""))
-        console.print(f"card: {run.path / 'appliance' / 'card.txt'}   evidence: {record['evidence_id']}")
+        console.print(f"card: {run.appliance_path('card.txt')}   evidence: {record['evidence_id']}")
 
     return Outcome({"evidence_id": record["evidence_id"], "run_dir": str(run.path), "receipt": str(receipt_path(run)),
                     "verdict": receipt["verdict"], "limitations": receipt["limitations"]}, receipt["verdict"], render)

@@ -123,7 +123,7 @@ def audit_equivalence(call: Call, base_url: str | None = None, model: str | None
     text_chosen = audit_prompts(pset.prompts, text_s) if surface == "auto" else chosen
     src = local_source(reference_model)
     run = open_task_run(run_dir, call.argv, call.operation)
-    out_dir = run.path / "quality" / label
+    out_dir = run.quality_dir(label)
     try:
         with serve_target(base_url, run.engine_dir, quiet=call.quiet) as (url, _):
             from inferencekit.quality.local_model import load_local_model
@@ -138,7 +138,7 @@ def audit_equivalence(call: Call, base_url: str | None = None, model: str | None
                                                   prompts_info={**pset.describe(), "selected": [p.id for p in chosen]})
                         if got["surface"] == "logprob" or surface == "logprob":
                             return got, info, chosen
-                    got = await collect_text(client, info, ref.m, text_chosen, run.path / "quality" / f"{label}-text",
+                    got = await collect_text(client, info, ref.m, text_chosen, run.quality_dir(f"{label}-text"),
                                              text_s)
                     return got, info, text_chosen
 
@@ -153,7 +153,7 @@ def audit_equivalence(call: Call, base_url: str | None = None, model: str | None
             report["limitations"][0] = "text surface: the endpoint returned no logprobs on generated tokens"
     else:
         report = audit_report(collected, cells, s, table_source)
-    report_path = run.path / "quality" / f"{label}-equivalence.json"
+    report_path = run.quality_file(f"{label}-equivalence.json")
     write_json(report_path, {**report, "reference": ref.describe(), "prompt_ids": [p.id for p in chosen]}, indent=True)
     st = report["statistic"]
     rec = save_task_record(

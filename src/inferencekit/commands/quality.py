@@ -140,7 +140,7 @@ def quality_trajectory(call: Call, base_url: str | None = None, model: str | Non
         raise
     ok = rec["metrics"][0]["value"]
     payload = {"evidence_id": rec["evidence_id"], "run_dir": str(run.path), "label": s.label,
-               "dir": str(run.path / "quality" / s.label), "prompts_ok": ok, "prompts": len(chosen),
+               "dir": str(run.quality_dir(s.label)), "prompts_ok": ok, "prompts": len(chosen),
                "summary": rec["summary"], "missing": rec["missing"], "limitations": rec["limitations"]}
     verdict = None if ok == len(chosen) else "UNPROVEN"  # a prompt that failed is missing evidence
     return Outcome(payload, verdict, lambda console: render_trajectory(console, rec))
@@ -279,7 +279,7 @@ def quality_score(call: Call, trajectories: list[str], reference: str = "local",
                                     seed=seed)
 
     report = asyncio.run(main())
-    out_path = Path(out) if out else ((run.path / "quality" / "score.json") if run else Path("quality_score.json"))
+    out_path = Path(out) if out else (run.quality_file("score.json") if run else Path("quality_score.json"))
     rec = score_record(report, out_path, run, context=context, margins=margins, have_baseline=base is not None)
     payload = {"evidence_id": rec["evidence_id"], "verdict": rec["verdict"], "verdicts": report["verdicts"],
                "score_file": str(out_path),

@@ -13,6 +13,7 @@ from typing import Any
 
 from inferencekit.errors import OpError
 from inferencekit.evidence.record import integrity_problem
+from inferencekit.rundir import RunDir
 
 __all__ = ["RECEIPT_FORMAT", "load_receipt", "receipt_file", "receipt_integrity"]
 
@@ -30,7 +31,7 @@ def receipt_file(path: str | Path) -> Path:
     """
     p = Path(path)
     if p.is_dir():
-        inner = p / "appliance" / "receipt.json"
+        inner = RunDir(p).appliance_path("receipt.json")
         if not inner.is_file():
             raise OpError(f"{p} is a directory without appliance/receipt.json ({inner} does not exist; give a receipt "
                           "file or the run directory of a bench appliance run)")
@@ -48,13 +49,13 @@ def receipt_integrity(path: str | Path) -> tuple[str, str]:
     outside its run dir, or no record there). A content id shows edits; it is not a signature.
     """
     p = receipt_file(path).resolve()
-    run_dir = p.parent.parent
-    run_json = run_dir / "run.json"
-    if p.parent.name != "appliance" or not run_json.is_file():
+    run = RunDir(p.parent.parent)
+    run_dir, run_json = run.path, run.path / "run.json"
+    if p.parent != run.appliance_path("receipt.json").parent or not run_json.is_file():
         return "unchecked", f"{p} is not inside its run dir: not checked against its evidence record"
     try:
         rec_id = json.loads(run_json.read_text()).get("appliance_record")
-        record = json.loads((run_dir / "evidence" / f"{rec_id}.json").read_text()) if rec_id else None
+        record = json.loads((run.evidence_dir / f"{rec_id}.json").read_text()) if rec_id else None
     except (OSError, json.JSONDecodeError):
         record = None
     if not isinstance(record, dict):

@@ -264,7 +264,7 @@ def read_run_rows(run_dir: Path, engine: str, *, reference: Path | None = None, 
     """
     run = RunDir(run_dir)
     counts, tokenizer, files = token_rows(run.path, engine)
-    lengths = output_lengths(run.path / "outputs" / engine)
+    lengths = output_lengths(run.engine_outputs(engine))
     ignored = tuple(ignored_options if ignored_options is not None else
                     (run.read_run().get("dialect") or {}).get("known_ignored_options") or ())
     ref = output_lengths(reference) if reference is not None else None

@@ -99,7 +99,7 @@ async def collect_audit(client: Client, info: EngineInfo, ref: Reference, prompt
         "problems": integrity problems, "trajectory_record": its id, "surface": "logprob" | "text"}``; ``text``
         when the engine returned no logprobs (the statistic then cannot be computed: the report says so).
     """
-    out_dir = run.path / "quality" / s.label
+    out_dir = run.quality_dir(s.label)
     ts = TrajectorySettings(label=s.label, max_tokens=s.max_tokens, top_logprobs=s.top_logprobs, seed=0)
     rows, state = await collect_engine(client, info, prompts, out_dir, ts)
     write_index(out_dir, label=s.label, model=str(info.model), engine=info.engine,

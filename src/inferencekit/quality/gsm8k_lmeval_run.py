@@ -73,7 +73,7 @@ def run_lm_eval_backend(url: str, run: RunDir, dataset: GsmData, items: list[Gsm
 
     info, conc = asyncio.run(detect())
     name = label or info.engine
-    out_root = run.path / "quality" / "gsm8k"
+    out_root = run.quality_dir("gsm8k")
     work = out_root / f"{name}.lm_eval"
     data_file = _problems_file(work / "problems.jsonl", items)
     if not quiet:

@@ -228,7 +228,7 @@ def run_builtin(url: str, run: RunDir, dataset: GsmData, items: list[GsmItem], s
                  extra: dict[str, Any], other: dict[str, Any] | None, *, label: str | None, model: str | None,
                  api_key_env: str | None, timeout: float, concurrency: int, deadline: float | None,
                  budget: float | None, quiet: bool, notes: Sequence[str] = ()) -> dict[str, Any]:
-    out_root = run.path / "quality" / "gsm8k"
+    out_root = run.quality_dir("gsm8k")
     got = asyncio.run(_collect(url, items, s, extra, out_root=out_root, label=label, model=model,
                                api_key_env=api_key_env, timeout=timeout, deadline=deadline, concurrency=concurrency,
                                quiet=quiet))

@@ -190,7 +190,7 @@ def _metrics(result: dict[str, Any], label: str) -> list[dict[str, Any]]:
 def run_niah(url: str, eng: RunningEngine | None, run: RunDir, s: dict[str, Any], extra: dict[str, Any], *,
          label: str | None, model: str | None, api_key_env: str | None, timeout: float, quiet: bool,
          notes: Sequence[str] = ()) -> dict[str, Any]:
-    out_root = run.path / "quality" / "niah"
+    out_root = run.quality_dir("niah")
     got = asyncio.run(_collect(url, eng, s, extra, out_root=out_root, label=label, model=model,
                                api_key_env=api_key_env, timeout=timeout, quiet=quiet))
     rows, name, info, cpt = got["rows"], got["label"], got["info"], got["cpt"]

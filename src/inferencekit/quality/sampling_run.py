@@ -67,7 +67,7 @@ async def _side(url: str, model: str | None, api_key_env: str | None, timeout: f
         safe_name(name, "--label")
         with ProgressBar(quiet) as bar:
             bar.on_level(f"sampler check ({name}: {len(prompts)} prompts × {plan.seeds} draws)", len(prompts))
-            got = await collect_side(client, info, prompts, plan, run.path / "quality" / "sampling" / name,
+            got = await collect_side(client, info, prompts, plan, run.quality_dir("sampling", name),
                                      on_done=lambda r: bar.on_done("s", not r["errors"]))
     return got, info, name
 
@@ -162,7 +162,7 @@ def run_sampling_check(url: str, run: RunDir, prompts: list[Prompt], plan: Sampl
         base = judge_sampling(_per_prompt(bgot, prompts), **kw)
         cross = _cross(res, base)
     _, unsent = sampling_settings(plan.send)
-    out = write_new(run.path / "quality" / "sampling" / f"{name}.json", orjson.dumps({"format": FORMAT, "label": name,
+    out = write_new(run.quality_file("sampling", f"{name}.json"), orjson.dumps({"format": FORMAT, "label": name,
                      "engine": info.identity(), "verdict": res["verdict"],
                      "reason": res["reason"], "settings": {"send": plan.send, "not_sent": unsent, "seeds": plan.seeds,
                                                           "top_logprobs": got["top_logprobs"], "margin": margin,

@@ -117,12 +117,12 @@ def run_engine_trajectories(url: str, run: RunDir, prompts: list[Prompt], s: Tra
             s.label = s.label or info.engine
             with ProgressBar(quiet) as bar:
                 bar.on_level(f"trajectories ({s.label})", len(prompts))
-                rows, state = await collect_engine(client, info, prompts, run.path / "quality" / s.label, s,
+                rows, state = await collect_engine(client, info, prompts, run.quality_dir(s.label), s,
                                                    on_done=lambda r: bar.on_done("t", "error" not in r))
             return rows, state, info
 
     rows, state, info = asyncio.run(main())
-    out_dir = run.path / "quality" / s.label
+    out_dir = run.quality_dir(s.label)
     write_index(out_dir, label=s.label, model=str(info.model), engine=info.engine,
                 prompts_sha256=prompts_info["sha256"], rows=rows)
     return trajectory_record(run, out_dir, rows, label=s.label, engine=info.identity(), model=str(info.model), s=s,
@@ -146,7 +146,7 @@ def run_local_trajectories(source: Path, run: RunDir, prompts: list[Prompt], s: 
     says so)."""
     from inferencekit.quality.local_model import load_local_model
 
-    out_dir = run.path / "quality" / s.label
+    out_dir = run.quality_dir(s.label)
     model = load_local_model(source)
     cache = cache_root() / "quality-baselines" / _cache_key(source, prompts, s, model.describe()["versions"])
     reused = 0

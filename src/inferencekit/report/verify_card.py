@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from inferencekit.report.card import bench_table, render_bench_notes, verdict_style
+from inferencekit.rundir import RunDir
 
 __all__ = ["render_verification"]
 
@@ -34,9 +36,9 @@ def render_verification(console: Any, rec: dict[str, Any], subs: dict[str, dict[
         for line in lines if part != "bench serve" else ():
             console.print(f"note: {part}: {line}", markup=False, style="yellow")
     if subs.get("appliance"):
-        run_dir = rec["data"]["run_dir"]
-        console.print(f"appliance receipt: {run_dir}/appliance/receipt.json, card {run_dir}/appliance/card.txt "
-                      f"(reprint: inferencekit report {run_dir})", markup=False)
+        run = RunDir(Path(rec["data"]["run_dir"]))
+        console.print(f"appliance receipt: {run.appliance_path('receipt.json')}, card {run.appliance_path('card.txt')} "
+                      f"(reprint: inferencekit report {run.path})", markup=False)
     console.print(f"record: {rec['evidence_id']}  (check: inferencekit evidence verify {rec['evidence_id']})",
                   markup=False)
     console.print(f"run dir: {rec['data']['run_dir']}", markup=False)
