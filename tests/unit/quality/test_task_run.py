@@ -137,3 +137,25 @@ def test_a_quality_command_uses_or_checks_the_run_dirs_pinned_chat_template_kwar
     with pytest.raises(OpError, match="pins chat_template_kwargs"):
         pinned_template_kwargs(str(run.path), '{"enable_thinking": true}')
     assert pinned_template_kwargs(str(tmp_path / "new"), '{"a": 1}') == '{"a": 1}'  # a new run dir
+
+
+@pytest.mark.parametrize("command", ["trajectory", "gsm8k", "niah", "sampling"])
+def test_every_quality_command_refuses_another_template_than_the_run_dir_pins_before_any_request(
+        command, tmp_path, capsys):
+    # before 18 (9f2aa65) a quality command added to a run dir rendered its prompts with whatever template its
+    # flag gave, beside a bench part that used the pinned one; now the command stops (exit 2) before sending
+    from inferencekit.cli import main
+    from inferencekit.rundir import RunDir
+    from tests.fault_server import fault_server
+
+    run = RunDir.create(str(tmp_path / "r"))
+    run.pin("chat_template_kwargs", {"enable_thinking": False})
+    hits: list = []  # every request the server got, engine detection's GETs included
+    with fault_server(hits=hits) as (url, _):
+        code = main(["quality", command, "--base-url", url, "--run-dir", str(run.path),
+                     "--chat-template-kwargs", '{"enable_thinking": true}'])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert 'pins chat_template_kwargs = {"enable_thinking":false}' in err and '{"enable_thinking": true}' in err
+    assert hits == []
+    assert RunDir.open(run.path).read_run()["pins"]["chat_template_kwargs"] == {"enable_thinking": False}
