@@ -7,9 +7,11 @@ chosen per request by the ``X-Fault`` header or by fields in the body.
 from __future__ import annotations
 
 import asyncio
+import random
 import socket
 import struct
 import threading
+import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -45,6 +47,9 @@ WRONG_TYPES: dict[str, tuple[dict, str]] = {
 }
 
 
+BIG_EVENT = 10 * 2**20  # ``big``: the size of one event's content, in characters (10 MB)
+
+
 def _chunk(content: str) -> bytes:
     return b"data: " + orjson.dumps({"choices": [{"index": 0, "delta": {"content": content}}]}) + b"\n\n"
 
@@ -74,10 +79,24 @@ async def chat(request: web.Request) -> web.StreamResponse:
         return web.json_response({"error": {"message": "Bad Request"}}, status=400)
     if fault == "http500":
         return web.Response(status=500, text="E" * 2000)
+    if fault == "http503":  # overloaded: an OpenAI-style error object
+        return web.json_response({"error": {"message": "server overloaded", "code": 503}}, status=503)
+    if fault == "http429":  # rate limited, with the Retry-After a client may honour (inferencekit does not re-send)
+        return web.json_response({"error": {"message": "rate limit exceeded", "code": 429}}, status=429,
+                                 headers={"Retry-After": "1"})
     if fault.startswith("hang"):  # no byte of a reply for N seconds ("hang:N"): a server busy or stuck
         await asyncio.sleep(float(fault.partition(":")[2] or 3600))
     if not body.get("stream"):
         return _plain(body, request.app[LOGPROBS])
+    if fault == "gzip":  # a whole, well-formed stream sent gzip-encoded (Content-Encoding), each event flushed
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Content-Encoding": "gzip"})
+        await resp.prepare(request)
+        z = zlib.compressobj(wbits=31)
+        for ev in (_chunk("Hel"), _chunk("lo"), b'data: {"choices": [], "usage": {"prompt_tokens": 3, '
+                                                 b'"completion_tokens": 2}}\n\n', b"data: [DONE]\n\n"):
+            await resp.write(z.compress(ev) + z.flush(zlib.Z_SYNC_FLUSH))
+        await resp.write(z.flush())
+        return resp
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await resp.prepare(request)
     if fault == "cut":  # close the connection in the middle of an event
@@ -103,6 +122,20 @@ async def chat(request: web.Request) -> web.StreamResponse:
         await resp.write(b"data: [DONE]\n\n")
         await resp.write_eof()
         request.transport.close()
+        return resp
+    if fault == "garbage":  # a 200 event stream of seeded random bytes (invalid UTF-8, NULs, no event end), no [DONE]
+        await resp.write(random.Random(19).randbytes(4096))
+        return resp
+    if fault == "big":  # one event of 10 MB of content, then a proper end
+        await resp.write(_chunk("x" * BIG_EVENT))
+        await resp.write(b"data: [DONE]\n\n")
+        return resp
+    if fault == "close_later":  # a whole reply on a keep-alive connection, closed (FIN) 1 s after it ended: later
+        # than the client's check of a pooled connection before its next request (a test then holds that request)
+        await resp.write(_chunk("Hello"))
+        await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+        asyncio.get_running_loop().call_later(1.0, request.transport.close)
         return resp
     if fault == "bare":  # JSON lines without "data:" (not SSE), then a proper end
         await resp.write(orjson.dumps({"choices": [{"index": 0, "delta": {"content": "Hel"}}]}) + b"\n\n")

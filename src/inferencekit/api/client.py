@@ -575,8 +575,8 @@ class Client:
                 # server may have read it); it is the mark of a server that closes kept-alive connections, so every
                 # later request gets its own connection
                 self.fresh_connections = True
-                ex.error += (" (on a kept-alive connection, after the request was written: not re-sent; later "
-                             "requests open their own connection)")
+                ex.error += (" (on a kept-alive connection the server closed before any reply; the request may "
+                             "have been read, so it is not re-sent; later requests open their own connection)")
             if chunks:
                 ex.error = f"{ex.error} (after {len(chunks)} chunks)"
         if not ex.sent_ns:

@@ -94,3 +94,27 @@ def test_a_short_key_echoed_by_the_server_is_not_written(tmp_path: Path, monkeyp
     files = _written(tmp_path)
     assert not [p for p, data in files.items() if f"Bearer {short}".encode() in data]
     assert any(b"Bearer <redacted>" in data for data in files.values())
+
+
+@pytest.mark.parametrize("query,msg", [(f"org={KEY}", "--base-url has a query string"),
+                                       (f"api_key={KEY}", "--base-url carries what looks like a credential")],
+                         ids=["innocuous-name", "credential-name"])
+def test_a_key_in_a_url_query_is_refused_before_anything_is_sent_or_written(query, msg, tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch,
+                                                                             capsys) -> None:
+    # issue 19, item 8: a key in a query parameter not named key/token/secret/password/auth was written to run.json
+    # (and the query silently dropped from the requests); now any query is refused: exit 2, one line, nothing sent,
+    # no run dir, no byte of the key on disk or in the message
+    monkeypatch.setenv("IK_TEST_KEY", KEY)
+    home = Path(os.environ["INFERENCEKIT_HOME"])
+    before = _written(home)
+    hits: list[str] = []
+    with fault_server(hits=hits) as (url, _):
+        code = main(["bench", "serve", "--base-url", f"{url}/v1?{query}", "--api-key-env", "IK_TEST_KEY",
+                     "--num-prompts", "2", "--run-dir", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert code == 2 and hits == [], (code, hits)
+    assert err.count("\n") == 1 and msg in err and KEY not in err, err
+    assert not (tmp_path / "r").exists()
+    assert not [p for p, data in _written(tmp_path, home).items() if KEY.encode() in data]
+    assert _written(home) == before  # nothing new in the evidence store either

@@ -26,7 +26,7 @@ def test_malformed_urls(url, msg, capsys, tmp_path):
     assert not (tmp_path / "r").exists()
 
 
-@pytest.mark.parametrize("flags,msg", [
+BAD_VALUES = [
     (["--request-rate", "inf"], "finite"),
     (["--request-rate", "nan"], "finite"),
     (["--slo", "ttft=100,ttft=200"], "twice"),
@@ -50,9 +50,15 @@ def test_malformed_urls(url, msg, capsys, tmp_path):
     (["--temperature", "nan"], "argument --temperature: expected a finite number"),
     (["--engine-label", "../x"], "--engine-label '../x' is not a safe file name"),
     (["--engine-label", ".."], "--engine-label '..' is not a safe file name"),
-])
+]
+
+
+@pytest.mark.parametrize("flags,msg", BAD_VALUES, ids=[" ".join(f) for f, _ in BAD_VALUES])
 def test_bad_values(flags, msg, capsys, tmp_path):
-    assert main(["bench", "serve", "--base-url", "http://127.0.0.1:9", *flags, "--run-dir", str(tmp_path / "r")]) == 2
+    hits: list[str] = []  # a live server that counts every request, engine detection's GETs included
+    with fault_server(hits=hits) as (url, _):
+        assert main(["bench", "serve", "--base-url", url, *flags, "--run-dir", str(tmp_path / "r")]) == 2
+    assert hits == []  # nothing sent
     err = capsys.readouterr().err
     assert msg in err
     assert err.count("\n") == 1 and err.startswith("inferencekit: error: "), err  # one line
@@ -154,7 +160,7 @@ def _gz_flipped(path: Path) -> Path:
     ({"id": "a", "bucket": "..", "prompt": "hi"}, "'bucket' '..' must be a safe name"),
     ({"id": "../etc", "prompt": "hi"}, "'../etc'"),
     (None, "prompts.jsonl.gz"),  # a flipped byte in a gzipped prompt file: its path and why, not a zlib traceback
-])
+], ids=["role-is-a-list", "bucket-dotdot", "id-dotdot", "gz-flipped-byte"])
 def test_a_bad_prompt_file_is_refused_before_any_request_and_leaves_no_run_dir(record, msg, capsys, tmp_path):
     if record is None:
         path = _gz_flipped(tmp_path / "prompts.jsonl.gz")
