@@ -102,7 +102,8 @@ def rules_out(k: int, n: int, what: str, rate: str, confidence: float = 0.95) ->
         ValueError: ``n`` < 1 or ``k`` outside [0, n] (as ``wilson_interval``).
     """
     _, high = wilson_interval(k, n, confidence)
-    return f"{k} of {n} {what}: a {rate} above {high:.1%} is ruled out at {confidence:.0%} (Wilson)"
+    article = "an" if rate[:1].lower() in "aeio" else "a"
+    return f"{k} of {n} {what}: {article} {rate} above {high:.1%} is ruled out at {confidence:.0%} (Wilson)"
 
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -133,7 +134,16 @@ def test_verify_without_url_runs_the_embedded_engine_and_is_unproven(tmp_path, c
            "levels": json.loads((run / "evidence" / f"{out['data']['parts'][1]['evidence_id']}.json").read_text())[
                "data"]["levels"]}
     parts = {p["part"]: p for p in out["parts"]}
-    assert parts["bench serve"]["verdict"] == "PASS" and parts["capability probe"]["verdict"] is None
+    assert parts["capability probe"]["verdict"] is None
+    # every load request completed: PASS, or UNPROVEN only because a busy machine set a level's pace (bench_ok)
+    bench = parts["bench serve"]
+    assert bench_ok(0 if bench["verdict"] == "PASS" else 3, {"levels": out["levels"], "verdict": bench["verdict"]}), \
+        bench
+    # every PASS is a bounded claim: the card's line names how many items it judged and what that rules out
+    passed = {n: p["reason"] for n, p in parts.items() if p["verdict"] == "PASS"}
+    assert "gates: unique_prompts" in passed
+    for name, reason in passed.items():
+        assert re.search(r"\[n=[1-9][0-9]*; [^\]]+\]", reason), (name, reason)
     # the gates judge the load replies, the hidden probes mixed into the load and verify's own gate run
     assert parts["gates: unique_prompts"]["verdict"] == "PASS"
     gates = {n: p for n, p in parts.items() if n.startswith("gates: ") and n != "gates: order"}
