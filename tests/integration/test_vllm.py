@@ -104,7 +104,8 @@ def test_bench_serve_layout_and_evidence(vllm_run, capsys) -> None:
             body = json.loads((run_dir / "inputs" / ENGINE / f"load-{lbl}" / rel).read_text())
             assert body["return_token_ids"] is True and body["max_tokens"] == MAX_TOKENS
         m = payload["levels"][lbl]
-        assert m["requests"] == {"total": N, "completed": N, "failed": 0, "transport_failures": 0, "errors": {}}
+        assert m["requests"] == {"total": N, "completed": N, "failed": 0, "transport_failures": 0, "no_tokens": 0,
+                                  "errors": {}}
         assert m["n_out"]["sources"] == {"usage": N}
         assert m["n_out"]["streamed_vs_usage"] == {"compared": N, "disagree": 0}
     assert sorted(p.stem for p in (run_dir / "evidence").glob("ev_*.json")) == [payload["evidence_id"]]
