@@ -9,6 +9,7 @@ special tokens (no BOS): counts are of the text itself.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -16,7 +17,7 @@ from inferencekit.api.client import Client
 from inferencekit.api.dialects import Dialect
 from inferencekit.errors import OpError
 
-__all__ = ["Tokenizer", "EngineTokenizer", "LocalTokenizer", "TokenizeError", "choose_tokenizer"]
+__all__ = ["Tokenizer", "EngineTokenizer", "LocalTokenizer", "TokenizeError", "choose_tokenizer", "refused_texts_note"]
 
 
 class TokenizeError(RuntimeError):
@@ -124,3 +125,15 @@ def choose_tokenizer(path: str | None, client: Client, dialect: Dialect) -> Toke
     if dialect.tokenize_path:
         return EngineTokenizer(client, dialect)
     return None
+
+
+def refused_texts_note(tokenizer: str, errors: Mapping[str, str], cap: int = 8) -> str | None:
+    """The limitation of texts the tokenizer refused (``{request: error}``, e.g. a 422 from ``/tokenize``): their
+    re-tokenized counts are missing, and the line names the requests (at most ``cap``, then how many more) and the
+    first error. None when it refused none."""
+    if not errors:
+        return None
+    keys = sorted(errors)
+    more = f" and {len(keys) - cap} more" if len(keys) > cap else ""
+    return (f"the tokenizer ({tokenizer}) refused {len(keys)} reply text(s), so their re-tokenized counts are missing "
+            f"(requests: {', '.join(keys[:cap])}{more}; first error: {errors[keys[0]]})")

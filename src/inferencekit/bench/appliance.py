@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from inferencekit.api.detect import EngineInfo
-from inferencekit.bench.appliance_collect import NONCE_VERSION, Collector, load_prompts, refused_texts_note
+from inferencekit.api.tokenize import refused_texts_note
+from inferencekit.bench.appliance_collect import NONCE_VERSION, Collector, load_prompts
 from inferencekit.bench.appliance_judge import receipt_verdict
 from inferencekit.evidence import artifact, build_record, metric, save_record, tool_identity
 from inferencekit.evidence.receipt import RECEIPT_FORMAT

@@ -22,8 +22,7 @@ from inferencekit.api.body import BodyPolicy
 from inferencekit.api.client import Client
 from inferencekit.api.detect import EngineInfo, detect_engine
 from inferencekit.api.reply import is_ok
-from inferencekit.api.tokenize import TokenizeError, Tokenizer, choose_tokenizer
-from inferencekit.bench.appliance_collect import refused_texts_note
+from inferencekit.api.tokenize import TokenizeError, Tokenizer, choose_tokenizer, refused_texts_note
 from inferencekit.bench.config import ServeConfig
 from inferencekit.bench.journal import materialise
 from inferencekit.bench.manifest import METRICS_MANIFEST

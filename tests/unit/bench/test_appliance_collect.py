@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 
 from inferencekit.api.detect import EngineInfo
-from inferencekit.api.tokenize import TokenizeError
-from inferencekit.bench.appliance_collect import Collector, refused_texts_note
+from inferencekit.api.tokenize import TokenizeError, refused_texts_note
+from inferencekit.bench.appliance_collect import Collector
 from inferencekit.rundir import RunDir
 
 
