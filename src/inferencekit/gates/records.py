@@ -14,13 +14,13 @@ failed probe, how decode speed is taken) follow the seed's.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 from inferencekit.shapes import ProbeRecord, ReplyFile, generated_text, is_ok
 
-__all__ = ["ERROR_CAP", "all_at_once", "by_kind", "decode_tok_s", "fail_note", "failed", "first_divergence",
-           "median", "ok_reply", "sequence", "streamed_count", "usage_tokens"]
+__all__ = ["ERROR_CAP", "Merges", "all_at_once", "by_kind", "decode_tok_s", "fail_note", "failed", "first_divergence",
+           "median", "merge_slack", "merged_entries", "ok_reply", "sequence", "streamed_count", "usage_tokens"]
 
 ERROR_CAP = 300  # characters of a failed probe's error kept in its row
 
@@ -100,6 +100,46 @@ def streamed_count(reply: ReplyFile) -> tuple[int | None, str | None]:
     if ids is None and entries is None and recorded and reply.get("streamed_method") in ("token_ids", "logprobs"):
         return recorded, reply["streamed_method"]
     return None, None
+
+
+def merge_slack(text: str) -> int:
+    """Tokens a text's multi-byte characters could hide if the byte tokens of each were streamed as one entry:
+    Σ (UTF-8 bytes − 1) over its non-ASCII characters. An upper bound, not evidence that any were merged."""
+    return sum(len(c.encode("utf-8")) - 1 for c in text if ord(c) > 127)
+
+
+class Merges(NamedTuple):
+    """Logprob entries shown to carry more than their own token (``merged_entries``).
+
+    ``entries``: how many; each hides at least one token. ``room``: the most tokens they can hide together
+    (their extra bytes: every hidden token gave at least one byte)."""
+
+    entries: int
+    room: int
+
+
+def merged_entries(reply: Mapping[str, Any]) -> Merges:
+    """Logprob entries whose ``bytes`` run past their own token's, read from the same id in the entry's
+    ``top_logprobs``: the own bytes must be a proper suffix of the entry's.
+
+    llama-server holds back a token that ends in a partial UTF-8 character and streams it with the next one
+    as one entry, under the later token's id, with both tokens' bytes (observed 3 Dec 2026, b1-0c1e570: an
+    entry id 118 with bytes ``[32, 195, 168]`` whose top_logprobs give id 118 the bytes ``[168]``, usage 24,
+    23 entries). Such a stream is short of usage by tokens that are proven made. Entries without the fields,
+    or whose id is not among their top_logprobs, prove nothing. Never raises on odd types."""
+    entries = room = 0
+    lps = reply.get("logprobs")
+    for e in lps if isinstance(lps, list) else ():
+        if not isinstance(e, dict) or not isinstance(e.get("bytes"), list) or not isinstance(e.get("top_logprobs"),
+                                                                                             list):
+            continue
+        got = e["bytes"]
+        own = next((t.get("bytes") for t in e["top_logprobs"]
+                    if isinstance(t, dict) and t.get("id") == e.get("id") and "id" in e), None)
+        if isinstance(own, list) and own and len(got) > len(own) and got[len(got) - len(own):] == own:
+            entries += 1
+            room += len(got) - len(own)
+    return Merges(entries, room)
 
 
 def _tokens_made(reply: ReplyFile) -> int | None:

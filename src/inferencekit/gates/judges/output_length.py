@@ -26,13 +26,18 @@ from typing import Any, TypeGuard
 import inferencekit.gates.records as pr
 from inferencekit.gates.inputs import LengthInputs, ProbeRun, RunRows
 from inferencekit.gates.result import Gate
-from inferencekit.shapes import ProbeRecord
+from inferencekit.shapes import ProbeRecord, generated_text
 from inferencekit.stats import combine_claims, rules_out
 
 __all__ = ["LengthRow", "exact_length_of", "forcing_options", "gate_output_length_live", "gate_output_length_static",
            "judge_probes", "judge_run", "length_row", "reply_length"]
 
 _UNSTREAMED = "tokens counted but not streamed (special tokens after EOS?)"
+# llama-server streams a token ending in a partial UTF-8 character inside the next token's entry (records.py,
+# merged_entries): a stream short of usage by tokens the entries' bytes show were made.
+_MERGED = "of later tokens at a multi-byte character (their bytes run past the token's own)"
+_MAYBE_MERGED = ("tokens counted but not streamed; the text's multi-byte characters could hide them in merged "
+                 "entries, but no entry's top_logprobs shows it")
 _MAX_DETAILS = 50  # rows of each kind kept in the run-dir part's details (the metrics keep the full counts)
 
 
@@ -42,7 +47,9 @@ class LengthRow:
 
     ``outcome``: ``"exact"``, ``"bad"`` (FAIL), ``"stopped"`` (ended at EOS, counts consistent),
     ``"unstreamed"`` (logprob stream short of usage = max_tokens at finish 'length'), ``"refused"``
-    (the server dropped ``ignore_eos``), ``"uncounted"`` (no count at all).
+    (the server dropped ``ignore_eos``), ``"uncounted"`` (no count at all), ``"merged"`` (cut at max_tokens, the
+    stream short by tokens its entries' bytes prove were streamed merged: counts as exact, ``length`` = usage),
+    ``"maybe_merged"`` (the same gap, which only the text's multi-byte characters could explain).
     """
 
     key: str
@@ -87,6 +94,25 @@ def _may_be_unstreamed(usage: int | None, method: str | None, finish: str | None
     return method == "logprobs" and finish == "length" and want is not None and usage == want
 
 
+def _merged_at_cut(reply: Mapping[str, Any], row: LengthRow) -> LengthRow | None:
+    """A stream cut at max_tokens (finish 'length', usage = max_tokens) short of usage by tokens streamed
+    merged into another token's entry at a multi-byte character: ``"merged"`` when the entries' own bytes
+    prove it (``records.merged_entries``: at least one hidden token per merged entry, at most their extra
+    bytes), ``"maybe_merged"`` when only the text's non-ASCII characters could explain the gap
+    (``records.merge_slack``); else None (the other rules judge the row)."""
+    u, s, want = row.usage, row.streamed, row.max_tokens
+    if u is None or s is None or s >= u or row.finish_reason != "length" or u != want:
+        return None
+    gap = u - s
+    m = pr.merged_entries(reply)
+    if m.entries and m.entries <= gap <= m.room:
+        return replace(row, length=u, outcome="merged",
+                       problem=f"{gap} token(s) streamed inside {m.entries} entr(ies) {_MERGED}")
+    if gap <= pr.merge_slack(generated_text(reply)):
+        return replace(row, outcome="maybe_merged", problem=f"{gap} {_MAYBE_MERGED}")
+    return None
+
+
 def length_row(record: ProbeRecord) -> LengthRow | None:
     """The ``LengthRow`` of one ignore_eos record, None when its reply is not usable (a failed probe)."""
     reply = pr.ok_reply(record)
@@ -98,6 +124,9 @@ def length_row(record: ProbeRecord) -> LengthRow | None:
     length, how = (streamed, method) if streamed is not None else (usage, "usage" if usage is not None else None)
     finish = reply.get("finish_reason")
     exact = LengthRow(str(record.get("key")), want, length, how, usage, streamed, finish, "exact")
+    merged = _merged_at_cut(reply, exact)
+    if merged is not None:
+        return merged
     problems = _contradictions(usage, streamed, method, finish, want)
     if problems:
         return replace(exact, outcome="bad", problem="; ".join(problems))
@@ -129,10 +158,13 @@ def gate_output_length_live(records: Sequence[ProbeRecord]) -> Gate:
       replies that stopped at EOS ('stop', counts consistent: ignore_eos not honoured); a logprob stream
       shorter than usage = max_tokens at finish 'length' (tokens after EOS may be unstreamed); a reply
       without any count; every length known by usage only;
-    - PASS: every reply exactly max_tokens long by its stream.
+    - PASS: every reply exactly max_tokens long by its stream, counting the tokens a merged entry's bytes
+      prove it holds (``records.merged_entries``: llama-server streams a token that ends in a partial UTF-8
+      character inside the next token's entry); a stream short by no more than the text's multi-byte
+      characters could hide, with no entry proving it, is UNPROVEN.
 
     Metrics: ``ignore_eos_requests`` (usable replies), ``exact``, ``stopped_at_eos``, ``unstreamed_at_limit``,
-    ``refused_ignore_eos``, ``usage_only``, ``failed_probes``.
+    ``refused_ignore_eos``, ``usage_only``, ``failed_probes``, ``merged_at_character``, ``maybe_merged``.
     Source: the seed's live output_length rule (``gate_output_length_live``).
     """
     probes = [rec for rec in records if rec.get("kind") == "ignore_eos"]
@@ -142,13 +174,16 @@ def gate_output_length_live(records: Sequence[ProbeRecord]) -> Gate:
     grouped: dict[str, list[dict[str, Any]]] = {}
     for row in (r for r in map(length_row, probes) if r is not None):
         grouped.setdefault(row.outcome, []).append(asdict(row))
-    bad, stopped, unstreamed, dropped, uncounted, exact = (
-        grouped.get(k, []) for k in ("bad", "stopped", "unstreamed", "refused", "uncounted", "exact"))
+    bad, stopped, unstreamed, dropped, uncounted, exact, merged, maybe_merged = (
+        grouped.get(k, []) for k in ("bad", "stopped", "unstreamed", "refused", "uncounted", "exact", "merged",
+                                     "maybe_merged"))
     by_usage = [r for r in exact if r["method"] == "usage"]
+    exact = exact + merged
     n = sum(len(v) for v in grouped.values())
     metrics = {"ignore_eos_requests": n, "exact": len(exact), "stopped_at_eos": len(stopped),
                "unstreamed_at_limit": len(unstreamed), "refused_ignore_eos": len(dropped),
-               "usage_only": len(by_usage), "failed_probes": len(fails)}
+               "usage_only": len(by_usage), "failed_probes": len(fails), "merged_at_character": len(merged),
+               "maybe_merged": len(maybe_merged)}
     limitations = []
     if by_usage:
         limitations.append(f"{len(by_usage)} length(s) known only from usage (the reply streamed no token ids or "
@@ -176,17 +211,24 @@ def gate_output_length_live(records: Sequence[ProbeRecord]) -> Gate:
         notes.append(f"{len(unstreamed)}/{n} ignore_eos replies were cut at max_tokens with usage equal to it, "
                      f"yet their logprob stream is shorter ({span} {_UNSTREAMED}); without token ids the stream "
                      f"cannot confirm the length; {compare}")
+    if maybe_merged:
+        notes.append(f"{len(maybe_merged)}/{n} ignore_eos replies were cut at max_tokens with usage equal to it, yet "
+                     f"their stream is shorter by no more tokens than their multi-byte characters could hide in "
+                     f"merged entries; no entry's top_logprobs proves a merge, so the stream cannot confirm the "
+                     f"length; {compare}")
     if uncounted:
         notes.append(f"{len(uncounted)}/{n} ignore_eos replies carry no count (usage, token ids or logprobs) "
                      "or their request no max_tokens")
     if notes:
         return Gate("output_length", "UNPROVEN", "; ".join(notes), metrics,
-                    fails + dropped + stopped + unstreamed + uncounted, limitations)
+                    fails + dropped + stopped + unstreamed + maybe_merged + uncounted, limitations)
     if len(by_usage) == n:
         return Gate("output_length", "UNPROVEN", f"{n} ignore_eos replies are exactly max_tokens long by usage only "
                     "(no stream to confirm the count)", metrics, exact, limitations)
+    merge_note = (f"; {len(merged)} of them streamed a token inside a later token's entry at a multi-byte "
+                  f"character, which that entry's bytes show" if merged else "")
     return Gate("output_length", "PASS", f"{n} ignore_eos replies are exactly max_tokens long "
-                f"({n - len(by_usage)} by their stream)", metrics, exact, limitations, judged=n,
+                f"({n - len(by_usage)} by their stream{merge_note})", metrics, exact, limitations, judged=n,
                 rules_out=rules_out(0, n, "ignore_eos replies of another length", "share of wrong lengths"))
 
 
@@ -250,14 +292,25 @@ def forcing_options(body: Mapping[str, Any]) -> frozenset[str]:
 def reply_length(reply: Any) -> tuple[int | None, str | None, str | None]:
     """``(length, method, problem)`` of one recorded reply for the run-dir part: ``len(token_ids)`` (method
     ``token_ids``), else ``usage.completion_tokens`` (``usage``); a length of None comes with the reason (an
-    unreadable file, a failed request, neither field)."""
+    unreadable file, a failed request, neither field). Token ids short of usage by tokens that merged logprob
+    entries prove were streamed (``records.merged_entries``) give usage (``token_ids+merged``); a gap only the
+    text's multi-byte characters could explain gives None with that reason."""
     if not isinstance(reply, dict):
         return None, None, "unreadable reply file"
     if reply.get("error"):
         return None, None, f"request failed: {str(reply['error'])[:120]}"
+    usage = reply.get("usage")
+    n = usage.get("completion_tokens") if isinstance(usage, dict) else None
     if isinstance(reply.get("token_ids"), list):
-        return len(reply["token_ids"]), "token_ids", None
-    n = (reply.get("usage") or {}).get("completion_tokens")
+        streamed = len(reply["token_ids"])
+        gap = n - streamed if _is_int(n) else 0
+        if gap > 0:
+            m = pr.merged_entries(reply)
+            if m.entries and m.entries <= gap <= m.room:
+                return n, "token_ids+merged", None
+            if gap <= pr.merge_slack(generated_text(reply)):
+                return None, None, f"{streamed} token ids streamed, usage {n}: {gap} {_MAYBE_MERGED}"
+        return streamed, "token_ids", None
     if _is_int(n):
         return int(n), "usage", None
     return None, None, "reply has neither token_ids nor usage.completion_tokens"

@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypedDict
 
+import inferencekit.gates.records as pr
 from inferencekit.gates.inputs import ProbeRun, RunRows
 from inferencekit.gates.result import Gate
 from inferencekit.shapes import CountRow, ProbeRecord, ReplyFile, generated_text, is_ok
@@ -139,11 +140,6 @@ def usage_conflict(usage: Any) -> str | None:
     return "; ".join(found) or None
 
 
-def _merge_slack(text: str) -> int:
-    """Tokens a text's multi-byte characters could hide if each was streamed as one entry (``_MERGED``)."""
-    return sum(len(c.encode("utf-8")) - 1 for c in text if ord(c) > 127)
-
-
 def count_row(key: str, reply: ReplyFile, *, max_tokens: int | None,
               retokenized: int | None) -> CountRow | None:
     """One count row from a reply file (docs/design.md, "Reply file"), or None for a failed reply.
@@ -161,8 +157,8 @@ def count_row(key: str, reply: ReplyFile, *, max_tokens: int | None,
         "lossy_text", "multibyte"}``: ``usage`` is ``usage.completion_tokens`` (None when absent),
         ``streamed`` the number of token ids the stream carried, else of logprob entries, else None;
         ``lossy_text`` see ``lossy_text``; ``multibyte``: the text holds a non-ASCII character;
-        ``merge_slack`` (``_merge_slack``), ``multibyte_chars`` (how many non-ASCII characters the text holds) and
-        ``usage_conflict`` (``usage_conflict``).
+        ``merge_slack`` (``records.merge_slack``), ``multibyte_chars`` (how many non-ASCII characters the text
+        holds) and ``usage_conflict`` (``usage_conflict``).
     """
     if not is_ok(reply):
         return None
@@ -173,7 +169,7 @@ def count_row(key: str, reply: ReplyFile, *, max_tokens: int | None,
             "streamed": n, "streamed_method": how, "retokenized": _int(retokenized),
             "finish_reason": reply.get("finish_reason"), "max_tokens": _int(max_tokens),
             "lossy_text": lossy_text(reply), "multibyte": any(ord(c) > 127 for c in text),
-            "merge_slack": _merge_slack(text), "multibyte_chars": sum(1 for c in text if ord(c) > 127),
+            "merge_slack": pr.merge_slack(text), "multibyte_chars": sum(1 for c in text if ord(c) > 127),
             "usage_conflict": usage_conflict(usage)}
 
 

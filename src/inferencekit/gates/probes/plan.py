@@ -154,6 +154,19 @@ class _Bodies:
         return self.chat(text, max_tokens, **{"logprobs": True, **self.count_fields, **fields})
 
 
+# Past EOS (ignore_eos) the suppressed end token is often the top candidate. Three candidates per position keep
+# the chosen token among them, so a llama-server entry that merges two tokens at a split UTF-8 character shows
+# its own token's bytes (gates/records.py, merged_entries) and the output_length gate can count the merge.
+MERGE_PROOF_TOP = 3
+
+
+def _merge_proof(b: _Bodies) -> dict[str, Any]:
+    """``top_logprobs`` raised to ``MERGE_PROOF_TOP`` where the dialect streams per-token entries with candidates
+    (``top_logprobs`` ≥ 1 in its count fields); nothing otherwise."""
+    top = b.count_fields.get("top_logprobs")
+    return {"top_logprobs": max(top, MERGE_PROOF_TOP)} if isinstance(top, int) and top >= 1 else {}
+
+
 def _probe(kind: str, key: str, body: dict[str, Any], **meta: Any) -> ProbeRecord:
     return {"id": f"{key}.{kind}", "kind": kind, "key": key, "meta": meta, "endpoint": CHAT, "body": body}
 
@@ -214,7 +227,7 @@ def plan_probes(prompts: Sequence[Prompt], s: ProbeSettings, *, model: str, extr
         else:
             questions = [pt.tag_prompt(q, rng)
                          for q in rng.sample(SHORT_ANSWERS, min(s.ignore_eos_probes, len(SHORT_ANSWERS)))]
-        singles += [_probe("ignore_eos", f"l{i}", b.counted(q, s.max_tokens, ignore_eos=True))
+        singles += [_probe("ignore_eos", f"l{i}", b.counted(q, s.max_tokens, ignore_eos=True, **_merge_proof(b)))
                     for i, q in enumerate(questions)]
     if "hidden_probes" in gates:
         singles += _hidden(b, fresh, rng, s)

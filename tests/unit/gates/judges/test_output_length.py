@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from inferencekit.gates.judges.output_length import gate_output_length_live, length_row
+from inferencekit.gates.records import merged_entries
 
 
 def reply(usage: int | None = 32, ids: int | None = None, lps: int | None = None, finish: str = "length",
@@ -139,3 +142,67 @@ def test_an_engine_known_to_honour_ignore_eos_that_stops_at_eos_fails_live():
                                                        "engine known to honour ignore_eos")
     # an engine not known either way stays UNPROVEN
     assert judge_probes(ProbeRun({**header, "known_honoured_options": []}, records, "live")).verdict == "UNPROVEN"
+
+
+MERGED_FIXTURE = Path(__file__).parents[3] / "fixtures" / "gates" / "llama-server-ignore-eos-merged-utf8.json"
+
+
+def merged_record() -> dict[str, Any]:
+    """A real llama-server ignore_eos probe (CI, 3 Dec 2026): usage 24 = max_tokens at finish 'length', 23 logprob
+    entries; entry 12 is id 118 with bytes [32, 195, 168] while its top_logprobs give id 118 the bytes [168]."""
+    return json.loads(MERGED_FIXTURE.read_text(encoding="utf-8"))
+
+
+def test_recorded_llama_server_reply_with_a_merged_entry_passes_and_says_so():
+    record = merged_record()
+    assert merged_entries(record["reply"]) == (1, 2)
+    row = length_row(record)
+    assert row is not None and (row.outcome, row.length, row.streamed, row.usage) == ("merged", 24, 23, 24)
+    g = gate_output_length_live([record])
+    assert g.verdict == "PASS" and g.metrics["merged_at_character"] == 1 and g.judged == 1
+    assert "1 of them streamed a token inside a later token's entry at a multi-byte character" in g.reason
+
+
+def test_a_gap_beyond_what_the_merged_bytes_can_hold_still_fails():
+    record = merged_record()
+    # 5 missing: the merged entry's 2 extra bytes hide at most 2, the text's "è" and "\ufffd" at most 3 in all
+    record["reply"]["usage"]["completion_tokens"] = 28
+    record["body"]["max_tokens"] = 28
+    g = gate_output_length_live([record])
+    assert g.verdict == "FAIL" and g.details[0]["problem"] == "usage 28 > 23 streamed (token_ids)"
+    record["reply"]["usage"]["completion_tokens"] = record["body"]["max_tokens"] = 26  # 3: the text could hide them
+    assert gate_output_length_live([record]).verdict == "UNPROVEN"
+
+
+def test_a_merge_no_entry_proves_is_unproven():
+    record = merged_record()
+    for entry in record["reply"]["logprobs"]:
+        entry["top_logprobs"] = [{"id": 2, "token": "", "bytes": [], "logprob": -0.5}]  # EOS on top everywhere
+    assert merged_entries(record["reply"]) == (0, 0)
+    g = gate_output_length_live([record])
+    assert g.verdict == "UNPROVEN" and g.metrics["maybe_merged"] == 1
+    assert "no entry's top_logprobs proves a merge" in g.reason
+
+
+def test_merged_entries_ignores_entries_of_the_wrong_shape():
+    odd = {"logprobs": [None, 3, {"id": 1, "bytes": "ab", "top_logprobs": []},
+                        {"id": 1, "bytes": [1, 2], "top_logprobs": [{"id": 1, "bytes": None}]},
+                        {"bytes": [1, 2], "top_logprobs": [{"bytes": [2]}]},  # no id on either side
+                        {"id": 5, "bytes": [1, 2], "top_logprobs": [{"id": 5, "bytes": [1]}]},  # not a suffix
+                        {"id": 5, "bytes": [9, 1, 2], "top_logprobs": [{"id": 5, "bytes": [1, 2]}]}]}
+    assert merged_entries(odd) == (1, 1)
+    assert merged_entries({"logprobs": "x"}) == (0, 0)
+
+
+def test_reply_length_of_a_recorded_reply_counts_the_proven_merge():
+    from inferencekit.gates.judges.output_length import reply_length
+
+    reply = merged_record()["reply"]
+    assert reply_length(reply) == (24, "token_ids+merged", None)
+    for entry in reply["logprobs"]:
+        entry["top_logprobs"] = []
+    length, method, problem = reply_length(reply)
+    assert (length, method) == (None, None) and problem is not None
+    assert problem.startswith("23 token ids streamed, usage 24: 1 tokens counted but not streamed")
+    reply["text"] = "plain ascii"  # no character left to hide the gap: the stream's own count stands
+    assert reply_length(reply) == (23, "token_ids", None)

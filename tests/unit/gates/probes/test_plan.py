@@ -75,7 +75,9 @@ def test_bodies_carry_what_each_gate_needs():
         else:
             assert b["temperature"] == 0.0 and "seed" not in b
         if p["kind"] in ("count", "ignore_eos"):
-            assert b["logprobs"] is True and b["top_logprobs"] == 1
+            # ignore_eos asks for 3 candidates: past EOS the end token is often first (merged_entries needs the
+            # chosen token among them)
+            assert b["logprobs"] is True and b["top_logprobs"] == (3 if p["kind"] == "ignore_eos" else 1)
         assert (b.get("ignore_eos") is True) == (p["kind"] == "ignore_eos")
         if p["kind"] == "logprobs":
             assert b["top_logprobs"] == 5
@@ -118,3 +120,13 @@ def test_a_sealed_prompt_set_feeds_the_ignore_eos_probes_too():
     assert not any(any(q in t for q in SHORT_ANSWERS) for t in sealed)
     users = {m["content"] for p in probe_pool(DEV) for m in p.messages or () if m["role"] == "user"}
     assert all(any(u in t for u in users) for t in sealed)
+
+
+@pytest.mark.parametrize(("count_fields", "want"), [({"logprobs": True, "top_logprobs": 0}, 0),
+                                                    ({"return_token_ids": True}, None),
+                                                    ({"logprobs": True, "top_logprobs": 5}, 5)])
+def test_ignore_eos_candidates_are_raised_only_where_the_dialect_streams_some(count_fields, want):
+    s = ProbeSettings(seed=7, ignore_eos_probes=2)
+    plan = plan_probes(DEV, s, model="m", count_fields=count_fields)
+    tops = {p["body"].get("top_logprobs") for p in plan if p["kind"] == "ignore_eos"}
+    assert tops == {want}
