@@ -29,7 +29,6 @@ import os
 import shutil
 import subprocess
 import sys
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -58,10 +57,19 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _types(path: Path) -> dict[str, int]:
-    from gguf import GGUFReader
+# The gguf reader of the llama.cpp the quantize tool was built from: the pinned PyPI ``gguf`` (0.19.0) does not
+# know its newer types (Q2_0 is type 42) and refuses the file.
+GGUF_PY = CACHE / "src" / "llama_cpp_python-0.3.36" / "vendor" / "llama.cpp" / "gguf-py"
+_COUNT_TYPES = ("import collections, json, sys; from gguf import GGUFReader; "
+                "print(json.dumps(collections.Counter(t.tensor_type.name for t in GGUFReader(sys.argv[1]).tensors)))")
 
-    return dict(sorted(Counter(t.tensor_type.name for t in GGUFReader(str(path)).tensors).items()))
+
+def _types(path: Path) -> dict[str, int]:
+    """Tensors per type, as the file holds them (read by the vendored gguf-py, in a child process)."""
+    env = {**os.environ, "PYTHONPATH": str(GGUF_PY) if GGUF_PY.is_dir() else ""}
+    out = subprocess.run([sys.executable, "-c", _COUNT_TYPES, str(path)], capture_output=True, text=True, env=env,
+                         check=True).stdout
+    return dict(sorted(json.loads(out).items()))
 
 
 def quantize_tool() -> Path:
