@@ -6,36 +6,43 @@
     .venv/bin/python benchmarks/equivalence_calibration.py --table               # the table from what is recorded
     make bench-equivalence BENCH_EQ_ARGS="--claim Q4_1 --runs 60"
 
-A *run* is one audit: ``RUN_PROMPTS`` prompts of a disjoint slice of ShareGPT first turns (run ``i`` takes
-prompts ``i·RUN_PROMPTS`` … of a seeded shuffle; no two runs share a prompt), each sent greedy with top-20
-logprobs and ``MAX_TOKENS`` output tokens, teacher-forced through the float32 reference. A run's statistic at
-budget ``b`` is computed over its first ``ceil(b / MAX_TOKENS)`` prompts, so one run serves every budget up to
-its size (cells of one budget still never share a prompt between runs).
+A *run* is one audit: ``P`` prompts of a disjoint slice of the calibration pool (ShareGPT first turns,
+``inferencekit.quality.equivalence_pool``: run ``i`` takes pool positions ``i·P`` … ``(i+1)·P − 1``, all below the
+audits' region, so no two runs of a series share a prompt and no audit reuses one), each sent greedy with top-20
+logprobs and 64 output tokens, teacher-forced through the float32 reference. A *series* (``--run-budget B``) has
+``P = ceil(B / 64)`` prompts per run; a run's statistic at budget ``b ≤ B`` is computed over its first
+``ceil(b / 64)`` prompts, so one run serves every budget up to ``B``.
 
 Configurations (``--configs``): an honest replica of the claim (``<engine>[-p<parallel>]:<claim-file>``, e.g.
-``llama-server-p1:f16``, ``llama-cpp-python:q4_1``) or a substitute (a zoo member, ``make zoo``, served by
-llama-server with 4 slots; ``kv-q8_0``/``kv-q4_0`` are the claim's file with a quantised KV cache). Every run's
-record goes to ``benchmarks/results/equivalence_runs/<claim>/<config>.jsonl`` as it finishes (resumable: a run
-already there is not sent again; commit the folder to keep a calibration across sessions).
+``llama-server-p1:f16``, ``llama-cpp-python:q4_1``) or a substitute: a zoo member (``make zoo``) served by
+llama-server with 4 slots; ``kv-q8_0``/``kv-q4_0``, the claim's file with a quantised KV cache (flash attention
+on); ``mix-0.1``/``mix-0.3``, the claim's file behind ``cheat-proxy --mix-upstream`` routing that share of the
+requests to the Q2_0 file. Every run's record goes to
+``benchmarks/results/equivalence_runs/<claim>/b<B>/<config>.jsonl`` as it finishes (resumable: a run already
+there is not sent again; commit the folder to keep a calibration across sessions).
 
 ``--table`` reads every recorded run and writes ``benchmarks/results/equivalence_calibration-<date>.json``: per
-claim × statistic × budget, the threshold at α (α = 1% at budgets ≤ 1,000 tokens, 5% above; issue 20) from the
-honest runs of even index (the fit set, pooled across replicas), the false alarms of the honest runs of odd
-index (held out), and per substitute the runs above the threshold with a Clopper-Pearson lower bound
-(``inferencekit.quality.equivalence_stats``). A cell whose fit set is too small for its α is written with
-``threshold: null``; the audit then says UNPROVEN.
+claim × statistic × budget, from the series with the most honest runs that serves the budget, the threshold at α
+(α = 1% at budgets ≤ 1,000 tokens, 5% above; issue 20) from the honest runs of even index (the fit set, pooled
+across replicas), the false alarms of the honest runs of odd index (held out), and per substitute the runs above
+the threshold with a Clopper-Pearson lower bound (``inferencekit.quality.equivalence_stats``). A cell whose fit
+set is too small for its α is written with ``threshold: null``; the audit then says UNPROVEN. ``--ship`` also
+copies the table into the package (``inferencekit/quality/equivalence_table.json``), where the audit reads it.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime as dt
 import json
 import math
+import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,11 +52,19 @@ sys.path.insert(0, str(ROOT / "src"))
 from inferencekit.api.client import Client  # noqa: E402
 from inferencekit.api.detect import detect_engine  # noqa: E402
 from inferencekit.api.endpoint import Endpoint  # noqa: E402
+from inferencekit.cheats.proxy import running_proxy  # noqa: E402
 from inferencekit.data.prompts import Prompt  # noqa: E402
-from inferencekit.data.sharegpt import load_sharegpt  # noqa: E402
 from inferencekit.engines.launcher import start_engine, stop_engine  # noqa: E402
 from inferencekit.engines.model import embedded_gguf  # noqa: E402
 from inferencekit.engines.recipes import cache_root  # noqa: E402
+from inferencekit.quality.equivalence_pool import (  # noqa: E402
+    MAX_TOKENS,
+    POOL_NAME,
+    TOP_LOGPROBS,
+    calibration_prompts,
+    pool_fields,
+)
+from inferencekit.quality.equivalence_run import comparable, mark_lost_ids  # noqa: E402
 from inferencekit.quality.equivalence_stats import (  # noqa: E402
     logprob_statistic,
     power_cell,
@@ -62,18 +77,21 @@ from inferencekit.quality.trajectory import TrajectorySettings, collect_engine, 
 from inferencekit.quality.trajectory_store import load_set  # noqa: E402
 
 RUNS_DIR = ROOT / "benchmarks" / "results" / "equivalence_runs"
-MAX_TOKENS = 64
+SHIPPED = ROOT / "src" / "inferencekit" / "quality" / "equivalence_table.json"
 BUDGETS = (100, 300, 1000, 3000)
-RUN_PROMPTS = math.ceil(max(BUDGETS) / MAX_TOKENS)
-POOL_SEED = 20
 CLAIM_FILE = {"F16": "f16", "Q4_1": "q4_1"}
 # honest replicas per claim (issue 20); vLLM serves the float32 weights: an F16 claim's honest model at higher
 # precision, kept out until a run shows it inside the F16 family
 HONEST = {"F16": ("llama-server-p1:f16", "llama-server-p4:f16", "llama-cpp-python:f16"),
           "Q4_1": ("llama-server-p1:q4_1", "llama-server-p4:q4_1", "llama-cpp-python:q4_1")}
 SUBSTITUTES = {"F16": ("q4_0", "q2_0", "iq4_nl", "q5_0", "q5_1", "q8_0", "noise-0.2", "noise-0.05", "noise-0.02",
-                       "kv-q4_0", "kv-q8_0"),
-               "Q4_1": ("q2_0", "q4_0")}
+                       "kv-q4_0", "kv-q8_0", "mix-0.3", "mix-0.1"),
+               "Q4_1": ("q2_0", "q4_0", "mix-0.3", "mix-0.1")}
+MIX_WITH = "q2_0"  # the randomised mix routes its share of requests to this file (issue 20)
+
+
+def run_prompts(run_budget: int) -> int:
+    return math.ceil(run_budget / MAX_TOKENS)
 
 
 def alpha_for(budget: int) -> float:
@@ -90,7 +108,8 @@ def _gguf(member: str) -> Path:
 
 
 def engine_for(config: str, claim: str) -> tuple[str, dict[str, Any], int]:
-    """(engine kind, start_engine keyword arguments, client concurrency) of a configuration."""
+    """(engine kind, start_engine keyword arguments, client concurrency) of a configuration (a mix: its main
+    engine, the claim's file)."""
     if ":" in config:  # an honest replica: <engine>[-p<n>]:<file>
         name, member = config.split(":", 1)
         kind, _, par = name.partition("-p")
@@ -100,13 +119,29 @@ def engine_for(config: str, claim: str) -> tuple[str, dict[str, Any], int]:
         kv = config.removeprefix("kv-")
         return "llama-server", {"gguf": _gguf(CLAIM_FILE[claim]), "parallel": 4,
                                 "extra": ("--cache-type-k", kv, "--cache-type-v", kv, "--flash-attn", "on")}, 4
+    if config.startswith("mix-"):
+        return "llama-server", {"gguf": _gguf(CLAIM_FILE[claim]), "parallel": 4}, 4
     return "llama-server", {"gguf": _gguf(config), "parallel": 4}, 4
 
 
-def pool(n: int) -> list[Prompt]:
-    prompts, _ = asyncio.run(load_sharegpt(n, seed=POOL_SEED, tokenizer=None, fixed_output_len=MAX_TOKENS,
-                                           strict_roles=True))
-    return prompts
+@contextlib.contextmanager
+def serving(config: str, claim: str, work: Path) -> Iterator[tuple[str, dict[str, Any], int]]:
+    """The configuration's URL (an engine, or a mix proxy in front of two), its engine arguments and concurrency."""
+    kind, kw, conc = engine_for(config, claim)
+    eng = start_engine(kind, work / "engine", tie_to_parent=True, **kw)
+    try:
+        if not config.startswith("mix-"):
+            yield eng.url, kw, conc
+            return
+        share = float(config.removeprefix("mix-"))
+        other = start_engine("llama-server", work / "mix-engine", tie_to_parent=True, gguf=_gguf(MIX_WITH), parallel=4)
+        try:
+            with running_proxy(eng.url, [], mix_upstream=other.url, mix_share=share, mix_seed=0) as url:
+                yield url, {**kw, "mix": {"share": share, "with": str(_gguf(MIX_WITH))}}, conc
+        finally:
+            stop_engine(other)
+    finally:
+        stop_engine(eng)
 
 
 def _done(path: Path) -> set[int]:
@@ -117,76 +152,98 @@ def _done(path: Path) -> set[int]:
 
 async def _one_run(client: Client, info: Any, ref: LocalReference, prompts: list[Prompt], work: Path,
                    concurrency: int) -> dict[str, Any]:
-    ts = TrajectorySettings(label="cal", max_tokens=MAX_TOKENS, top_logprobs=20, seed=0, concurrency=concurrency)
+    ts = TrajectorySettings(label="cal", max_tokens=MAX_TOKENS, top_logprobs=TOP_LOGPROBS, seed=0,
+                            concurrency=concurrency)
     rows, _ = await collect_engine(client, info, prompts, work, ts)
     write_index(work, label="cal", model=str(info.model), engine=info.engine, prompts_sha256="calibration", rows=rows)
     tset = load_set(work)
-    scored = {r["id"]: r for r in await TrajectoryScorer(ref, {20}, "reference").score_set(tset)}
+    scored = {r["id"]: r for r in mark_lost_ids(await TrajectoryScorer(ref, {TOP_LOGPROBS}, "reference")
+                                                .score_set(tset), tset.docs)}
     per_budget: dict[str, Any] = {}
-    for b in BUDGETS:
+    for b in (b for b in BUDGETS if math.ceil(b / MAX_TOKENS) <= len(prompts)):
         ids = [p.id for p in prompts[:math.ceil(b / MAX_TOKENS)]]
-        pos = [row for i in ids if "error" not in scored.get(i, {"error": 1}) for row in scored[i]["rows"]]
-        st = logprob_statistic(pos)  # both statistics of every run: its gap alone is gap_mean
+        usable = comparable([scored[i] for i in ids if i in scored])  # as the audit: no mismatched prompt
+        st = logprob_statistic([row for r in usable for row in r["rows"]])  # both statistics: its gap is gap_mean
         per_budget[str(b)] = {"kl+gap": st["statistic"] if st["name"] == "kl+gap" else None,
                               "gap": st["gap_mean"], "positions": st["positions"],
-                              "failed": sum(1 for i in ids if "error" in scored.get(i, {"error": 1}))}
+                              "failed": sum(1 for i in ids if "error" in scored.get(i, {"error": 1})),
+                              "mismatched": sum(1 for i in ids if scored.get(i, {}).get("template_mismatch")),
+                              "lost_ids": sum(1 for i in ids if scored.get(i, {}).get("lost_ids"))}
     return {"budgets": per_budget, "errors": [r["error"] for r in rows if "error" in r][:3]}
 
 
-def collect(claim: str, config: str, runs: range, all_prompts: list[Prompt]) -> None:
+def collect(claim: str, config: str, runs: range, run_budget: int) -> None:
     from inferencekit.quality.local_model import load_local_model
 
-    out = RUNS_DIR / claim / f"{config}.jsonl"
+    out = RUNS_DIR / claim / f"b{run_budget}" / f"{config}.jsonl"
     out.parent.mkdir(parents=True, exist_ok=True)
     todo = [i for i in runs if i not in _done(out)]
     if not todo:
         print(f"{claim} {config}: runs {runs.start}-{runs.stop - 1} recorded", file=sys.stderr)
         return
-    kind, kw, conc = engine_for(config, claim)
+    per_run = run_prompts(run_budget)
+    all_prompts = calibration_prompts(max(todo) * per_run + per_run)
     work = Path(tempfile.mkdtemp(prefix="ik-eqcal-"))
-    eng = start_engine(kind, work / "engine", tie_to_parent=True, **kw)
-    ref = LocalReference(load_local_model(embedded_gguf()), k=20)
+    ref = LocalReference(load_local_model(embedded_gguf()), k=TOP_LOGPROBS)
 
-    async def go() -> None:
-        async with Client(Endpoint.parse(eng.url), timeout_s=600) as client:
+    async def go(url: str, kw: dict[str, Any], conc: int) -> None:
+        async with Client(Endpoint.parse(url), timeout_s=600) as client:
             info = await detect_engine(client, None)
             for i in todo:
                 t0 = time.monotonic()
-                prompts = all_prompts[i * RUN_PROMPTS:(i + 1) * RUN_PROMPTS]
+                prompts = all_prompts[i * per_run:(i + 1) * per_run]
                 res = await _one_run(client, info, ref, prompts, work / f"run{i}", conc)
                 rec = {"run": i, "claim": claim, "config": config, "engine": info.identity(),
-                       "gguf": str(kw.get("gguf")), "extra": list(kw.get("extra", ())),
-                       "prompts": [p.id for p in prompts], "wall_s": round(time.monotonic() - t0, 1), **res}
+                       "gguf": str(kw.get("gguf")), "extra": list(kw.get("extra", ())), "mix": kw.get("mix"),
+                       "run_budget": run_budget, "pool": POOL_NAME, "prompts": [p.id for p in prompts],
+                       "wall_s": round(time.monotonic() - t0, 1), **res}
                 with out.open("a") as f:
                     f.write(json.dumps(rec) + "\n")
-                print(f"{claim} {config} run {i}: {json.dumps(res['budgets']['300'])} ({rec['wall_s']} s)",
-                      file=sys.stderr)
+                shown = res["budgets"].get("300") or res["budgets"].get("100")
+                print(f"{claim} {config} run {i}: {json.dumps(shown)} ({rec['wall_s']} s)", file=sys.stderr)
+                shutil.rmtree(work / f"run{i}", ignore_errors=True)
 
-    try:
-        asyncio.run(go())
-    finally:
-        stop_engine(eng)
+    with serving(config, claim, work) as (url, kw, conc):
+        asyncio.run(go(url, kw, conc))
 
 
-def _records(claim: str) -> dict[str, list[dict[str, Any]]]:
+def _records(claim: str, series: Path) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {}
-    for f in sorted((RUNS_DIR / claim).glob("*.jsonl")):
+    for f in sorted(series.glob("*.jsonl")):
         out[f.stem] = [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
     return out
 
 
 def _vals(rs: list[dict[str, Any]], budget: int, name: str) -> list[float]:
     """The runs' statistic ``name`` at ``budget`` (runs without one left out)."""
-    return [r["budgets"][str(budget)][name] for r in rs if r["budgets"][str(budget)][name] is not None]
+    got = (r["budgets"].get(str(budget)) or {} for r in rs)
+    return [v[name] for v in got if v.get(name) is not None]
+
+
+def _series_for(claim: str, budget: int) -> tuple[int, dict[str, list[dict[str, Any]]]] | None:
+    """The series serving ``budget`` with the most honest runs: (its run budget, its records by config)."""
+    best = None
+    for d in sorted((RUNS_DIR / claim).glob("b*")):
+        b = int(d.name[1:])
+        if b < budget:
+            continue
+        recs = _records(claim, d)
+        n = sum(len(recs.get(c, [])) for c in HONEST[claim])
+        if n and (best is None or n > best[0]):
+            best = (n, b, recs)
+    return (best[1], best[2]) if best else None
 
 
 def table() -> dict[str, Any]:
     cells = []
     for claim in HONEST:
-        recs = _records(claim)
-        honest = [r for c in HONEST[claim] for r in recs.get(c, [])]
         for name in ("kl+gap", "gap"):
             for b in BUDGETS:
+                found = _series_for(claim, b)
+                if found is None:
+                    continue
+                series, recs = found
+                honest = [r for c in HONEST[claim] for r in recs.get(c, [])]
                 alpha = alpha_for(b)
 
                 fit = _vals([r for r in honest if r["run"] % 2 == 0], b, name)
@@ -194,6 +251,11 @@ def table() -> dict[str, Any]:
                 if not fit:
                     continue
                 thr = threshold_at(fit, alpha)
+                cut = None
+                if thr is None and alpha < 0.05:  # too few honest runs for α = 1%: say so and state α = 5%
+                    cut = (f"{len(fit)} fit runs are too few for α = 1% (the split-conformal quantile needs ≥ 99): "
+                           "this cell is at α = 5%")
+                    alpha, thr = 0.05, threshold_at(fit, 0.05)
                 alarms = sum(v > thr for v in held) if thr is not None else None
                 subs = []
                 for s in SUBSTITUTES[claim]:
@@ -201,20 +263,29 @@ def table() -> dict[str, Any]:
                     if sv:
                         subs.append({"name": s, **power_cell(sv, thr)})
                 cells.append({"method": "logprob", "claim": claim, "statistic": name, "budget": b, "alpha": alpha,
-                              "threshold": thr,
+                              "threshold": thr, "series": f"b{series}", "alpha_cut": cut, **pool_fields(),
                               "honest": {"fit_runs": len(fit), "heldout_runs": len(held), "heldout_alarms": alarms,
                                          "heldout_rate_upper": (rate_upper(alarms, len(held))
                                                                 if alarms is not None else None),
                                          "replicas": sorted({r["config"] for r in honest})},
                               "substitutes": sorted(subs, key=lambda c: -(c["power"] or 0))})
-    return {"date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "max_tokens": MAX_TOKENS,
-            "run_prompts": RUN_PROMPTS, "pool": f"ShareGPT first turns, seed {POOL_SEED}", "cells": cells}
+    return {"date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), **pool_fields(),
+            "zoo": _zoo_types(), "cells": cells}
 
 
-def plan(runs_honest: int, runs_sub: int) -> str:
-    s_per_run = 16.0  # measured on this 2-core machine: 16 prompts × 64 tokens, llama-server c=4, + scoring
-    lines = [f"a run = {RUN_PROMPTS} prompts × {MAX_TOKENS} tokens (≈ {s_per_run:.0f} s here); budgets {BUDGETS} "
-             "from prefixes of the same runs"]
+def _zoo_types() -> dict[str, Any]:
+    """Each zoo file's per-tensor types, from the zoo's manifest (``make zoo``)."""
+    path = cache_root() / "zoo" / "manifest.json"
+    if not path.is_file():
+        return {}
+    return {k: v.get("types") for k, v in json.loads(path.read_text()).items() if isinstance(v, dict)}
+
+
+def plan(runs_honest: int, runs_sub: int, run_budget: int) -> str:
+    s_per_prompt = 1.0  # measured on this 2-core machine: 16 prompts × 64 tokens, llama-server c=4, + scoring: 16 s
+    s_per_run = s_per_prompt * run_prompts(run_budget)
+    lines = [f"a run = {run_prompts(run_budget)} prompts × {MAX_TOKENS} tokens (≈ {s_per_run:.0f} s here); budgets "
+             f"{tuple(b for b in BUDGETS if b <= run_budget)} from prefixes of the same runs"]
     total = 0.0
     for claim in HONEST:
         h = runs_honest * s_per_run
@@ -232,16 +303,22 @@ def main() -> int:
     ap.add_argument("--configs", default="", help="comma list (default: the claim's honest replicas)")
     ap.add_argument("--runs", type=int, default=20, help="runs per configuration (run indices from --first)")
     ap.add_argument("--first", type=int, default=0, help="first run index")
+    ap.add_argument("--run-budget", type=int, default=300, choices=BUDGETS,
+                    help="the series: output tokens per run (its prompts: ceil(budget / 64))")
     ap.add_argument("--plan", action="store_true", help="print the cells and their estimated cost")
     ap.add_argument("--table", action="store_true", help="write the calibration table from the recorded runs")
+    ap.add_argument("--ship", action="store_true", help="with --table: also copy it into the package")
     a = ap.parse_args()
     if a.plan:
-        print(plan(600, 59))
+        print(plan(600, 59, a.run_budget))
         return 0
     if a.table:
         doc = table()
         path = ROOT / "benchmarks" / "results" / f"equivalence_calibration-{dt.datetime.now(dt.UTC):%Y%m%d-%H%M}.json"
         path.write_text(json.dumps(doc, indent=1))
+        if a.ship:
+            SHIPPED.write_text(json.dumps(doc, indent=1))
+            print(f"shipped: {SHIPPED}")
         for c in doc["cells"]:
             print(f"{c['claim']} {c['statistic']} {c['budget']}: threshold {c['threshold']} "
                   f"(fit {c['honest']['fit_runs']}, held-out alarms {c['honest']['heldout_alarms']}/"
@@ -250,10 +327,8 @@ def main() -> int:
         print(f"written: {path}")
         return 0
     configs = [c for c in a.configs.split(",") if c] or list(HONEST[a.claim])
-    need = (a.first + a.runs) * RUN_PROMPTS
-    prompts = pool(need)
     for config in configs:
-        collect(a.claim, config, range(a.first, a.first + a.runs), prompts)
+        collect(a.claim, config, range(a.first, a.first + a.runs), a.run_budget)
     return 0
 
 

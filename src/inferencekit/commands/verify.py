@@ -40,6 +40,8 @@ APPLIANCE_VERIFY_ARGS = (
                  Arg("quality_reference", "string", "standard/full: the model's weights for the float32 quality "
                      "reference ('embedded', a .gguf file or a Hugging Face folder; default 'embedded' on the "
                      "embedded engine, none with --base-url)."),
+                 Arg("claim", "string", "standard/full: the precision the endpoint claims (F16, Q4_1 …) for the "
+                     "equivalence audit (default Q4_1 on the embedded engine; without one the part is UNPROVEN)."),
                  Arg("strict", "boolean", "For CI: a PASS that rests on a fallback (a dropped or refused field, a "
                      "shrunk prompt set, an allowance used) and a gate marked not applicable count as UNPROVEN (exit "
                      "3). Without it, those PASSes stand and say their limitation.", default=False),
@@ -47,7 +49,8 @@ APPLIANCE_VERIFY_ARGS = (
 def verify(call: Call, base_url: str | None, model: str | None, api_key_env: str | None, timeout: float,
            extra_body: str | None, chat_template_kwargs: str | None, profile: str, run_dir: str | None,
            seed: int | None, metadata: str | None = None, comparison_id: str | None = None,
-           reference_url: str | None = None, quality_reference: str | None = None, strict: bool = False) -> Outcome:
+           reference_url: str | None = None, quality_reference: str | None = None, strict: bool = False,
+           claim: str | None = None) -> Outcome:
     check_urls([reference_url])
     check_client_args(base_url, api_key_env, timeout)
     req = VerifyRequest(
@@ -56,7 +59,7 @@ def verify(call: Call, base_url: str | None, model: str | None, api_key_env: str
         chat_template_kwargs=parse_json_object(chat_template_kwargs, "--chat-template-kwargs"), run_dir=run_dir,
         seed=seed if seed is not None else secrets.randbits(31), gate_seed=secrets.randbits(63),
         reference_url=reference_url, quality_reference=quality_reference, metadata=metadata,
-        comparison_id=comparison_id, strict=strict)
+        comparison_id=comparison_id, strict=strict, claim=claim)
     plan = plan_verify(req)
     run, rec, subs = run_verify(plan, argv=list(call.argv), operation=call.operation, quiet=call.quiet)
     payload = {"evidence_id": rec["evidence_id"], "verdict": rec["verdict"], "run_dir": str(Path(run.path)),

@@ -28,9 +28,12 @@ from typing import Any
 from inferencekit.quality.equivalence_stats import rate_upper
 from inferencekit.stats import Verdict
 
-__all__ = ["POWER_TARGET", "pick_cell", "judge_equivalence", "power_sentence"]
+__all__ = ["MADE_FIELDS", "POWER_TARGET", "pick_cell", "judge_equivalence", "power_sentence"]
 
 POWER_TARGET = 0.95
+
+
+MADE_FIELDS = ("pool", "max_tokens", "top_logprobs")  # how a cell's runs were made (equivalence_pool.pool_fields)
 
 
 def _same(c: Mapping[str, Any], method: str, claim: str, name: str | None) -> bool:
@@ -38,11 +41,19 @@ def _same(c: Mapping[str, Any], method: str, claim: str, name: str | None) -> bo
             and (name is None or c.get("statistic") == name))
 
 
+def _made_alike(c: Mapping[str, Any], made: Mapping[str, Any] | None) -> bool:
+    """The cell's runs were made as this run was: same pool, max_tokens and k (a field either side lacks is not
+    compared)."""
+    return made is None or all(c.get(k) is None or made.get(k) is None or c.get(k) == made.get(k)
+                               for k in MADE_FIELDS)
+
+
 def pick_cell(cells: Sequence[Mapping[str, Any]], method: str, claim: str, budget_used: float,
-              name: str | None = None) -> Mapping[str, Any] | None:
+              name: str | None = None, made: Mapping[str, Any] | None = None) -> Mapping[str, Any] | None:
     """The cell of ``method``, ``claim`` (and statistic ``name``, when given) with the largest budget the run reached
-    (``budget <= budget_used``)."""
-    fit = [c for c in cells if _same(c, method, claim, name) and float(c.get("budget", 0)) <= budget_used]
+    (``budget <= budget_used``), among the cells made as the run was (``made``: ``MADE_FIELDS``)."""
+    fit = [c for c in cells if _same(c, method, claim, name) and _made_alike(c, made)
+           and float(c.get("budget", 0)) <= budget_used]
     return max(fit, key=lambda c: float(c["budget"]), default=None)
 
 
@@ -70,7 +81,8 @@ def power_sentence(cell: Mapping[str, Any]) -> tuple[str, bool]:
 
 
 def judge_equivalence(statistic: float | None, cells: Sequence[Mapping[str, Any]], *, method: str, claim: str,
-                      budget_used: float, unit: str = "output tokens", name: str | None = None) -> dict[str, Any]:
+                      budget_used: float, unit: str = "output tokens", name: str | None = None,
+                      made: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The audit's verdict for one run.
 
     Args:
@@ -80,19 +92,29 @@ def judge_equivalence(statistic: float | None, cells: Sequence[Mapping[str, Any]
         claim: the precision claimed (``F16``, ``Q4_1`` …); it picks the honest family.
         budget_used: what the run spent, in the cells' unit (output tokens, or requests).
         name: the statistic's name (``kl+gap``, ``gap`` …): only cells of that statistic apply.
+        made: how the run was made (``pool``, ``max_tokens``, ``top_logprobs``): only cells made alike apply; a
+            threshold fitted on other prompts or lengths says nothing of this run.
 
     Returns:
         ``{"verdict", "reason", "cell", "statistic", "threshold", "power"}``.
     """
-    cell = pick_cell(cells, method, claim, budget_used, name)
+    cell = pick_cell(cells, method, claim, budget_used, name, made)
     base: dict[str, Any] = {"statistic": statistic, "cell": dict(cell) if cell else None,
                             "threshold": cell.get("threshold") if cell else None}
     if statistic is None:
         return {**base, "verdict": Verdict.UNPROVEN, "power": None,
                 "reason": f"the run produced no {method} statistic (no scored position or prompt)"}
     if cell is None:
-        budgets = sorted(float(c["budget"]) for c in cells if _same(c, method, claim, name))
+        budgets = sorted(float(c["budget"]) for c in cells if _same(c, method, claim, name) and _made_alike(c, made))
         what = f"{method} cell" + (f" of the statistic {name}" if name else "")
+        other = next((c for c in cells if _same(c, method, claim, name) and not _made_alike(c, made)), None)
+        if not budgets and other is not None and made is not None:
+            theirs = ", ".join(f"{k} {other.get(k)}" for k in MADE_FIELDS if other.get(k) is not None)
+            ours = ", ".join(f"{k} {made.get(k)}" for k in MADE_FIELDS if made.get(k) is not None)
+            return {**base, "verdict": Verdict.UNPROVEN, "power": None,
+                    "reason": (f"the calibration's {what}s for the claim {claim} were made with {theirs}; this run "
+                               f"with {ours}: a threshold fitted on other prompts or lengths says nothing here (audit "
+                               "with the calibration's pool and lengths, the default)")}
         have = (f"its smallest calibrated budget is {budgets[0]:g} {unit}" if budgets
                 else f"the calibration has no {what} for the claim {claim}")
         return {**base, "verdict": Verdict.UNPROVEN, "power": None,

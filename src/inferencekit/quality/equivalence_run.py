@@ -37,8 +37,8 @@ from inferencekit.quality.trajectory_run import trajectory_record
 from inferencekit.quality.trajectory_store import load_set
 from inferencekit.rundir import RunDir, write_json
 
-__all__ = ["AUDIT_FORMAT", "AuditSettings", "audit_prompts", "collect_audit", "collect_text", "audit_report",
-           "text_report", "load_table", "SHIPPED_TABLE"]
+__all__ = ["AUDIT_FORMAT", "AuditSettings", "audit_prompts", "collect_audit", "comparable", "collect_text",
+           "mark_lost_ids", "audit_report", "text_report", "load_table", "SHIPPED_TABLE"]
 
 AUDIT_FORMAT = "inferencekit.audit.equivalence.v1"
 SHIPPED_TABLE = "equivalence_table.json"  # in this package: the calibration of the embedded model, once made
@@ -67,6 +67,13 @@ class AuditSettings:
     budget_requests: int = 160  # text surface: requests to spend (prompts = budget_requests / samples)
     samples: int = 8  # text surface: completions per prompt, each side
     sample_tokens: int = 32  # text surface: tokens per completion
+    pool: str | None = None  # the prompt pool's name (equivalence_pool.POOL_NAME when drawn from the calibration's)
+
+    def made(self) -> dict[str, Any]:
+        """How this run is made, as a calibration cell records it (``equivalence_judge.MADE_FIELDS``)."""
+        if self.surface == "text":
+            return {"pool": self.pool, "max_tokens": self.sample_tokens}
+        return {"pool": self.pool, "max_tokens": self.max_tokens, "top_logprobs": self.top_logprobs}
 
 
 def audit_prompts(pool: Sequence[Prompt], s: AuditSettings) -> list[Prompt]:
@@ -108,7 +115,7 @@ async def collect_audit(client: Client, info: EngineInfo, ref: Reference, prompt
                             prompts=prompts_info, state=state)
     tset = load_set(out_dir)
     scorer = TrajectoryScorer(ref, {min(s.top_logprobs, ref.k)}, "reference")
-    scored = await scorer.score_set(tset)
+    scored = mark_lost_ids(await scorer.score_set(tset), tset.docs)
     methods = {r.get("method") for r in rows if "error" not in r}
     return {"rows": rows, "state": state, "scored": scored, "problems": list(tset.problems),
             "trajectory_record": rec["evidence_id"], "surface": "logprob" if methods - {"text"} else "text"}
@@ -161,17 +168,49 @@ def text_report(collected: Mapping[str, Any], cells: Sequence[Mapping[str, Any]]
             "p_value": res["p_value"], "prompts": res["prompts"], "skipped": res["skipped"],
             "kernel": f"character {SPECTRUM_N}-gram spectrum, cosine-normalised", "positions": collected["requests"]}
     verdict = judge_equivalence(res["statistic"], cells, method="text", claim=s.claim,
-                                budget_used=collected["requests"], unit="requests", name=stat["name"])
+                                budget_used=collected["requests"], unit="requests", name=stat["name"], made=s.made())
     limitations = ["text surface: the logprobs the endpoint may serve were not asked for (--surface text)"]
     if collected["failed"]:
         limitations.append(f"{len(collected['failed'])} sample request(s) failed")
     if not cells:
         limitations.append(f"no calibration table ({table_source}): no threshold, so no verdict but UNPROVEN")
+    limitations += _cell_notes(verdict.get("cell"))
     return {"format": AUDIT_FORMAT, "surface": "text", "method": "text", "claim": s.claim,
             "budget_requests": s.budget_requests, "budget_used": collected["requests"], "statistic": stat,
             "verdict": str(verdict["verdict"]), "reason": verdict["reason"], "power": verdict.get("power"),
             "threshold": verdict.get("threshold"), "cell": verdict.get("cell"), "prompts": res["prompts"],
             "failed": list(collected["failed"]), "limitations": limitations, "table": table_source}
+
+
+def _cell_notes(cell: Mapping[str, Any] | None) -> list[str]:
+    """What the calibration cell that judged the run says of its own limits (an α it had to relax)."""
+    return [f"calibration: {cell['alpha_cut']}"] if cell and cell.get("alpha_cut") else []
+
+
+def comparable(scored: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The scored prompts a statistic may use: scored without error, with the engine's prompt ids equal to the
+    reference's rendering, and with every generated token's id streamed (``mark_lost_ids``). An honest llama-server
+    tokenizes some Unicode-heavy prompts differently from the reference (observed 3 Dec 2026: 435 vs 448 ids from
+    token 132 on, KL 16 nats/token on that prompt alone), and streams the byte tokens of one character as one entry
+    (21 ids for 64 tokens of emoji: teacher-forced, the sequence is misaligned, KL 19); either prompt measures the
+    stream or the tokenization, not the weights."""
+    return [r for r in scored if "error" not in r and not r.get("template_mismatch") and not r.get("lost_ids")]
+
+
+def mark_lost_ids(scored: Sequence[dict[str, Any]], docs: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """``scored`` with ``lost_ids`` (a sentence) on each prompt whose trajectory streamed fewer token ids than its
+    ``usage.completion_tokens`` (one of slack at a natural stop: an EOS counted, not streamed): some generated tokens
+    have no id, so the ids the reference is forced along are not the sequence the engine generated."""
+    out = []
+    for r in scored:
+        doc = docs.get(str(r.get("id"))) or {}
+        usage = doc.get("usage")
+        n, ids = usage.get("completion_tokens") if isinstance(usage, dict) else None, doc.get("token_ids")
+        slack = 1 if doc.get("finish_reason") == "stop" else 0
+        if isinstance(n, int) and isinstance(ids, list) and n - len(ids) > slack:
+            r = {**r, "lost_ids": f"{len(ids)} token ids streamed for usage {n}"}
+        out.append(r)
+    return out
 
 
 def audit_report(collected: Mapping[str, Any], cells: Sequence[Mapping[str, Any]], s: AuditSettings,
@@ -191,27 +230,39 @@ def audit_report(collected: Mapping[str, Any], cells: Sequence[Mapping[str, Any]
                              "text surface, --surface text or auto, judges such an endpoint)")
         stat: dict[str, Any] = {"statistic": None, "positions": 0}
     else:
-        rows = [row for r in scored if "error" not in r for row in r.get("rows") or ()]
+        rows = [row for r in comparable(scored) for row in r.get("rows") or ()]
         stat = logprob_statistic(rows)
-        verdict = judge_equivalence(stat["statistic"], cells, method="logprob", claim=s.claim,
-                                    budget_used=stat["positions"], name=stat["name"])
+        # the budget as the calibration counts it: prompts scored × max_tokens (an honest reply may stop early)
+        nominal = sum(1 for r in scored if "error" not in r) * s.max_tokens
+        stat["budget_nominal"] = nominal
+        verdict = judge_equivalence(stat["statistic"], cells, method="logprob", claim=s.claim, budget_used=nominal,
+                                    name=stat["name"], made=s.made())
         if stat["name"] == "gap":
             limitations.append("the engine named no token ids, so its top-k lists could not be paired with the "
                                "reference's: the statistic is the DiFR gap alone, on its text re-tokenized by the "
                                "reference (judged only against cells of that statistic)")
     mismatched = [r["id"] for r in scored if r.get("template_mismatch")]
     if mismatched:
-        limitations.append(f"{len(mismatched)} prompt(s) rendered with a chat template that differs from the "
-                           f"reference's ({', '.join(mismatched[:3])}): their divergence includes the template")
+        limitations.append(f"{len(mismatched)} prompt(s) left out of the statistic: the engine's prompt token ids "
+                           f"differ from the reference's rendering ({', '.join(mismatched[:3])}), so their divergence "
+                           "would measure the tokenization, not the model (the calibration leaves such prompts out "
+                           "too)")
+    lost = [f"{r['id']} ({r['lost_ids']})" for r in scored if r.get("lost_ids") and not r.get("template_mismatch")]
+    if lost:
+        limitations.append(f"{len(lost)} prompt(s) left out of the statistic: the stream carried fewer token ids "
+                           f"than usage counts ({'; '.join(lost[:3])}), so the reference cannot be forced along the "
+                           "generated sequence (llama-server streams a multi-byte character's tokens as one entry)")
     if failed:
         limitations.append(f"{len(failed)} prompt(s) failed to collect or score; the budget counts only scored "
-                           "positions")
+                           "prompts")
     if collected.get("problems"):
         limitations.append("trajectory integrity: " + "; ".join(collected["problems"][:3]))
     if not cells:
         limitations.append(f"no calibration table ({table_source}): no threshold, so no verdict but UNPROVEN")
+    limitations += _cell_notes(verdict.get("cell"))
     return {"format": AUDIT_FORMAT, "surface": collected["surface"], "method": "logprob", "claim": s.claim,
-            "budget_tokens": s.budget_tokens, "budget_used": stat.get("positions", 0), "statistic": stat,
+            "budget_tokens": s.budget_tokens, "budget_used": stat.get("budget_nominal", 0),
+            "positions": stat.get("positions", 0), "statistic": stat,
             "verdict": str(verdict["verdict"]), "reason": verdict["reason"], "power": verdict.get("power"),
             "threshold": verdict.get("threshold"), "cell": verdict.get("cell"), "prompts": len(scored),
             "failed": [{"id": r["id"], "error": r["error"]} for r in failed], "limitations": limitations,

@@ -61,3 +61,12 @@ def test_only_cells_of_the_same_statistic_apply():
     assert pick_cell(CELLS, "logprob", "F16", 5000, "kl+gap")["budget"] == 1000
     r = judge_equivalence(0.01, CELLS, method="logprob", claim="F16", budget_used=5000, name="gap")
     assert r["verdict"] == "UNPROVEN" and "no logprob cell of the statistic gap for the claim F16" in r["reason"]
+
+
+def test_made_alike_ignores_fields_either_side_lacks():
+    from inferencekit.quality.equivalence_judge import pick_cell
+
+    cell = {"method": "logprob", "claim": "F16", "budget": 300, "statistic": "kl+gap", "max_tokens": 64}
+    assert pick_cell([cell], "logprob", "F16", 320, "kl+gap", {"pool": "x", "max_tokens": 64}) == cell
+    assert pick_cell([cell], "logprob", "F16", 320, "kl+gap", {"max_tokens": 32}) is None
+    assert pick_cell([{**cell, "max_tokens": None}], "logprob", "F16", 320, "kl+gap", {"max_tokens": 32}) is not None

@@ -121,3 +121,53 @@ def test_text_prompt_draw_is_sized_in_requests():
     pool = load_prompt_set("dev").prompts
     got = audit_prompts(pool, AuditSettings(claim="F16", surface="text", budget_requests=40, samples=8))
     assert len(got) == 5
+
+
+def test_a_prompt_the_engine_tokenized_otherwise_is_left_out_of_the_statistic():
+    # an honest llama-server tokenized a Unicode-heavy ShareGPT prompt differently from the reference (435 vs 448
+    # ids): that prompt alone gave KL 16 nats/token, which measures the tokenization, not the weights
+    got = _collected(0.02, 0.01, prompts=3)
+    got["scored"][2] = {"id": "p2", "template_mismatch": "the engine's 435 prompt ids differ from the reference's 448",
+                        "rows": [{"t": t, "kl": 16.0, "gap": 5.8, "clamped": False} for t in range(5)]}
+    r = audit_report(got, CELLS, AuditSettings(claim="F16", budget_tokens=15, max_tokens=5), "test")
+    assert r["statistic"]["statistic"] == pytest.approx(0.03) and r["positions"] == 10
+    assert r["budget_used"] == 15 and r["verdict"] == "PASS"  # the budget counts prompts scored × max_tokens
+    assert any("1 prompt(s) left out of the statistic" in x and "p2" in x for x in r["limitations"])
+
+
+def test_cells_made_on_another_pool_or_length_do_not_apply():
+    made = {"pool": "sharegpt-first-turns-seed20", "max_tokens": 5, "top_logprobs": 20}
+    cells = [{**c, **made} for c in CELLS]
+    alike = AuditSettings(claim="F16", budget_tokens=10, max_tokens=5, pool="sharegpt-first-turns-seed20")
+    assert audit_report(_collected(0.02, 0.01), cells, alike, "test")["verdict"] == "PASS"
+    dev = AuditSettings(claim="F16", budget_tokens=10, max_tokens=5, pool="dev")
+    r = audit_report(_collected(0.3, 0.2), cells, dev, "test")
+    assert r["verdict"] == "UNPROVEN"
+    assert "were made with pool sharegpt-first-turns-seed20, max_tokens 5, top_logprobs 20" in r["reason"]
+    assert "this run with pool dev, max_tokens 5, top_logprobs 20" in r["reason"]
+
+
+def test_a_cell_that_relaxed_its_alpha_says_so_on_the_report():
+    cut = "60 fit runs are too few for α = 1% (the split-conformal quantile needs ≥ 99): this cell is at α = 5%"
+    cells = [{**CELLS[0], "alpha_cut": cut}]
+    r = audit_report(_collected(0.02, 0.01), cells, AuditSettings(claim="F16", budget_tokens=10, max_tokens=5), "t")
+    assert r["verdict"] == "PASS" and f"calibration: {cut}" in r["limitations"]
+    assert "α = 5%" in r["reason"]
+
+
+def test_a_trajectory_whose_stream_lost_token_ids_is_left_out():
+    # a real llama-server trajectory (3 Dec 2026): 21 emoji, each a merged entry of its byte tokens, usage 64
+    from inferencekit.quality.equivalence_run import comparable, mark_lost_ids
+
+    doc = json.loads((Path(__file__).parents[2] / "fixtures" / "quality" / "llama-server-emoji-trajectory.json")
+                     .read_text(encoding="utf-8"))
+    assert len(doc["token_ids"]) == 21 and doc["usage"]["completion_tokens"] == 64
+    scored = [{"id": doc["id"], "rows": []}, {"id": "whole", "rows": []}]
+    docs = {doc["id"]: doc, "whole": {"usage": {"completion_tokens": 3}, "token_ids": [1, 2], "finish_reason": "stop"}}
+    marked = mark_lost_ids(scored, docs)
+    assert marked[0]["lost_ids"] == "21 token ids streamed for usage 64" and "lost_ids" not in marked[1]
+    assert [r["id"] for r in comparable(marked)] == ["whole"]  # one EOS of slack at a natural stop
+    got = _collected(0.02, 0.01, prompts=2)
+    got["scored"][1]["lost_ids"] = "21 token ids streamed for usage 64"
+    r = audit_report(got, CELLS, AuditSettings(claim="F16", budget_tokens=10, max_tokens=5), "t")
+    assert r["positions"] == 5 and any("fewer token ids than usage counts" in x for x in r["limitations"])

