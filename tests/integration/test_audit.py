@@ -67,7 +67,7 @@ def test_verify_runs_the_audit_as_a_part_on_the_embedded_engine(embedded_engine,
             return await equivalence_part(client, info, run, 64, EMBEDDED_CLAIM, "embedded")
 
     part, recs = asyncio.run(go())
-    assert part is not None and part["part"] == EQUIV_PART and len(recs) == 1
+    assert part is not None and part["part"] == EQUIV_PART and len(recs) == 1, part["reason"]
     report = recs[0]["data"]["report"]
     assert part["verdict"] == recs[0]["verdict"] == report["verdict"] and part["reason"] == report["reason"]
     assert report["claim"] == "Q4_1" and report["surface"] == "logprob" and report["statistic"]["name"] == "gap"
