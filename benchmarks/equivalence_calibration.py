@@ -38,6 +38,7 @@ import contextlib
 import datetime as dt
 import json
 import math
+import os
 import shutil
 import sys
 import tempfile
@@ -264,6 +265,7 @@ def table() -> dict[str, Any]:
                         subs.append({"name": s, **power_cell(sv, thr)})
                 cells.append({"method": "logprob", "claim": claim, "statistic": name, "budget": b, "alpha": alpha,
                               "threshold": thr, "series": f"b{series}", "alpha_cut": cut, **pool_fields(),
+                              "machine": MACHINE,
                               "honest": {"fit_runs": len(fit), "heldout_runs": len(held), "heldout_alarms": alarms,
                                          "heldout_rate_upper": (rate_upper(alarms, len(held))
                                                                 if alarms is not None else None),
@@ -273,12 +275,40 @@ def table() -> dict[str, Any]:
             "zoo": _zoo_types(), "cells": cells}
 
 
+def _machine() -> str:
+    """Where the runs were made: honest numerics depend on the CPU's kernels and the llama.cpp build."""
+    cpu = "unknown CPU"
+    with contextlib.suppress(OSError):
+        cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                    if line.startswith("model name")), cpu)
+    return f"{cpu}, {os.cpu_count()} cores, llama.cpp of llama-cpp-python 0.3.36 built with GGML_NATIVE=OFF"
+
+
+MACHINE = _machine()
+
+
 def _zoo_types() -> dict[str, Any]:
     """Each zoo file's per-tensor types, from the zoo's manifest (``make zoo``)."""
     path = cache_root() / "zoo" / "manifest.json"
     if not path.is_file():
         return {}
     return {k: v.get("types") for k, v in json.loads(path.read_text()).items() if isinstance(v, dict)}
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    """The table as docs/equivalence.md shows it: one row per cell, power per substitute with its lower bound."""
+    lines = ["| claim | statistic | budget | α | threshold | honest fit / held-out (alarms, rate ≤) | substitutes: "
+             "detected/runs (power ≥, 95%) |", "|---|---|---|---|---|---|---|"]
+    for c in doc["cells"]:
+        h = c["honest"]
+        thr = "none" if c["threshold"] is None else f"{c['threshold']:.3g}"
+        rate = "" if h["heldout_rate_upper"] is None else f", ≤ {100 * h['heldout_rate_upper']:.1f}%"
+        subs = "; ".join(f"{s['name']} {s['detected']}/{s['runs']} (≥ {100 * (s.get('power_lower') or 0):.0f}%)"
+                         for s in c["substitutes"]) or "none run"
+        alpha = f"{100 * c['alpha']:.0f}%" + (" (cut)" if c.get("alpha_cut") else "")
+        lines.append(f"| {c['claim']} | {c['statistic']} | {c['budget']} | {alpha} | {thr} | {h['fit_runs']} / "
+                     f"{h['heldout_runs']} ({h['heldout_alarms']}{rate}) | {subs} |")
+    return "\n".join(lines)
 
 
 def plan(runs_honest: int, runs_sub: int, run_budget: int) -> str:
@@ -324,6 +354,7 @@ def main() -> int:
                   f"(fit {c['honest']['fit_runs']}, held-out alarms {c['honest']['heldout_alarms']}/"
                   f"{c['honest']['heldout_runs']}); " + ", ".join(f"{s['name']} {s['detected']}/{s['runs']}"
                                                                     for s in c["substitutes"]))
+        print(markdown(doc))
         print(f"written: {path}")
         return 0
     configs = [c for c in a.configs.split(",") if c] or list(HONEST[a.claim])

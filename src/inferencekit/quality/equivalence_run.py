@@ -183,8 +183,15 @@ def text_report(collected: Mapping[str, Any], cells: Sequence[Mapping[str, Any]]
 
 
 def _cell_notes(cell: Mapping[str, Any] | None) -> list[str]:
-    """What the calibration cell that judged the run says of its own limits (an α it had to relax)."""
-    return [f"calibration: {cell['alpha_cut']}"] if cell and cell.get("alpha_cut") else []
+    """What the calibration cell that judged the run says of its own limits: an α it had to relax, and the machine
+    its honest runs were made on (honest numerics follow the CPU's kernels and the engine's build)."""
+    if not cell:
+        return []
+    notes = [f"calibration: {cell['alpha_cut']}"] if cell.get("alpha_cut") else []
+    if cell.get("machine"):
+        notes.append(f"calibration made on {cell['machine']}: an honest engine on other hardware or another build "
+                     "may sit outside its thresholds; calibrate there (benchmarks/equivalence_calibration.py)")
+    return notes
 
 
 def comparable(scored: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:

@@ -149,9 +149,11 @@ def test_cells_made_on_another_pool_or_length_do_not_apply():
 
 def test_a_cell_that_relaxed_its_alpha_says_so_on_the_report():
     cut = "60 fit runs are too few for α = 1% (the split-conformal quantile needs ≥ 99): this cell is at α = 5%"
-    cells = [{**CELLS[0], "alpha_cut": cut}]
+    cells = [{**CELLS[0], "alpha_cut": cut, "machine": "Some CPU, 2 cores"}]
     r = audit_report(_collected(0.02, 0.01), cells, AuditSettings(claim="F16", budget_tokens=10, max_tokens=5), "t")
     assert r["verdict"] == "PASS" and f"calibration: {cut}" in r["limitations"]
+    assert any(x.startswith("calibration made on Some CPU, 2 cores: an honest engine on other hardware")
+               for x in r["limitations"])
     assert "α = 5%" in r["reason"]
 
 
