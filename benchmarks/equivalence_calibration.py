@@ -113,8 +113,10 @@ def engine_for(config: str, claim: str) -> tuple[str, dict[str, Any], int]:
     engine, the claim's file)."""
     if ":" in config:  # an honest replica: <engine>[-p<n>]:<file>
         name, member = config.split(":", 1)
-        kind, _, par = name.partition("-p")
-        parallel = int(par) if par else 1
+        kind, _, par = name.rpartition("-p")
+        if not (kind and par.isdigit()):  # no -p<n> suffix (llama-cpp-python: one slot)
+            kind, par = name, "1"
+        parallel = int(par)
         return kind, {"gguf": _gguf(member), "parallel": parallel}, parallel
     if config.startswith("kv-"):
         kv = config.removeprefix("kv-")
