@@ -260,6 +260,10 @@ def table() -> dict[str, Any]:
                            "this cell is at α = 5%")
                     alpha, thr = 0.05, threshold_at(fit, 0.05)
                 alarms = sum(v > thr for v in held) if thr is not None else None
+                per = {c: len(_vals(recs.get(c, []), b, name)) for c in HONEST[claim]}
+                # a replica whose own fit half could not set a threshold at this α is pooled in, but its own false
+                # alarms are not bounded by the cell's figure (its statistic may sit apart from the others')
+                thin = [f"{c}: {n} run(s)" for c, n in per.items() if 0 < n // 2 < math.ceil(1 / alpha) - 1]
                 subs = []
                 for s in SUBSTITUTES[claim]:
                     sv = _vals(recs.get(s, []), b, name)
@@ -271,7 +275,13 @@ def table() -> dict[str, Any]:
                               "honest": {"fit_runs": len(fit), "heldout_runs": len(held), "heldout_alarms": alarms,
                                          "heldout_rate_upper": (rate_upper(alarms, len(held))
                                                                 if alarms is not None else None),
-                                         "replicas": sorted({r["config"] for r in honest})},
+                                         "replicas": sorted({r["config"] for r in honest}),
+                                         "runs_by_replica": {c: n for c, n in per.items() if n},
+                                         "heldout_alarms_by_replica": {
+                                             c: sum(v > thr for v in _vals([r for r in recs.get(c, [])
+                                                                            if r["run"] % 2 == 1], b, name))
+                                             for c, n in per.items() if n and thr is not None},
+                                         "thin_replicas": thin},
                               "substitutes": sorted(subs, key=lambda c: -(c["power"] or 0))})
     return {"date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), **pool_fields(),
             "zoo": _zoo_types(), "cells": cells}

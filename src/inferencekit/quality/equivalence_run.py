@@ -188,6 +188,10 @@ def _cell_notes(cell: Mapping[str, Any] | None) -> list[str]:
     if not cell:
         return []
     notes = [f"calibration: {cell['alpha_cut']}"] if cell.get("alpha_cut") else []
+    thin = (cell.get("honest") or {}).get("thin_replicas") or []
+    if thin:
+        notes.append(f"calibration: honest replica(s) with too few runs to bound their own false alarms "
+                     f"({'; '.join(thin)}): an honest engine of that kind may alarm more often than α")
     if cell.get("machine"):
         notes.append(f"calibration made on {cell['machine']}: an honest engine on other hardware or another build "
                      "may sit outside its thresholds; calibrate there (benchmarks/equivalence_calibration.py)")

@@ -72,7 +72,9 @@ def test_prompt_draw_is_seeded_and_sized_by_the_budget():
 
 
 def test_table_loader(tmp_path: Path):
-    assert load_table(None) == ([], "none shipped for this model yet")
+    shipped, source = load_table(None)  # the package's table (benchmarks/equivalence_calibration.py --ship)
+    assert source == "shipped (equivalence_table.json)" and {c["claim"] for c in shipped} == {"F16", "Q4_1"}
+    assert all(c["pool"] == "sharegpt-first-turns-seed20" and c["max_tokens"] == 64 for c in shipped)
     good = tmp_path / "t.json"
     good.write_text(json.dumps({"cells": CELLS}))
     assert load_table(str(good))[0] == CELLS
@@ -173,3 +175,18 @@ def test_a_trajectory_whose_stream_lost_token_ids_is_left_out():
     got["scored"][1]["lost_ids"] = "21 token ids streamed for usage 64"
     r = audit_report(got, CELLS, AuditSettings(claim="F16", budget_tokens=10, max_tokens=5), "t")
     assert r["positions"] == 5 and any("fewer token ids than usage counts" in x for x in r["limitations"])
+
+
+def test_a_cell_with_a_thin_honest_replica_says_its_false_alarms_are_not_bounded_for_it():
+    honest = {**CELLS[0]["honest"], "thin_replicas": ["llama-cpp-python:f16: 5 run(s)"]}
+    r = audit_report(_collected(0.02, 0.01), [{**CELLS[0], "honest": honest}],
+                     AuditSettings(claim="F16", budget_tokens=10, max_tokens=5), "t")
+    assert any("too few runs to bound their own false alarms (llama-cpp-python:f16: 5 run(s))" in x
+               for x in r["limitations"])
+
+
+def test_without_a_shipped_table_the_loader_says_so(monkeypatch):
+    import inferencekit.quality.equivalence_run as er
+
+    monkeypatch.setattr(er, "SHIPPED_TABLE", "no-such-table.json")
+    assert load_table(None) == ([], "none shipped for this model yet")
