@@ -13,7 +13,6 @@ load carries (the load generator sends them and judges nothing; the gates judge 
 from __future__ import annotations
 
 import asyncio
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -369,8 +368,7 @@ async def equivalence_part(client: Client, info: Any, run: RunDir, budget_tokens
         s = AuditSettings(claim=claim.upper(), budget_tokens=budget_tokens, label="equivalence")
         cells, table_source = load_table(None)
         # the pool's loader runs its own event loop: off this one, in a worker thread
-        need = max(math.ceil(budget_tokens / s.max_tokens), math.ceil(s.budget_requests / s.samples))  # + text
-        pset = await asyncio.to_thread(audit_prompt_set, need, 0)
+        pset = await asyncio.to_thread(audit_prompt_set, s.prompts_needed(), 0)
         plan = plan_audit(pset, s, "auto")
         ref = LocalReference(load_local_model(local_source(reference)), k=s.top_logprobs)
     except OpError as e:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import math
 from typing import Any
 
 from inferencekit.api.client import Client
@@ -96,7 +95,7 @@ def audit_equivalence(call: Call, base_url: str | None = None, model: str | None
     s = AuditSettings(claim=claim.upper(), budget_tokens=budget_tokens, max_tokens=max_tokens, seed=seed, label=label,
                       budget_requests=budget_requests, samples=samples, sample_tokens=sample_tokens)
     if prompts == CALIBRATION_PROMPTS:
-        pset = audit_prompt_set(max(math.ceil(budget_tokens / max_tokens), math.ceil(budget_requests / samples)), seed)
+        pset = audit_prompt_set(s.prompts_needed(), seed)
     else:
         pset = load_prompt_set(prompts)
     plan = plan_audit(pset, s, surface)

@@ -69,6 +69,10 @@ class AuditSettings:
     sample_tokens: int = 32  # text surface: tokens per completion
     pool: str | None = None  # the prompt pool's name (equivalence_pool.POOL_NAME when drawn from the calibration's)
 
+    def prompts_needed(self) -> int:
+        """Prompts both surfaces may use: the logprob budget's and the text budget's (``auto`` falls back)."""
+        return max(math.ceil(self.budget_tokens / self.max_tokens), math.ceil(self.budget_requests / self.samples))
+
     def made(self) -> dict[str, Any]:
         """How this run is made, as a calibration cell records it (``equivalence_judge.MADE_FIELDS``)."""
         if self.surface == "text":

@@ -104,12 +104,24 @@ def _merged_at_cut(reply: Mapping[str, Any], row: LengthRow) -> LengthRow | None
     if u is None or s is None or s >= u or row.finish_reason != "length" or u != want:
         return None
     gap = u - s
+    how = _gap_by_merges(reply, gap)
+    if how == "merged":
+        return replace(row, length=u, outcome="merged", problem=f"{gap} token(s) streamed inside "
+                       f"{pr.merged_entries(reply).entries} entr(ies) {_MERGED}")
+    if how == "maybe_merged":
+        return replace(row, outcome="maybe_merged", problem=f"{gap} {_MAYBE_MERGED}")
+    return None
+
+
+def _gap_by_merges(reply: Mapping[str, Any], gap: int) -> str | None:
+    """What explains a stream ``gap`` > 0 tokens short of usage: ``"merged"`` (merged entries' bytes prove at least
+    as many hidden tokens as entries and room for all of them, ``records.merged_entries``), ``"maybe_merged"`` (only
+    the text's multi-byte characters could hide them, ``records.merge_slack``), or None (nothing does)."""
     m = pr.merged_entries(reply)
     if m.entries and m.entries <= gap <= m.room:
-        return replace(row, length=u, outcome="merged",
-                       problem=f"{gap} token(s) streamed inside {m.entries} entr(ies) {_MERGED}")
+        return "merged"
     if gap <= pr.merge_slack(generated_text(reply)):
-        return replace(row, outcome="maybe_merged", problem=f"{gap} {_MAYBE_MERGED}")
+        return "maybe_merged"
     return None
 
 
@@ -304,12 +316,11 @@ def reply_length(reply: Any) -> tuple[int | None, str | None, str | None]:
     if isinstance(reply.get("token_ids"), list):
         streamed = len(reply["token_ids"])
         gap = n - streamed if _is_int(n) else 0
-        if gap > 0:
-            m = pr.merged_entries(reply)
-            if m.entries and m.entries <= gap <= m.room:
-                return n, "token_ids+merged", None
-            if gap <= pr.merge_slack(generated_text(reply)):
-                return None, None, f"{streamed} token ids streamed, usage {n}: {gap} {_MAYBE_MERGED}"
+        how = _gap_by_merges(reply, gap) if gap > 0 else None
+        if how == "merged":
+            return n, "token_ids+merged", None
+        if how == "maybe_merged":
+            return None, None, f"{streamed} token ids streamed, usage {n}: {gap} {_MAYBE_MERGED}"
         return streamed, "token_ids", None
     if _is_int(n):
         return int(n), "usage", None
