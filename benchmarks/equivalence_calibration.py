@@ -36,6 +36,7 @@ import argparse
 import asyncio
 import contextlib
 import datetime as dt
+import hashlib
 import json
 import math
 import os
@@ -58,7 +59,13 @@ from inferencekit.data.prompts import Prompt  # noqa: E402
 from inferencekit.engines.launcher import start_engine, stop_engine  # noqa: E402
 from inferencekit.engines.model import embedded_gguf  # noqa: E402
 from inferencekit.engines.recipes import cache_root  # noqa: E402
+from inferencekit.quality.equivalence_first import (  # noqa: E402
+    FIRST_TOKEN_STAT,
+    collect_first_token,
+    first_token_summary,
+)
 from inferencekit.quality.equivalence_pool import (  # noqa: E402
+    FIRST_POOL_NAME,
     MAX_TOKENS,
     POOL_NAME,
     TOP_LOGPROBS,
@@ -80,6 +87,8 @@ from inferencekit.quality.trajectory_store import load_set  # noqa: E402
 RUNS_DIR = ROOT / "benchmarks" / "results" / "equivalence_runs"
 SHIPPED = ROOT / "src" / "inferencekit" / "quality" / "equivalence_table.json"
 BUDGETS = (100, 300, 1000, 3000)
+FIRST_RUN = 50  # first-token series: prompts (one-token requests) per run
+FIRST_BUDGETS = (50, 100, 300)  # first-token cells, in requests: consecutive runs of FIRST_RUN
 CLAIM_FILE = {"F16": "f16", "Q4_1": "q4_1"}
 # honest replicas per claim (issue 20); vLLM serves the float32 weights: an F16 claim's honest model at higher
 # precision, kept out until a run shows it inside the F16 family
@@ -88,6 +97,8 @@ HONEST = {"F16": ("llama-server-p1:f16", "llama-server-p4:f16", "llama-cpp-pytho
 SUBSTITUTES = {"F16": ("q4_0", "q2_0", "iq4_nl", "q5_0", "q5_1", "q8_0", "noise-0.2", "noise-0.05", "noise-0.02",
                        "kv-q4_0", "kv-q8_0", "mix-0.3", "mix-0.1"),
                "Q4_1": ("q2_0", "q4_0", "mix-0.3", "mix-0.1")}
+# the first-token test pairs lists by token id: llama-cpp-python names none, so its replicas cannot serve here
+HONEST_FIRST = {claim: tuple(c for c in cs if not c.startswith("llama-cpp-python")) for claim, cs in HONEST.items()}
 MIX_WITH = "q2_0"  # the randomised mix routes its share of requests to this file (issue 20)
 
 
@@ -210,6 +221,141 @@ def collect(claim: str, config: str, runs: range, run_budget: int) -> None:
         asyncio.run(go(url, kw, conc))
 
 
+class CachedReference:
+    """The reference behind a cache of next-token rows, kept in ``cache_root()/eqcal`` across configurations and
+    sessions: a first-token row is a function of the prompt ids alone (its top-k does not depend on the token that
+    followed), so each calibration prompt is forced through the float32 reference once."""
+
+    def __init__(self, ref: LocalReference, path: Path) -> None:
+        self.ref, self.k, self.path = ref, ref.k, path
+        self.rows: dict[str, dict[int, float]] = {}
+        if path.is_file():
+            for line in path.read_text().splitlines():
+                if line.strip():
+                    d = json.loads(line)
+                    self.rows[d["key"]] = {int(t): float(v) for t, v in d["row"]}
+
+    def describe(self) -> dict[str, Any]:
+        return self.ref.describe()
+
+    async def chat_prompt_ids(self, messages: list[dict[str, Any]], ctk: dict[str, Any]) -> list[int]:
+        return await self.ref.chat_prompt_ids(messages, ctk)
+
+    async def encode(self, text: str) -> list[int]:
+        return await self.ref.encode(text)
+
+    async def score(self, ids: list[int], start: int) -> list[dict[int, float]]:
+        if start != len(ids) - 1:
+            return await self.ref.score(ids, start)
+        key = hashlib.sha256(json.dumps([ids[:start], self.k]).encode()).hexdigest()
+        if key not in self.rows:
+            row = (await self.ref.score(ids, start))[0]
+            self.rows[key] = dict(sorted(row.items(), key=lambda kv: -kv[1])[:self.k])
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a") as f:
+                f.write(json.dumps({"key": key, "row": list(self.rows[key].items())}) + "\n")
+        return [self.rows[key]]
+
+
+def collect_first(claim: str, config: str, runs: range) -> None:
+    """First-token series: run ``i`` is pool positions ``i·FIRST_RUN`` … ``(i+1)·FIRST_RUN − 1``, one greedy token each
+    with top-20 logprobs; its record keeps each usable prompt's distance, so the table forms larger budgets from
+    consecutive runs."""
+    from inferencekit.quality.local_model import load_local_model
+
+    out = RUNS_DIR / claim / f"first{FIRST_RUN}" / f"{config}.jsonl"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    todo = [i for i in runs if i not in _done(out)]
+    if not todo:
+        print(f"{claim} {config}: first-token runs {runs.start}-{runs.stop - 1} recorded", file=sys.stderr)
+        return
+    all_prompts = calibration_prompts(max(todo) * FIRST_RUN + FIRST_RUN, short=True)
+    work = Path(tempfile.mkdtemp(prefix="ik-eqcal-first-"))
+    ref = CachedReference(LocalReference(load_local_model(embedded_gguf()), k=TOP_LOGPROBS),
+                          cache_root() / "eqcal" / "first-token-reference.jsonl")
+
+    async def go(url: str, kw: dict[str, Any], conc: int) -> None:
+        async with Client(Endpoint.parse(url), timeout_s=600) as client:
+            info = await detect_engine(client, None)
+            for i in todo:
+                t0 = time.monotonic()
+                prompts = all_prompts[i * FIRST_RUN:(i + 1) * FIRST_RUN]
+                got = await collect_first_token(client, info, ref, prompts, work / f"run{i}",
+                                                top_logprobs=TOP_LOGPROBS, label="cal", concurrency=conc)
+                sm = first_token_summary(got["pairs"])
+                rec = {"run": i, "claim": claim, "config": config, "engine": info.identity(),
+                       "gguf": str(kw.get("gguf")), "extra": list(kw.get("extra", ())), "mix": kw.get("mix"),
+                       "run_prompts": FIRST_RUN, "pool": FIRST_POOL_NAME, "prompts": [p.id for p in prompts],
+                       "wall_s": round(time.monotonic() - t0, 1), "distances": sm["distances"],
+                       "made": sum(1 for p in got["pairs"] if "error" not in p),
+                       "mismatched": sum(1 for p in got["pairs"] if p.get("template_mismatch")),
+                       "errors": [p["error"] for p in got["pairs"] if "error" in p][:3],
+                       "top1_agreement": sm["top1_agreement"], "shift_mean": sm["shift_mean"]}
+                with out.open("a") as f:
+                    f.write(json.dumps(rec) + "\n")
+                print(f"{claim} {config} first-token run {i}: {sm['statistic']} over {sm['prompts']} prompts, "
+                      f"top-1 {sm['top1_agreement']} ({rec['wall_s']} s)", file=sys.stderr)
+                shutil.rmtree(work / f"run{i}", ignore_errors=True)
+
+    with serving(config, claim, work) as (url, kw, conc):
+        asyncio.run(go(url, kw, conc))
+
+
+def first_blocks(rs: list[dict[str, Any]], budget: int) -> list[tuple[int, float]]:
+    """(block index, statistic) of each complete block of ``budget / FIRST_RUN`` consecutive runs: the mean distance
+    over the block's usable prompts, as an audit of ``budget`` requests computes it (blocks without a usable prompt
+    left out)."""
+    per = budget // FIRST_RUN
+    by_run = {r["run"]: r for r in rs}
+    out = []
+    for b in sorted({i // per for i in by_run}):
+        members = [by_run.get(b * per + j) for j in range(per)]
+        if any(m is None for m in members):
+            continue
+        ds = [d for m in members for d in (m or {}).get("distances", {}).values()]
+        if ds:
+            out.append((b, sum(ds) / len(ds)))
+    return out
+
+
+def first_table(claim: str) -> list[dict[str, Any]]:
+    """The first-token cells of ``claim``: per budget, the threshold at α from the honest blocks of even index, the
+    false alarms of the odd ones, and each substitute's detections (as ``table``)."""
+    recs = _records(claim, RUNS_DIR / claim / f"first{FIRST_RUN}")
+    honest_cfgs = [c for c in HONEST_FIRST[claim] if recs.get(c)]
+    cells = []
+    for b in FIRST_BUDGETS:
+        blocks = {c: first_blocks(recs[c], b) for c in honest_cfgs}
+        fit = [v for c in honest_cfgs for i, v in blocks[c] if i % 2 == 0]
+        held = {c: [v for i, v in blocks[c] if i % 2 == 1] for c in honest_cfgs}
+        if not fit:
+            continue
+        alpha, cut = 0.01, None
+        thr = threshold_at(fit, alpha)
+        if thr is None:
+            cut = (f"{len(fit)} fit runs are too few for α = 1% (the split-conformal quantile needs ≥ 99): this cell "
+                   "is at α = 5%")
+            alpha, thr = 0.05, threshold_at(fit, 0.05)
+        n_held = sum(len(v) for v in held.values())
+        alarms = sum(x > thr for v in held.values() for x in v) if thr is not None else None
+        per = {c: len(blocks[c]) for c in honest_cfgs}
+        thin = [f"{c}: {n} run(s)" for c, n in per.items() if 0 < n // 2 < math.ceil(1 / alpha) - 1]
+        subs = [{"name": s, **power_cell([v for _, v in first_blocks(recs[s], b)], thr)}
+                for s in SUBSTITUTES[claim] if recs.get(s) and first_blocks(recs[s], b)]
+        cells.append({"method": FIRST_TOKEN_STAT, "claim": claim, "statistic": FIRST_TOKEN_STAT, "budget": b,
+                      "unit": "requests", "alpha": alpha, "threshold": thr, "series": f"first{FIRST_RUN}",
+                      "alpha_cut": cut, "pool": FIRST_POOL_NAME, "max_tokens": 1, "top_logprobs": TOP_LOGPROBS,
+                      "machine": MACHINE,
+                      "honest": {"fit_runs": len(fit), "heldout_runs": n_held, "heldout_alarms": alarms,
+                                 "heldout_rate_upper": rate_upper(alarms, n_held) if alarms is not None else None,
+                                 "replicas": honest_cfgs, "runs_by_replica": per,
+                                 "heldout_alarms_by_replica": ({c: sum(x > thr for x in v) for c, v in held.items()}
+                                                               if thr is not None else {}),
+                                 "thin_replicas": thin},
+                      "substitutes": sorted(subs, key=lambda c: -(c["power"] or 0))})
+    return cells
+
+
 def _records(claim: str, series: Path) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {}
     for f in sorted(series.glob("*.jsonl")):
@@ -283,6 +429,8 @@ def table() -> dict[str, Any]:
                                              for c, n in per.items() if n and thr is not None},
                                          "thin_replicas": thin},
                               "substitutes": sorted(subs, key=lambda c: -(c["power"] or 0))})
+    for claim in HONEST:
+        cells += first_table(claim)
     return {"date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), **pool_fields(),
             "zoo": _zoo_types(), "cells": cells}
 
@@ -347,6 +495,9 @@ def main() -> int:
     ap.add_argument("--first", type=int, default=0, help="first run index")
     ap.add_argument("--run-budget", type=int, default=300, choices=BUDGETS,
                     help="the series: output tokens per run (its prompts: ceil(budget / 64))")
+    ap.add_argument("--surface", choices=("logprob", "first-token"), default="logprob",
+                    help="the series to collect: 64-token trajectories, or one-token first-token runs "
+                         f"({FIRST_RUN} prompts each)")
     ap.add_argument("--plan", action="store_true", help="print the cells and their estimated cost")
     ap.add_argument("--table", action="store_true", help="write the calibration table from the recorded runs")
     ap.add_argument("--ship", action="store_true", help="with --table: also copy it into the package")
@@ -371,7 +522,10 @@ def main() -> int:
         return 0
     configs = [c for c in a.configs.split(",") if c] or list(HONEST[a.claim])
     for config in configs:
-        collect(a.claim, config, range(a.first, a.first + a.runs), a.run_budget)
+        if a.surface == "first-token":
+            collect_first(a.claim, config, range(a.first, a.first + a.runs))
+        else:
+            collect(a.claim, config, range(a.first, a.first + a.runs), a.run_budget)
     return 0
 
 

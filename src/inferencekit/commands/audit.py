@@ -24,6 +24,7 @@ from inferencekit.rundir import safe_name
 
 __all__ = ["CALIBRATION_PROMPTS", "audit_equivalence"]
 
+TEXT_REQUESTS, FIRST_TOKEN_REQUESTS = 160, 100  # --budget-requests defaults: the calibrated budgets
 CALIBRATION_PROMPTS = "calibration"  # --prompts: the audits' region of the calibration pool (equivalence_pool)
 
 
@@ -58,11 +59,13 @@ def render_audit(console: Any, rec: dict[str, Any]) -> None:
                  Arg("reference_model", "string", "With --reference local: 'embedded' (the embedded GGUF) or a "
                      ".gguf file or Hugging Face directory.", default="embedded"),
                  Arg("surface", "string", "Which test: 'logprob' (teacher-forced, needs top-k logprobs on generated "
-                     "tokens), 'text' (sampled completions against reference samples, for endpoints without "
-                     "logprobs), or 'auto' (logprob, else text when the endpoint returns none).", default="auto",
-                     choices=("auto", "logprob", "text")),
+                     "tokens), 'first-token' (one greedy token per prompt, its top-k logprobs against the "
+                     "reference's: many cheap requests), 'text' (sampled completions against reference samples, for "
+                     "endpoints without logprobs), or 'auto' (logprob, else text when the endpoint returns none).",
+                     default="auto", choices=("auto", "logprob", "first-token", "text")),
                  Arg("budget_tokens", "integer", "Logprob surface: output tokens to spend.", default=300),
-                 Arg("budget_requests", "integer", "Text surface: requests to spend.", default=160),
+                 Arg("budget_requests", "integer", "Text and first-token surfaces: requests to spend (default: 160 "
+                     "on the text surface, 100 on the first-token surface, as calibrated)."),
                  Arg("samples", "integer", "Text surface: completions per prompt (and as many from the reference).",
                      default=8),
                  Arg("sample_tokens", "integer", "Text surface: tokens per completion.", default=32),
@@ -77,7 +80,8 @@ def render_audit(console: Any, rec: dict[str, Any]) -> None:
 def audit_equivalence(call: Call, base_url: str | None = None, model: str | None = None, api_key_env: str | None = None,
                       timeout: float = 600.0, claim: str | None = None, reference: str | None = None,
                       reference_model: str = "embedded", surface: str = "auto", budget_tokens: int = 300,
-                      budget_requests: int = 160, samples: int = 8, sample_tokens: int = 32, max_tokens: int = 64,
+                      budget_requests: int | None = None, samples: int = 8, sample_tokens: int = 32,
+                      max_tokens: int = 64,
                       prompts: str = CALIBRATION_PROMPTS, seed: int = 0, table: str | None = None, label: str = "audit",
                       run_dir: str | None = None) -> Outcome:
     check_client_args(base_url, api_key_env, timeout)
@@ -88,6 +92,9 @@ def audit_equivalence(call: Call, base_url: str | None = None, model: str | None
                       "(--reference local scores against the model in this process)")
     if reference != "local":
         raise OpError(f"--reference {reference!r}: only 'local' is supported so far")
+    surface = surface.replace("-", "_")
+    if budget_requests is None:
+        budget_requests = FIRST_TOKEN_REQUESTS if surface == "first_token" else TEXT_REQUESTS
     if min(budget_tokens, max_tokens, budget_requests, sample_tokens) < 1 or samples < 2:
         raise OpError("--budget-tokens, --max-tokens, --budget-requests and --sample-tokens must be ≥ 1, --samples ≥ 2")
     safe_name(label, "--label")
@@ -95,7 +102,7 @@ def audit_equivalence(call: Call, base_url: str | None = None, model: str | None
     s = AuditSettings(claim=claim.upper(), budget_tokens=budget_tokens, max_tokens=max_tokens, seed=seed, label=label,
                       budget_requests=budget_requests, samples=samples, sample_tokens=sample_tokens)
     if prompts == CALIBRATION_PROMPTS:
-        pset = audit_prompt_set(s.prompts_needed(), seed)
+        pset = audit_prompt_set(s.prompts_needed(), seed, short=surface == "first_token")
     else:
         pset = load_prompt_set(prompts)
     plan = plan_audit(pset, s, surface)

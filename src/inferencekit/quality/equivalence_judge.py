@@ -28,7 +28,7 @@ from typing import Any
 from inferencekit.quality.equivalence_stats import rate_upper
 from inferencekit.stats import Verdict
 
-__all__ = ["MADE_FIELDS", "POWER_TARGET", "pick_cell", "judge_equivalence", "power_sentence"]
+__all__ = ["MADE_FIELDS", "POWER_TARGET", "pick_cell", "judge_equivalence", "power_sentence", "cell_notes"]
 
 POWER_TARGET = 0.95
 
@@ -142,3 +142,19 @@ def judge_equivalence(statistic: float | None, cells: Sequence[Mapping[str, Any]
     return {**base, "verdict": Verdict.PASS, "power": power,
             "reason": (f"{who} is within the honest threshold {thr:.4g} for a {claim} claim at {cell['budget']:g} "
                        f"{unit} (α = {_pct(alpha)}); {power}")}
+
+
+def cell_notes(cell: Mapping[str, Any] | None) -> list[str]:
+    """What the calibration cell that judged the run says of its own limits: an α it had to relax, and the machine
+    its honest runs were made on (honest numerics follow the CPU's kernels and the engine's build)."""
+    if not cell:
+        return []
+    notes = [f"calibration: {cell['alpha_cut']}"] if cell.get("alpha_cut") else []
+    thin = (cell.get("honest") or {}).get("thin_replicas") or []
+    if thin:
+        notes.append(f"calibration: honest replica(s) with too few runs to bound their own false alarms "
+                     f"({'; '.join(thin)}): an honest engine of that kind may alarm more often than α")
+    if cell.get("machine"):
+        notes.append(f"calibration made on {cell['machine']}: an honest engine on other hardware or another build "
+                     "may sit outside its thresholds; calibrate there (benchmarks/equivalence_calibration.py)")
+    return notes

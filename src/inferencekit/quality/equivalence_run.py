@@ -1,6 +1,6 @@
 """``inferencekit audit equivalence``: collect an audit run and judge it against the calibration table.
 
-Two surfaces. The logprob surface (an engine that returns top-k logprobs on generated tokens): greedy trajectories
+Three surfaces. The logprob surface (an engine that returns top-k logprobs on generated tokens): greedy trajectories
 of a seeded draw of chat prompts, enough for the token budget, into ``quality/<label>/``
 (``quality/trajectory.py``); each teacher-forced through the reference (``TrajectoryScorer``, the code
 ``quality score`` uses); the position rows reduced to the ``logprob`` run statistic
@@ -8,7 +8,8 @@ of a seeded draw of chat prompts, enough for the token budget, into ``quality/<l
 The text surface (``--surface text``: what an endpoint without logprobs allows; the logprobs it could
 give are not asked for): ``samples`` completions per prompt sampled at temperature 1 (one seed each)
 beside as many sampled from the reference in this process, reduced to the prompt-blocked MMD²
-(``equivalence_stats.blocked_mmd_test``), in requests.
+(``equivalence_stats.blocked_mmd_test``), in requests. The first-token surface (``--surface first-token``):
+one greedy token per prompt with top-k logprobs, in requests (``equivalence_first``).
 
 Collect (``collect_audit``) does the I/O; ``audit_report`` is pure.
 """
@@ -28,7 +29,7 @@ from inferencekit.api.client import Client
 from inferencekit.api.detect import EngineInfo
 from inferencekit.data.prompts import Prompt
 from inferencekit.errors import OpError
-from inferencekit.quality.equivalence_judge import judge_equivalence
+from inferencekit.quality.equivalence_judge import cell_notes, judge_equivalence
 from inferencekit.quality.equivalence_stats import SPECTRUM_N, blocked_mmd_test, logprob_statistic
 from inferencekit.quality.reference import Reference
 from inferencekit.quality.score_run import TrajectoryScorer
@@ -63,26 +64,30 @@ class AuditSettings:
     top_logprobs: int = 20
     seed: int = 0
     label: str = "audit"
-    surface: str = "logprob"  # or "text"
-    budget_requests: int = 160  # text surface: requests to spend (prompts = budget_requests / samples)
+    surface: str = "logprob"  # or "first_token", "text"
+    budget_requests: int = 160  # text: requests to spend (prompts = budget_requests / samples); first_token: prompts
     samples: int = 8  # text surface: completions per prompt, each side
     sample_tokens: int = 32  # text surface: tokens per completion
     pool: str | None = None  # the prompt pool's name (equivalence_pool.POOL_NAME when drawn from the calibration's)
 
     def prompts_needed(self) -> int:
         """Prompts both surfaces may use: the logprob budget's and the text budget's (``auto`` falls back)."""
+        if self.surface == "first_token":
+            return self.budget_requests
         return max(math.ceil(self.budget_tokens / self.max_tokens), math.ceil(self.budget_requests / self.samples))
 
     def made(self) -> dict[str, Any]:
         """How this run is made, as a calibration cell records it (``equivalence_judge.MADE_FIELDS``)."""
         if self.surface == "text":
             return {"pool": self.pool, "max_tokens": self.sample_tokens}
+        if self.surface == "first_token":
+            return {"pool": self.pool, "max_tokens": 1, "top_logprobs": self.top_logprobs}
         return {"pool": self.pool, "max_tokens": self.max_tokens, "top_logprobs": self.top_logprobs}
 
 
 def audit_prompts(pool: Sequence[Prompt], s: AuditSettings) -> list[Prompt]:
     """A seeded draw of chat prompts, enough for the budget: ``ceil(budget_tokens / max_tokens)`` on the logprob
-    surface, ``ceil(budget_requests / samples)`` on the text surface.
+    surface, ``ceil(budget_requests / samples)`` on the text surface, ``budget_requests`` on the first-token surface.
 
     Raises:
         OpError: the pool has fewer chat prompts than the budget needs.
@@ -91,6 +96,8 @@ def audit_prompts(pool: Sequence[Prompt], s: AuditSettings) -> list[Prompt]:
     if s.surface == "text":
         need = math.ceil(s.budget_requests / s.samples)
         what = f"a budget of {s.budget_requests} requests at {s.samples} per prompt"
+    elif s.surface == "first_token":
+        need, what = s.budget_requests, f"a budget of {s.budget_requests} one-token requests"
     else:
         need = math.ceil(s.budget_tokens / s.max_tokens)
         what = f"a budget of {s.budget_tokens} tokens at {s.max_tokens} per prompt"
@@ -178,28 +185,12 @@ def text_report(collected: Mapping[str, Any], cells: Sequence[Mapping[str, Any]]
         limitations.append(f"{len(collected['failed'])} sample request(s) failed")
     if not cells:
         limitations.append(f"no calibration table ({table_source}): no threshold, so no verdict but UNPROVEN")
-    limitations += _cell_notes(verdict.get("cell"))
+    limitations += cell_notes(verdict.get("cell"))
     return {"format": AUDIT_FORMAT, "surface": "text", "method": "text", "claim": s.claim,
             "budget_requests": s.budget_requests, "budget_used": collected["requests"], "statistic": stat,
             "verdict": str(verdict["verdict"]), "reason": verdict["reason"], "power": verdict.get("power"),
             "threshold": verdict.get("threshold"), "cell": verdict.get("cell"), "prompts": res["prompts"],
             "failed": list(collected["failed"]), "limitations": limitations, "table": table_source}
-
-
-def _cell_notes(cell: Mapping[str, Any] | None) -> list[str]:
-    """What the calibration cell that judged the run says of its own limits: an α it had to relax, and the machine
-    its honest runs were made on (honest numerics follow the CPU's kernels and the engine's build)."""
-    if not cell:
-        return []
-    notes = [f"calibration: {cell['alpha_cut']}"] if cell.get("alpha_cut") else []
-    thin = (cell.get("honest") or {}).get("thin_replicas") or []
-    if thin:
-        notes.append(f"calibration: honest replica(s) with too few runs to bound their own false alarms "
-                     f"({'; '.join(thin)}): an honest engine of that kind may alarm more often than α")
-    if cell.get("machine"):
-        notes.append(f"calibration made on {cell['machine']}: an honest engine on other hardware or another build "
-                     "may sit outside its thresholds; calibrate there (benchmarks/equivalence_calibration.py)")
-    return notes
 
 
 def comparable(scored: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -274,7 +265,7 @@ def audit_report(collected: Mapping[str, Any], cells: Sequence[Mapping[str, Any]
         limitations.append("trajectory integrity: " + "; ".join(collected["problems"][:3]))
     if not cells:
         limitations.append(f"no calibration table ({table_source}): no threshold, so no verdict but UNPROVEN")
-    limitations += _cell_notes(verdict.get("cell"))
+    limitations += cell_notes(verdict.get("cell"))
     return {"format": AUDIT_FORMAT, "surface": collected["surface"], "method": "logprob", "claim": s.claim,
             "budget_tokens": s.budget_tokens, "budget_used": stat.get("budget_nominal", 0),
             "positions": stat.get("positions", 0), "statistic": stat,

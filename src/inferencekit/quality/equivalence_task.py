@@ -14,7 +14,9 @@ from inferencekit.api.client import Client
 from inferencekit.api.detect import EngineInfo
 from inferencekit.data.prompts import Prompt, PromptSet
 from inferencekit.evidence import artifact
+from inferencekit.quality.equivalence_first import FIRST_TOKEN_STAT, collect_first_token, first_token_report
 from inferencekit.quality.equivalence_run import (
+    AUDIT_FORMAT,
     AuditSettings,
     audit_prompts,
     audit_report,
@@ -34,7 +36,7 @@ class AuditPlan:
     """The prompts and settings of both surfaces, drawn before anything is sent (a pool too small refuses here)."""
 
     s: AuditSettings
-    surface: str  # as asked: auto, logprob or text
+    surface: str  # as asked: auto, logprob, first_token or text
     pset: PromptSet
     chosen: tuple[Prompt, ...]
     text_s: AuditSettings
@@ -47,7 +49,7 @@ def plan_audit(pset: PromptSet, s: AuditSettings, surface: str) -> AuditPlan:
     Raises:
         OpError: the prompt set has too few chat prompts for the budget (``audit_prompts``).
     """
-    s = dataclasses.replace(s, surface="text" if surface == "text" else "logprob", pool=pset.name)
+    s = dataclasses.replace(s, surface=surface if surface in ("text", "first_token") else "logprob", pool=pset.name)
     chosen = audit_prompts(pset.prompts, s)
     text_s = dataclasses.replace(s, surface="text")
     text_chosen = audit_prompts(pset.prompts, text_s) if surface == "auto" else chosen
@@ -63,6 +65,14 @@ def statistic_line(report: dict[str, Any]) -> str:
     st = report["statistic"]
     if st.get("statistic") is None:
         return f"no statistic; calibration: {report['table']}"
+    if st.get("name") == FIRST_TOKEN_STAT:
+        agree = st.get("top1_agreement")
+        return (f"statistic first_token = {_num(st['statistic'])} nats (mean over {st['prompts']} prompts of the mean "
+                f"|logprob difference| over the reference's top-k for the first output token; top-1 agreement "
+                f"{'n/a' if agree is None else f'{100 * agree:.1f}%'}; paired permutation p = "
+                f"{_num(st.get('shift_p_value'))} for a shift of the reference's top token, mean "
+                f"{_num(st.get('shift_mean'))} nats) from {report['budget_used']} requests; calibration: "
+                f"{report['table']}")
     if st.get("name") == "mmd":
         return (f"statistic MMD² = {_num(st['statistic'])} (mean over {st['prompts']} prompts of the unbiased MMD² "
                 f"between engine and reference samples, {st['kernel']} kernel; permutation p = {_num(st['p_value'])}) "
@@ -78,6 +88,12 @@ async def run_audit(client: Client, info: EngineInfo, ref: LocalReference, run: 
     report, ``quality/<label>-equivalence.json`` the same with the reference and the prompt ids)."""
     s, chosen = plan.s, list(plan.chosen)
     report: dict[str, Any] | None = None
+    if s.surface == "first_token":
+        got = await collect_first_token(client, info, ref, chosen, run.quality_dir(s.label),
+                                        top_logprobs=s.top_logprobs, label=s.label, concurrency=4,
+                                        prompts_sha256=plan.pset.sha256)
+        report = {"format": AUDIT_FORMAT, **first_token_report(got, cells, claim=s.claim, made=s.made(),
+                                                                table_source=table_source)}
     if s.surface == "logprob":
         got = await collect_audit(client, info, ref, chosen, run, s,
                                   prompts_info={**plan.pset.describe(), "selected": [p.id for p in chosen]})
@@ -102,10 +118,11 @@ async def run_audit(client: Client, info: EngineInfo, ref: LocalReference, run: 
                   "samples": s.samples, "sample_tokens": s.sample_tokens, "seed": s.seed,
                   "reference": ref.describe()},
         metrics=[{"name": "equivalence_statistic", "value": st.get("statistic"),
-                  "unit": "MMD² (kernel units)" if st.get("name") == "mmd" else "nats/token",
+                  "unit": {"mmd": "MMD² (kernel units)", FIRST_TOKEN_STAT: "nats"}.get(st.get("name") or "",
+                                                                                    "nats/token"),
                   "method": statistic_line(report)},
                  {"name": "budget_used", "value": report["budget_used"],
-                  "unit": ("requests" if report["surface"] == "text"
+                  "unit": ("requests" if report["surface"] in ("text", "first_token")
                            else "output tokens (prompts scored × max_tokens)")}],
         artifacts=[artifact(report_path, run.path, "equivalence_report"),
                    *([artifact(out_dir / "index.json", run.path, "trajectory_index")]

@@ -29,3 +29,15 @@ def test_regions_are_enforced():
         pool.calibration_prompts(pool.AUDIT_FROM + 1)
     with pytest.raises(OpError, match="at most 2000 prompts"):
         pool.audit_region(pool.POOL_END - pool.AUDIT_FROM + 1, seed=0)
+
+
+def test_the_first_token_pool_is_the_short_prompts_of_the_same_regions():
+    fitted = pool.calibration_prompts(4000, short=True)
+    drawn = pool.audit_prompt_set(300, seed=2, short=True)
+    assert drawn.name == pool.FIRST_POOL_NAME and len(drawn.prompts) == 300
+    assert all(pool.is_short(p) for p in [*fitted, *drawn.prompts])
+    assert not {p.id for p in fitted} & {p.id for p in drawn.prompts}
+    # the short calibration prompts keep the pool's order: the first ones are the pool's first short ones
+    assert [p.id for p in fitted[:20]] == [p.id for p in pool.calibration_prompts(60) if pool.is_short(p)][:20]
+    with pytest.raises(OpError, match="short prompts below pool position 8000"):
+        pool.calibration_prompts(pool.AUDIT_FROM, short=True)
