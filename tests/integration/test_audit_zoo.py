@@ -69,3 +69,56 @@ def test_the_honest_embedded_engine_passes_with_its_power(embedded_engine, tmp_p
     assert out["statistic"]["name"] == "gap"  # llama-cpp-python names no token ids
     assert "within the honest threshold" in out["reason"] and "would detect" in out["reason"]
     assert "not ruled out" in out["reason"]
+
+
+def test_calibrate_builds_a_table_the_audit_reads(embedded_engine, q4_0_server, tmp_path, capsys) -> None:
+    """``audit calibrate`` through the real engines, smallest size: 4 runs of 2 prompts each. Four honest runs
+    cannot set a threshold at any α, so the table says so and the audit judged by it is UNPROVEN, naming why."""
+    table = tmp_path / "table.json"
+    code = main(["audit", "calibrate", "--claim", "Q4_1", "--honest", f"embedded={embedded_engine.url}",
+                 "--substitute", f"q4_0={q4_0_server.url}", "--runs", "4", "--run-budget", "100", "--reference",
+                 "local", "--out", str(table), "--run-dir", str(tmp_path / "cal"), "--json", "--quiet"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0, out
+    assert out["runs_made"] == {"embedded": 4, "q4_0": 4}
+    recs = (tmp_path / "cal" / "calibration" / "Q4_1" / "b100" / "embedded.jsonl").read_text().splitlines()
+    assert sorted(json.loads(r)["run"] for r in recs) == [0, 1, 2, 3]
+    doc = json.loads(table.read_text())
+    assert doc["made_by"] == "inferencekit audit calibrate" and doc["reference"]["dtype"] == "float32"
+    gap = [c for c in doc["cells"] if c["statistic"] == "gap"]  # llama-cpp-python names no ids: gap alone
+    assert [c["budget"] for c in gap] == [100]
+    cell = gap[0]
+    assert cell["threshold"] is None and cell["honest"]["fit_runs"] == 2 and cell["honest"]["heldout_runs"] == 2
+    assert cell["substitutes"][0]["name"] == "q4_0" and cell["substitutes"][0]["runs"] == 4
+    # resuming makes nothing new
+    code = main(["audit", "calibrate", "--claim", "Q4_1", "--honest", f"embedded={embedded_engine.url}",
+                 "--substitute", f"q4_0={q4_0_server.url}", "--runs", "4", "--run-budget", "100", "--reference",
+                 "local", "--out", str(table), "--run-dir", str(tmp_path / "cal"), "--json", "--quiet"])
+    assert code == 0 and json.loads(capsys.readouterr().out)["runs_made"] == {"embedded": 0, "q4_0": 0}
+    code = main(["audit", "equivalence", "--base-url", embedded_engine.url, "--claim", "Q4_1", "--reference",
+                 "local", "--budget-tokens", "100", "--table", str(table), "--run-dir", str(tmp_path / "a"), "--json",
+                 "--quiet"])
+    verdict = json.loads(capsys.readouterr().out)
+    assert verdict["verdict"] == "UNPROVEN" and "has no threshold (too few honest runs)" in verdict["reason"]
+
+
+def test_first_token_surface_fails_q4_0_claiming_f16(q4_0_server, tmp_path, capsys) -> None:
+    code = main(["audit", "equivalence", "--base-url", q4_0_server.url, "--claim", "F16", "--reference", "local",
+                 "--surface", "first-token", "--run-dir", str(tmp_path / "ft"), "--json", "--quiet"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 1 and out["verdict"] == "FAIL", out
+    assert out["surface"] == "first_token" and out["statistic"]["name"] == "first_token"
+    assert out["statistic"]["prompts"] >= 90  # of 100 requests: a few prompts may be tokenized otherwise
+    assert "first_token = " in out["reason"] and "requests" in out["reason"]
+    assert any("first-token surface" in x for x in out["limitations"])
+
+
+def test_first_token_surface_on_an_engine_without_token_ids_is_unproven(embedded_engine, tmp_path, capsys) -> None:
+    code = main(["audit", "equivalence", "--base-url", embedded_engine.url, "--claim", "Q4_1", "--reference",
+                 "local", "--surface", "first-token", "--budget-requests", "10", "--run-dir", str(tmp_path / "ft"),
+                 "--json", "--quiet"])
+    out = json.loads(capsys.readouterr().out)
+    assert out["verdict"] == "UNPROVEN" and code != 0, out
+    assert out["statistic"]["statistic"] is None
+    assert any("10 prompt(s) without token ids" in x for x in out["limitations"])
+    assert "name no token ids" in out["reason"]

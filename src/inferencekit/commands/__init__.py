@@ -12,6 +12,7 @@ from typing import Any
 from inferencekit.commands import (  # noqa: F401
     appliance,
     audit,
+    audit_calibrate,
     bench,
     cheat,
     engine,

@@ -100,7 +100,8 @@ def audit_equivalence(call: Call, base_url: str | None = None, model: str | None
     safe_name(label, "--label")
     cells, table_source = load_table(table)
     s = AuditSettings(claim=claim.upper(), budget_tokens=budget_tokens, max_tokens=max_tokens, seed=seed, label=label,
-                      budget_requests=budget_requests, samples=samples, sample_tokens=sample_tokens)
+                      budget_requests=budget_requests, samples=samples, sample_tokens=sample_tokens,
+                      surface="first_token" if surface == "first_token" else "logprob")
     if prompts == CALIBRATION_PROMPTS:
         pset = audit_prompt_set(s.prompts_needed(), seed, short=surface == "first_token")
     else:

@@ -175,6 +175,10 @@ def first_token_report(collected: Mapping[str, Any], cells: Sequence[Mapping[str
     if not cells:
         limitations.append(f"no calibration table ({table_source}): no threshold, so no verdict but UNPROVEN")
     limitations += cell_notes(verdict.get("cell"))
+    if summary["statistic"] is None and no_ids:
+        verdict["reason"] = ("the engine's top-k lists name no token ids, and the first-token test pairs the engine's "
+                             "list with the reference's by id: no statistic (--surface logprob judges such an engine "
+                             "on its text, re-tokenized by the reference)")
     stat = {k: v for k, v in summary.items() if k != "distances"}
     return {"surface": "first_token", "method": FIRST_TOKEN_STAT, "claim": claim, "budget_used": budget,
             "statistic": stat, "distances": summary["distances"], "verdict": str(verdict["verdict"]),

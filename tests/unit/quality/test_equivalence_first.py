@@ -105,6 +105,7 @@ def test_an_engine_whose_lists_name_no_ids_is_unproven_and_says_why():
     rep = first_token_report({"pairs": pairs, "failed": []}, [CELL], claim="F16", made=MADE, table_source="test")
     assert rep["verdict"] == "UNPROVEN" and rep["statistic"]["statistic"] is None
     assert any("8 prompt(s) without token ids" in x for x in rep["limitations"])
+    assert "name no token ids" in rep["reason"] and "--surface logprob" in rep["reason"]
 
 
 def test_a_prompt_tokenized_otherwise_is_left_out_but_counted_in_the_budget():

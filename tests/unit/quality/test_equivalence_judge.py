@@ -70,3 +70,9 @@ def test_made_alike_ignores_fields_either_side_lacks():
     assert pick_cell([cell], "logprob", "F16", 320, "kl+gap", {"pool": "x", "max_tokens": 64}) == cell
     assert pick_cell([cell], "logprob", "F16", 320, "kl+gap", {"max_tokens": 32}) is None
     assert pick_cell([{**cell, "max_tokens": None}], "logprob", "F16", 320, "kl+gap", {"max_tokens": 32}) is not None
+
+
+def test_a_cell_too_small_for_any_threshold_is_unproven_not_an_error():
+    cell = {**CELLS[0], "threshold": None, "honest": {"fit_runs": 2, "heldout_runs": 2, "heldout_alarms": None}}
+    r = judge_equivalence(0.02, [cell], method="logprob", claim="F16", budget_used=300)
+    assert r["verdict"] == "UNPROVEN" and "has no threshold (too few honest runs)" in r["reason"]
