@@ -348,6 +348,7 @@ async def equivalence_part(client: Client, info: Any, run: RunDir, budget_tokens
     """``(part, records)``: ``audit equivalence`` on the calibration pool (logprob surface, text when the endpoint
     returns no logprobs) against the float32 ``reference`` for ``claim``. No claim or no reference: the part is
     UNPROVEN with the reason (issue 20: inside verify a missing reference is not a refusal)."""
+    from inferencekit.quality.equivalence_first import FIRST_TOKEN_REQUESTS
     from inferencekit.quality.equivalence_pool import audit_prompt_set
     from inferencekit.quality.equivalence_run import AuditSettings, load_table
     from inferencekit.quality.equivalence_task import plan_audit, run_audit
@@ -369,7 +370,8 @@ async def equivalence_part(client: Client, info: Any, run: RunDir, budget_tokens
         cells, table_source = load_table(None)
         # the pool's loader runs its own event loop: off this one, in a worker thread
         pset = await asyncio.to_thread(audit_prompt_set, s.prompts_needed(), 0)
-        plan = plan_audit(pset, s, "auto")
+        first = await asyncio.to_thread(lambda: audit_prompt_set(FIRST_TOKEN_REQUESTS, 0, short=True))
+        plan = plan_audit(pset, s, "auto", first)
         ref = LocalReference(load_local_model(local_source(reference)), k=s.top_logprobs)
     except OpError as e:
         return _part(EQUIV_PART, None, None, "NOT RUN", str(e)), []

@@ -61,12 +61,17 @@ def test_q4_0_claiming_q4_1_fails(q4_0_server, tmp_path, capsys) -> None:
     st = out["statistic"]
     assert st["name"] == "kl+gap" and st["statistic"] > 0
     assert "is above the honest threshold" in out["reason"] and "held-out honest runs" in out["reason"]
+    # llama-server names token ids, so the first-token test ran beside the verdict, for information only
+    [info] = out["informational"]
+    assert info["method"] == "first_token" and info["budget_used"] >= 90
+    assert info["statistic"]["statistic"] > 0 and info["statistic"]["prompts"] >= 90
 
 
 def test_the_honest_embedded_engine_passes_with_its_power(embedded_engine, tmp_path, capsys) -> None:
     code, out = _audit(embedded_engine.url, tmp_path / "honest", capsys)
     assert code == 0 and out["verdict"] == "PASS", out
     assert out["statistic"]["name"] == "gap"  # llama-cpp-python names no token ids
+    assert out["informational"] == []  # so the first-token test, which pairs lists by id, did not run
     assert "within the honest threshold" in out["reason"] and "would detect" in out["reason"]
     assert "not ruled out" in out["reason"]
 

@@ -12,6 +12,7 @@ from inferencekit.data.prompts import load_prompt_set
 from inferencekit.engines.target import serve_target
 from inferencekit.errors import OpError
 from inferencekit.options import CLIENT_ARGS, check_client_args
+from inferencekit.quality.equivalence_first import FIRST_TOKEN_REQUESTS
 from inferencekit.quality.equivalence_pool import audit_prompt_set
 from inferencekit.quality.equivalence_run import AuditSettings, load_table
 from inferencekit.quality.equivalence_task import plan_audit, run_audit, statistic_line
@@ -24,7 +25,7 @@ from inferencekit.rundir import safe_name
 
 __all__ = ["CALIBRATION_PROMPTS", "audit_equivalence"]
 
-TEXT_REQUESTS, FIRST_TOKEN_REQUESTS = 160, 100  # --budget-requests defaults: the calibrated budgets
+TEXT_REQUESTS = 160  # --budget-requests default on the text surface (FIRST_TOKEN_REQUESTS on the first-token one)
 CALIBRATION_PROMPTS = "calibration"  # --prompts: the audits' region of the calibration pool (equivalence_pool)
 
 
@@ -34,6 +35,8 @@ def render_audit(console: Any, rec: dict[str, Any]) -> None:
                   f"surface {d['surface']}", highlight=False)
     console.print(d["reason"], markup=False, highlight=False)
     console.print(statistic_line(d), markup=False, highlight=False)
+    for x in d.get("informational") or ():
+        console.print(f"informational, {x['method']}: {x['verdict']} — {x['reason']}", markup=False, highlight=False)
     print_limitations(console, rec["limitations"])
     console.print(f"run dir: {rec['data']['run_dir']}   record: {rec['evidence_id']}", markup=False, highlight=False)
 
@@ -102,11 +105,14 @@ def audit_equivalence(call: Call, base_url: str | None = None, model: str | None
     s = AuditSettings(claim=claim.upper(), budget_tokens=budget_tokens, max_tokens=max_tokens, seed=seed, label=label,
                       budget_requests=budget_requests, samples=samples, sample_tokens=sample_tokens,
                       surface="first_token" if surface == "first_token" else "logprob")
+    first_pset = None
     if prompts == CALIBRATION_PROMPTS:
         pset = audit_prompt_set(s.prompts_needed(), seed, short=surface == "first_token")
+        if surface == "auto":  # the informational first-token test, run when the engine names token ids
+            first_pset = audit_prompt_set(FIRST_TOKEN_REQUESTS, seed, short=True)
     else:
         pset = load_prompt_set(prompts)
-    plan = plan_audit(pset, s, surface)
+    plan = plan_audit(pset, s, surface, first_pset)
     src = local_source(reference_model)
     run = open_task_run(run_dir, call.argv, call.operation)
     try:
@@ -128,5 +134,5 @@ def audit_equivalence(call: Call, base_url: str | None = None, model: str | None
     payload = {"evidence_id": rec["evidence_id"], "verdict": rec["verdict"], "reason": report["reason"],
                "statistic": report["statistic"], "surface": report["surface"], "claim": report["claim"],
                "run_dir": str(run.path), "report_file": str(run.quality_file(f"{label}-equivalence.json")),
-               "limitations": report["limitations"]}
+               "limitations": report["limitations"], "informational": report.get("informational") or []}
     return Outcome(payload, rec["verdict"], lambda console: render_audit(console, rec))

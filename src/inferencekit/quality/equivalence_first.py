@@ -34,10 +34,11 @@ from inferencekit.quality.score_run import TrajectoryScorer
 from inferencekit.quality.trajectory import TrajectorySettings, collect_engine, write_index
 from inferencekit.quality.trajectory_store import load_set
 
-__all__ = ["FIRST_TOKEN_STAT", "reference_top", "first_token_pairs", "collect_first_token", "shift_test",
-           "first_token_summary", "first_token_report"]
+__all__ = ["FIRST_TOKEN_REQUESTS", "FIRST_TOKEN_STAT", "reference_top", "first_token_pairs", "collect_first_token",
+           "shift_test", "first_token_summary", "first_token_report"]
 
 FIRST_TOKEN_STAT = "first_token"  # the statistic's name in calibration cells
+FIRST_TOKEN_REQUESTS = 100  # the default budget: a calibrated cell's (benchmarks/equivalence_calibration.py)
 
 
 def reference_top(row: Mapping[int, float], k: int) -> dict[int, float]:

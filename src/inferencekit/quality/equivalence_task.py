@@ -14,7 +14,12 @@ from inferencekit.api.client import Client
 from inferencekit.api.detect import EngineInfo
 from inferencekit.data.prompts import Prompt, PromptSet
 from inferencekit.evidence import artifact
-from inferencekit.quality.equivalence_first import FIRST_TOKEN_STAT, collect_first_token, first_token_report
+from inferencekit.quality.equivalence_first import (
+    FIRST_TOKEN_REQUESTS,
+    FIRST_TOKEN_STAT,
+    collect_first_token,
+    first_token_report,
+)
 from inferencekit.quality.equivalence_run import (
     AUDIT_FORMAT,
     AuditSettings,
@@ -41,10 +46,13 @@ class AuditPlan:
     chosen: tuple[Prompt, ...]
     text_s: AuditSettings
     text_chosen: tuple[Prompt, ...]
+    first_s: AuditSettings | None = None  # under auto: the informational first-token test, when its pool was given
+    first_chosen: tuple[Prompt, ...] = ()
 
 
-def plan_audit(pset: PromptSet, s: AuditSettings, surface: str) -> AuditPlan:
-    """Draw the prompts of the asked surface (and, under ``auto``, of the text fallback).
+def plan_audit(pset: PromptSet, s: AuditSettings, surface: str, first_pset: PromptSet | None = None) -> AuditPlan:
+    """Draw the prompts of the asked surface (and, under ``auto``, of the text fallback and, given ``first_pset``,
+    of the informational first-token test: ``FIRST_TOKEN_REQUESTS`` of its prompts).
 
     Raises:
         OpError: the prompt set has too few chat prompts for the budget (``audit_prompts``).
@@ -53,7 +61,28 @@ def plan_audit(pset: PromptSet, s: AuditSettings, surface: str) -> AuditPlan:
     chosen = audit_prompts(pset.prompts, s)
     text_s = dataclasses.replace(s, surface="text")
     text_chosen = audit_prompts(pset.prompts, text_s) if surface == "auto" else chosen
-    return AuditPlan(s, surface, pset, tuple(chosen), text_s, tuple(text_chosen))
+    first_s: AuditSettings | None = None
+    first_chosen: tuple[Prompt, ...] = ()
+    if surface == "auto" and first_pset is not None:
+        first_s = dataclasses.replace(s, surface="first_token", pool=first_pset.name,
+                                      budget_requests=FIRST_TOKEN_REQUESTS, label=f"{s.label}-first")
+        first_chosen = tuple(audit_prompts(first_pset.prompts, first_s))
+    return AuditPlan(s, surface, pset, tuple(chosen), text_s, tuple(text_chosen), first_s, first_chosen)
+
+
+async def _informational_first_token(client: Client, info: EngineInfo, ref: LocalReference, run: RunDir,
+                                     plan: AuditPlan, cells: Sequence[dict[str, Any]],
+                                     table_source: str) -> dict[str, Any] | None:
+    """The first-token test beside a logprob verdict (issue 20: the tests the surface allows besides the primary
+    one are informational): its verdict and reason, never the audit's."""
+    fs = plan.first_s
+    if fs is None or not plan.first_chosen:
+        return None
+    got = await collect_first_token(client, info, ref, list(plan.first_chosen), run.quality_dir(fs.label),
+                                    top_logprobs=fs.top_logprobs, label=fs.label, concurrency=4)
+    rep = first_token_report(got, cells, claim=fs.claim, made=fs.made(), table_source=table_source)
+    return {"method": FIRST_TOKEN_STAT, "verdict": rep["verdict"], "reason": rep["reason"],
+            "statistic": rep["statistic"], "budget_used": rep["budget_used"], "limitations": rep["limitations"]}
 
 
 def _num(x: Any) -> str:
@@ -99,6 +128,10 @@ async def run_audit(client: Client, info: EngineInfo, ref: LocalReference, run: 
                                   prompts_info={**plan.pset.describe(), "selected": [p.id for p in chosen]})
         if got["surface"] == "logprob" or plan.surface == "logprob":  # asked for logprobs: no fallback
             report = audit_report(got, cells, s, table_source)
+            if report["statistic"].get("name") == "kl+gap":  # the engine names token ids: first-token can run
+                extra = await _informational_first_token(client, info, ref, run, plan, cells, table_source)
+                if extra is not None:
+                    report["informational"] = [extra]
     if report is None:  # the text surface, asked for or (auto) because the endpoint returned no logprobs
         s, chosen = plan.text_s, list(plan.text_chosen)
         got = await collect_text(client, info, ref.m, chosen, run.quality_dir(f"{s.label}-text"), s)
