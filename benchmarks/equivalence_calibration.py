@@ -55,22 +55,33 @@ from inferencekit.engines.launcher import start_engine, stop_engine  # noqa: E40
 from inferencekit.engines.model import embedded_gguf  # noqa: E402
 from inferencekit.engines.recipes import cache_root  # noqa: E402
 from inferencekit.quality.equivalence_calibrate import (  # noqa: E402
+    FIRST_BUDGETS,
     FIRST_RUN,
+    TEXT_BUDGETS,
+    TEXT_RUN,
+    TEXT_SAMPLES,
+    TEXT_TOKENS,
     CachedReference,
     done_runs,
     read_records,
     record_runs,
     run_prompts,
     runs_pool,
+    series_name,
 )
-from inferencekit.quality.equivalence_cells import first_token_cells, logprob_cells  # noqa: E402
-from inferencekit.quality.equivalence_pool import FIRST_POOL_NAME, MAX_TOKENS, TOP_LOGPROBS, pool_fields  # noqa: E402
+from inferencekit.quality.equivalence_cells import first_token_cells, logprob_cells, text_cells  # noqa: E402
+from inferencekit.quality.equivalence_pool import (  # noqa: E402
+    FIRST_POOL_NAME,
+    MAX_TOKENS,
+    POOL_NAME,
+    TOP_LOGPROBS,
+    pool_fields,
+)
 from inferencekit.quality.reference import LocalReference  # noqa: E402
 
 RUNS_DIR = ROOT / "benchmarks" / "results" / "equivalence_runs"
 SHIPPED = ROOT / "src" / "inferencekit" / "quality" / "equivalence_table.json"
 BUDGETS = (100, 300, 1000, 3000)
-FIRST_BUDGETS = (50, 100, 300)  # first-token cells, in requests: consecutive runs of FIRST_RUN
 CLAIM_FILE = {"F16": "f16", "Q4_1": "q4_1"}
 # honest replicas per claim (issue 20); vLLM serves the float32 weights: an F16 claim's honest model at higher
 # precision, kept out until a run shows it inside the F16 family
@@ -140,7 +151,7 @@ def collect(claim: str, config: str, runs: range, run_budget: int, surface: str)
     """Record ``runs`` of ``config`` (those not yet recorded) in its series file, starting its engine(s)."""
     from inferencekit.quality.local_model import load_local_model
 
-    series = f"first{FIRST_RUN}" if surface == "first_token" else f"b{run_budget}"
+    series = series_name(surface, run_budget)
     out = RUNS_DIR / claim / series / f"{config}.jsonl"
     if not set(runs) - done_runs(out):
         print(f"{claim} {config}: {series} runs {runs.start}-{runs.stop - 1} recorded", file=sys.stderr)
@@ -152,7 +163,9 @@ def collect(claim: str, config: str, runs: range, run_budget: int, surface: str)
         ref = CachedReference(ref, cache_root() / "eqcal" / "first-token-reference.jsonl")
 
     def show(rec: dict[str, Any]) -> None:
-        if surface == "first_token":
+        if surface == "text":
+            what = json.dumps(rec["budgets"].get(str(TEXT_BUDGETS[-1])))
+        elif surface == "first_token":
             ds = list(rec["distances"].values())
             what = f"{sum(ds) / len(ds) if ds else None} over {len(ds)} prompts, top-1 {rec['top1_agreement']}"
         else:
@@ -202,7 +215,12 @@ def table() -> dict[str, Any]:
         cells += first_token_cells(claim, recs, HONEST_FIRST[claim], SUBSTITUTES[claim], FIRST_BUDGETS, FIRST_RUN,
                                    0.01, {"series": f"first{FIRST_RUN}", "pool": FIRST_POOL_NAME, "max_tokens": 1,
                                           "top_logprobs": TOP_LOGPROBS, "machine": MACHINE})
-    cells.sort(key=lambda c: (c["claim"], c["method"] != "logprob", c["statistic"], c["budget"]))
+        recs = _records(RUNS_DIR / claim / f"text{TEXT_RUN}")
+        cells += text_cells(claim, recs, HONEST[claim], SUBSTITUTES[claim], TEXT_BUDGETS, 0.05,
+                            {"series": f"text{TEXT_RUN}", "pool": POOL_NAME, "max_tokens": TEXT_TOKENS,
+                             "machine": MACHINE})
+    cells.sort(key=lambda c: (c["claim"], ("logprob", "first_token", "text").index(c["method"]), c["statistic"],
+                              c["budget"]))
     return {"date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), **pool_fields(),
             "zoo": _zoo_types(), "cells": cells}
 
@@ -268,9 +286,9 @@ def main() -> int:
     ap.add_argument("--first", type=int, default=0, help="first run index")
     ap.add_argument("--run-budget", type=int, default=300, choices=BUDGETS,
                     help="the series: output tokens per run (its prompts: ceil(budget / 64))")
-    ap.add_argument("--surface", choices=("logprob", "first-token"), default="logprob",
-                    help="the series to collect: 64-token trajectories, or one-token first-token runs "
-                         f"({FIRST_RUN} prompts each)")
+    ap.add_argument("--surface", choices=("logprob", "first-token", "text"), default="logprob",
+                    help="the series to collect: 64-token trajectories, one-token first-token runs "
+                         f"({FIRST_RUN} prompts each), or sampled text runs ({TEXT_RUN} prompts × {TEXT_SAMPLES})")
     ap.add_argument("--plan", action="store_true", help="print the cells and their estimated cost")
     ap.add_argument("--table", action="store_true", help="write the calibration table from the recorded runs")
     ap.add_argument("--ship", action="store_true", help="with --table: also copy it into the package")
@@ -295,10 +313,7 @@ def main() -> int:
         return 0
     configs = [c for c in a.configs.split(",") if c] or list(HONEST[a.claim])
     for config in configs:
-        if a.surface == "first-token":
-            collect(a.claim, config, range(a.first, a.first + a.runs), a.run_budget, "first_token")
-        else:
-            collect(a.claim, config, range(a.first, a.first + a.runs), a.run_budget, "logprob")
+        collect(a.claim, config, range(a.first, a.first + a.runs), a.run_budget, a.surface.replace("-", "_"))
     return 0
 
 

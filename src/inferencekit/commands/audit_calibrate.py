@@ -14,15 +14,19 @@ from inferencekit.api.endpoint import Endpoint
 from inferencekit.errors import OpError
 from inferencekit.options import check_client_args, check_urls
 from inferencekit.quality.equivalence_calibrate import (
+    FIRST_BUDGETS,
     FIRST_RUN,
     LOGPROB_BUDGETS,
+    TEXT_BUDGETS,
+    TEXT_TOKENS,
     CachedReference,
     read_records,
     record_runs,
     run_prompts,
     runs_pool,
+    series_name,
 )
-from inferencekit.quality.equivalence_cells import first_token_cells, logprob_cells
+from inferencekit.quality.equivalence_cells import first_token_cells, logprob_cells, text_cells
 from inferencekit.quality.equivalence_pool import (
     FIRST_POOL_NAME,
     MAX_TOKENS,
@@ -38,7 +42,6 @@ from inferencekit.rundir import safe_name, write_json
 
 __all__ = ["parse_named_urls", "plan_runs", "audit_calibrate"]
 
-FIRST_BUDGETS = (50, 100, 300)  # requests: consecutive first-token runs of FIRST_RUN prompts
 
 
 def parse_named_urls(text: str | None, kind: str) -> list[tuple[str, str]]:
@@ -87,7 +90,8 @@ def plan_runs(honest: list[tuple[str, str]], substitutes: list[tuple[str, str]],
            description="Sends calibration runs (disjoint slices of the calibration pool: ShareGPT first turns, "
                        "positions below 8,000) to each endpoint and scores them against the reference, as the shipped "
                        "table was made: logprob runs of ceil(--run-budget / 64) prompts × 64 greedy tokens with "
-                       "top-20 logprobs, or first-token runs of 50 short prompts × one token. Honest replicas of "
+                       "top-20 logprobs, first-token runs of 50 short prompts × one token, or text runs of 20 "
+                       "prompts × 8 completions sampled from the endpoint and from the reference. Honest replicas of "
                        "the claim take disjoint runs; honest runs of even index fit the threshold (split-conformal "
                        "quantile at α = 1% up to 1,000 tokens and for first-token cells, 5% above, relaxed to 5% and "
                        "said when the fit set is too small), odd ones are held out and their false alarms bounded "
@@ -101,8 +105,9 @@ def plan_runs(honest: list[tuple[str, str]], substitutes: list[tuple[str, str]],
                      "named honest-1 …). Different engines or settings make the threshold hold across them."),
                  Arg("substitute", "string", "Substitutes the power is measured against: name=URL[,…], ordered "
                      "as you like; the table lists them from the most to the least detected."),
-                 Arg("surface", "string", "Which series: 'logprob' or 'first-token'.", default="logprob",
-                     choices=("logprob", "first-token")),
+                 Arg("surface", "string", "Which series: 'logprob', 'first-token' or 'text' (runs of 20 prompts × 8 "
+                     "sampled completions each side; cells at 80 and 160 requests, α = 5%).", default="logprob",
+                     choices=("logprob", "first-token", "text")),
                  Arg("runs", "integer", "Runs per configuration (≥ 40 per claim for a 5% cell; 600 honest runs "
                      "for a 1% cell with a held-out bound at 1%).", default=40),
                  Arg("run_budget", "integer", "Logprob surface: output tokens per run (cells at every budget of "
@@ -138,7 +143,7 @@ def audit_calibrate(call: Call, claim: str | None = None, honest: str | None = N
     plan = plan_runs(hon, subs, runs, surface, run_budget, calibration_capacity(short=surface == "first_token"))
     src = local_source(reference_model)
     run = open_task_run(run_dir, call.argv, call.operation)
-    series = f"first{FIRST_RUN}" if surface == "first_token" else f"b{run_budget}"
+    series = series_name(surface, run_budget)
     rec_dir = run.path / "calibration" / safe_name(claim.upper(), "--claim") / series
     from inferencekit.quality.local_model import load_local_model
 
@@ -161,7 +166,10 @@ def audit_calibrate(call: Call, claim: str | None = None, honest: str | None = N
     recs = {name: read_records(rec_dir / f"{name}.jsonl") for name, _ in [*hon, *subs]}
     machine = "the endpoints given to audit calibrate: " + ", ".join(f"{n}={u}" for n, u in [*hon, *subs])
     h, s = [n for n, _ in hon], [n for n, _ in subs]
-    if surface == "first_token":
+    if surface == "text":
+        cells = text_cells(claim.upper(), recs, h, s, TEXT_BUDGETS, 0.05,
+                           {"series": series, "pool": POOL_NAME, "max_tokens": TEXT_TOKENS, "machine": machine})
+    elif surface == "first_token":
         cells = first_token_cells(claim.upper(), recs, h, s, FIRST_BUDGETS, FIRST_RUN, 0.01,
                                   {"series": series, "pool": FIRST_POOL_NAME, "max_tokens": 1,
                                    "top_logprobs": TOP_LOGPROBS, "machine": machine})

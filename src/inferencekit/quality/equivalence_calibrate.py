@@ -22,6 +22,7 @@ from typing import Any
 from inferencekit.api.client import Client
 from inferencekit.api.detect import EngineInfo
 from inferencekit.data.prompts import Prompt
+from inferencekit.errors import OpError
 from inferencekit.quality.equivalence_first import collect_first_token, first_token_summary
 from inferencekit.quality.equivalence_pool import (
     FIRST_POOL_NAME,
@@ -30,23 +31,34 @@ from inferencekit.quality.equivalence_pool import (
     TOP_LOGPROBS,
     calibration_prompts,
 )
-from inferencekit.quality.equivalence_run import comparable, mark_lost_ids
-from inferencekit.quality.equivalence_stats import logprob_statistic
+from inferencekit.quality.equivalence_run import AuditSettings, collect_text, comparable, mark_lost_ids
+from inferencekit.quality.equivalence_stats import blocked_mmd_test, logprob_statistic
 from inferencekit.quality.reference import Reference
 from inferencekit.quality.score_run import TrajectoryScorer
 from inferencekit.quality.trajectory import TrajectorySettings, collect_engine, write_index
 from inferencekit.quality.trajectory_store import load_set
 
-__all__ = ["FIRST_RUN", "LOGPROB_BUDGETS", "CachedReference", "done_runs", "read_records", "run_prompts",
-           "logprob_run", "first_token_run", "runs_pool", "record_runs"]
+__all__ = ["FIRST_BUDGETS", "FIRST_RUN", "LOGPROB_BUDGETS", "TEXT_BUDGETS", "TEXT_RUN", "TEXT_SAMPLES", "TEXT_TOKENS",
+           "CachedReference", "done_runs", "read_records", "run_prompts", "series_name", "logprob_run",
+           "first_token_run", "text_run", "runs_pool", "record_runs"]
 
 FIRST_RUN = 50  # first-token series: prompts (one-token requests) per run
+FIRST_BUDGETS = (50, 100, 300)  # requests: first-token cells from 1, 2 and 6 consecutive runs
+TEXT_RUN = 20  # text series: prompts per run (× TEXT_SAMPLES sampled completions each side: 160 requests)
+TEXT_SAMPLES, TEXT_TOKENS = 8, 32  # the audit's text-surface defaults (AuditSettings)
+TEXT_BUDGETS = (80, 160)  # requests: a text run's first 10 prompts, and all 20
 LOGPROB_BUDGETS = (100, 300, 1000, 3000)  # output tokens; a run serves every budget up to its own
 
 
 def run_prompts(surface: str, run_budget: int) -> int:
-    """Prompts per run: ``ceil(run_budget / 64)`` on the logprob surface, ``FIRST_RUN`` on the first-token one."""
-    return FIRST_RUN if surface == "first_token" else math.ceil(run_budget / MAX_TOKENS)
+    """Prompts per run: ``ceil(run_budget / 64)`` on the logprob surface, ``FIRST_RUN`` on the first-token one,
+    ``TEXT_RUN`` on the text one."""
+    return {"first_token": FIRST_RUN, "text": TEXT_RUN}.get(surface) or math.ceil(run_budget / MAX_TOKENS)
+
+
+def series_name(surface: str, run_budget: int) -> str:
+    """The folder of a series' records: ``b<tokens>``, ``first<prompts>`` or ``text<prompts>``."""
+    return {"first_token": f"first{FIRST_RUN}", "text": f"text{TEXT_RUN}"}.get(surface) or f"b{run_budget}"
 
 
 class CachedReference:
@@ -142,6 +154,33 @@ def runs_pool(runs: Sequence[int], surface: str, run_budget: int) -> list[Prompt
     return calibration_prompts((max(runs, default=-1) + 1) * per, short=surface == "first_token")
 
 
+async def text_run(client: Client, info: EngineInfo, ref: Reference, prompts: Sequence[Prompt], work: Path,
+                   concurrency: int, *, seed: int) -> dict[str, Any]:
+    """One text run: ``TEXT_SAMPLES`` completions per prompt from the engine and from the reference (the audit's
+    ``collect_text``, reference samples seeded by ``seed``); per budget of ``TEXT_BUDGETS`` (its first
+    ``budget / TEXT_SAMPLES`` prompts) the prompt-blocked MMD² and its permutation p-value.
+
+    Raises:
+        OpError: ``ref`` is not a local reference (the text series samples from it in this process).
+    """
+    model = getattr(ref, "m", None)
+    if model is None:
+        raise OpError("the text series samples from the reference in this process: --reference local")
+    s = AuditSettings(claim="", surface="text", budget_requests=len(prompts) * TEXT_SAMPLES, samples=TEXT_SAMPLES,
+                      sample_tokens=TEXT_TOKENS, seed=seed)
+    got = await collect_text(client, info, model, prompts, work, s)
+    per_budget: dict[str, Any] = {}
+    for b in (b for b in TEXT_BUDGETS if b // TEXT_SAMPLES <= len(prompts)):
+        ids = [p.id for p in prompts[:b // TEXT_SAMPLES]]
+        res = blocked_mmd_test({i: got["engine"][i] for i in ids if i in got["engine"]},
+                               {i: got["reference"][i] for i in ids if i in got["reference"]},
+                               permutations=200, seed=seed)
+        per_budget[str(b)] = {"mmd": res["statistic"], "p_value": res["p_value"], "prompts": res["prompts"],
+                              "skipped": res["skipped"]}
+    return {"budgets": per_budget, "failed": len(got["failed"]),
+            "errors": [f["error"] for f in got["failed"]][:3]}
+
+
 async def record_runs(client: Client, info: EngineInfo, ref: Reference, out: Path, runs: Sequence[int], *,
                       pool: Sequence[Prompt], surface: str, run_budget: int, concurrency: int, meta: dict[str, Any],
                       work: Path, on_run: Callable[[dict[str, Any]], None] | None = None) -> int:
@@ -159,9 +198,12 @@ async def record_runs(client: Client, info: EngineInfo, ref: Reference, out: Pat
         t0 = time.monotonic()
         prompts = pool[i * per:(i + 1) * per]
         d = work / f"run{i}"
-        res = await (first_token_run if first else logprob_run)(client, info, ref, prompts, d, concurrency)
+        if surface == "text":
+            res = await text_run(client, info, ref, prompts, d, concurrency, seed=i)
+        else:
+            res = await (first_token_run if first else logprob_run)(client, info, ref, prompts, d, concurrency)
         rec = {"run": i, **meta, "engine": info.identity(), "pool": FIRST_POOL_NAME if first else POOL_NAME,
-               ("run_prompts" if first else "run_budget"): per if first else run_budget,
+               ("run_budget" if surface == "logprob" else "run_prompts"): run_budget if surface == "logprob" else per,
                "prompts": [p.id for p in prompts], "wall_s": round(time.monotonic() - t0, 1), **res}
         with out.open("a") as f:
             f.write(json.dumps(rec) + "\n")

@@ -28,7 +28,7 @@ from typing import Any
 
 from inferencekit.quality.equivalence_stats import power_cell, rate_upper, threshold_at
 
-__all__ = ["Records", "make_cell", "logprob_cells", "first_blocks", "first_token_cells"]
+__all__ = ["Records", "make_cell", "run_cells", "logprob_cells", "text_cells", "first_blocks", "first_token_cells"]
 
 Records = Mapping[str, Sequence[Mapping[str, Any]]]  # config name → its run records
 
@@ -85,8 +85,22 @@ def logprob_cells(claim: str, recs: Records, honest: Sequence[str], substitutes:
         alpha_for: budget → α asked.
         fields: written into every cell (series, pool, max_tokens, top_logprobs, machine …).
     """
+    return run_cells("logprob", ("kl+gap", "gap"), claim, recs, honest, substitutes, budgets, alpha_for, fields)
+
+
+def text_cells(claim: str, recs: Records, honest: Sequence[str], substitutes: Sequence[str],
+               budgets: Sequence[int], alpha: float, fields: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The text cells of one series (statistic ``mmd``, budgets in requests), as ``logprob_cells``."""
+    return run_cells("text", ("mmd",), claim, recs, honest, substitutes, budgets, lambda b: alpha,
+                     {"unit": "requests", **fields})
+
+
+def run_cells(method: str, names: Sequence[str], claim: str, recs: Records, honest: Sequence[str],
+              substitutes: Sequence[str], budgets: Sequence[int], alpha_for: Any,
+              fields: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Cells of a series whose runs record one statistic per budget (``"budgets": {b: {name: x}}``)."""
     cells = []
-    for name in ("kl+gap", "gap"):
+    for name in names:
         for b in budgets:
             runs = [r for c in honest for r in recs.get(c, ())]
             fit = _vals([r for r in runs if r["run"] % 2 == 0], b, name)
@@ -95,7 +109,7 @@ def logprob_cells(claim: str, recs: Records, honest: Sequence[str], substitutes:
             held = {c: _vals([r for r in recs.get(c, ()) if r["run"] % 2 == 1], b, name) for c in honest}
             per = {c: len(_vals(recs.get(c, ()), b, name)) for c in honest}
             subs = {s: _vals(recs.get(s, ()), b, name) for s in substitutes}
-            cells.append({"method": "logprob", "claim": claim, "statistic": name, "budget": b, **fields,
+            cells.append({"method": method, "claim": claim, "statistic": name, "budget": b, **fields,
                           **make_cell(fit, held, per, subs, alpha_for(b))})
     return cells
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from inferencekit.quality.equivalence_cells import first_blocks, first_token_cells, logprob_cells, make_cell
+from inferencekit.quality.equivalence_cells import first_blocks, first_token_cells, logprob_cells, make_cell, text_cells
 from inferencekit.quality.equivalence_stats import rate_lower, rate_upper, threshold_at
 
 RUNS = Path(__file__).parents[2] / "fixtures" / "equivalence" / "runs"
@@ -82,3 +82,20 @@ def test_first_token_cells_fit_on_even_blocks_and_count_power_on_substitute_bloc
     # 300 requests: 10 blocks per replica (h2's runs 60–119 are blocks 10–19), 5 + 5 fit: too few even for 5%
     assert c300["honest"]["fit_runs"] == 10 and c300["threshold"] is None
     assert c50["honest"]["replicas"] == ["h1", "h2"]
+
+
+def test_text_cells_judge_the_mmd_in_requests_at_the_alpha_given():
+    honest = [{"run": i, "budgets": {"80": {"mmd": 0.001 * (i % 10)}, "160": {"mmd": 0.0005 * (i % 10)}}}
+              for i in range(60)]
+    sub = [{"run": i, "budgets": {"80": {"mmd": 0.02}, "160": {"mmd": 0.004 + 0.0001 * i}}} for i in range(20)]
+    cells = text_cells("F16", {"h": honest, "q4_0": sub}, ["h"], ["q4_0"], [80, 160], 0.05,
+                       {"pool": "p", "max_tokens": 32})
+    assert [(c["method"], c["statistic"], c["budget"], c["unit"]) for c in cells] == [
+        ("text", "mmd", 80, "requests"), ("text", "mmd", 160, "requests")]
+    c80, c160 = cells
+    # the fit set is the 30 even runs (i % 10 in 0, 2, 4, 6, 8); the 5% rank is ⌈0.95 · 31⌉ = 30: their largest
+    assert c80["alpha"] == 0.05 and c80["alpha_cut"] is None and c80["threshold"] == pytest.approx(0.008)
+    assert c80["honest"]["heldout_alarms"] == 6  # odd runs with i % 10 == 9: 0.009 > 0.008
+    assert c80["substitutes"][0]["detected"] == 20
+    # at 160 requests the threshold is 0.004: every substitute run but the first (0.004, not above) exceeds it
+    assert c160["threshold"] == pytest.approx(0.004) and c160["substitutes"][0]["detected"] == 19
