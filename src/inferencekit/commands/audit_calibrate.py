@@ -108,8 +108,10 @@ def plan_runs(honest: list[tuple[str, str]], substitutes: list[tuple[str, str]],
                  Arg("surface", "string", "Which series: 'logprob', 'first-token' or 'text' (runs of 20 prompts × 8 "
                      "sampled completions each side; cells at 80 and 160 requests, α = 5%).", default="logprob",
                      choices=("logprob", "first-token", "text")),
-                 Arg("runs", "integer", "Runs per configuration (≥ 40 per claim for a 5% cell; 600 honest runs "
-                     "for a 1% cell with a held-out bound at 1%).", default=40),
+                 Arg("runs", "integer", "Runs per configuration. A cell at α = 5% needs ≥ 19 honest fit runs (38 "
+                     "runs in all) and a 5% held-out bound ≥ 59 held-out ones; α = 1% needs 300 + 299. First-token "
+                     "cells are blocks of 50-prompt runs: 100 requests need twice the runs, 300 six times.",
+                     default=40),
                  Arg("run_budget", "integer", "Logprob surface: output tokens per run (cells at every budget of "
                      "100, 300, 1000, 3000 up to it).", default=300),
                  Arg("reference", "string", "'local': the reference model in this process, float32. Required."),
@@ -163,7 +165,9 @@ def audit_calibrate(call: Call, claim: str | None = None, honest: str | None = N
 
     for name, url in [*hon, *subs]:  # one endpoint at a time: calibrations share the machine with nothing else
         asyncio.run(one(name, url))
-    recs = {name: read_records(rec_dir / f"{name}.jsonl") for name, _ in [*hon, *subs]}
+    # the planned runs only: a resume with another --runs must not let honest replicas share prompts
+    recs = {name: [r for r in read_records(rec_dir / f"{name}.jsonl") if r["run"] in plan[name]]
+            for name, _ in [*hon, *subs]}
     machine = "the endpoints given to audit calibrate: " + ", ".join(f"{n}={u}" for n, u in [*hon, *subs])
     h, s = [n for n, _ in hon], [n for n, _ in subs]
     if surface == "text":

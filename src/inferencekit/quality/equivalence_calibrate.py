@@ -98,10 +98,19 @@ class CachedReference:
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:
-    """The run records of one configuration's file (none when it does not exist)."""
+    """The run records of one configuration's file (none when it does not exist); a line that is not a whole
+    record (a run killed while it was appended) is skipped, so that run is made again on resume."""
     if not path.is_file():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            rec = json.loads(line) if line.strip() else None
+        except ValueError:
+            continue
+        if isinstance(rec, dict) and isinstance(rec.get("run"), int):
+            out.append(rec)
+    return out
 
 
 def done_runs(path: Path) -> set[int]:

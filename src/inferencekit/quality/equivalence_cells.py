@@ -56,7 +56,8 @@ def make_cell(fit: Sequence[float], held: Mapping[str, Sequence[float]], runs_by
         alpha, thr = 0.05, threshold_at(fit, 0.05)
     n_held = sum(len(v) for v in held.values())
     alarms = sum(x > thr for v in held.values() for x in v) if thr is not None else None
-    thin = [f"{c}: {n} run(s)" for c, n in runs_by_replica.items() if 0 < n // 2 < math.ceil(1 / alpha) - 1]
+    # a replica's fit half holds about ceil(n / 2) of its n runs (even indices)
+    thin = [f"{c}: {n} run(s)" for c, n in runs_by_replica.items() if 0 < n and -(-n // 2) < math.ceil(1 / alpha) - 1]
     subs = [{"name": s, **power_cell(v, thr)} for s, v in substitutes.items() if v]
     return {"alpha": alpha, "threshold": thr, "alpha_cut": cut,
             "honest": {"fit_runs": len(fit), "heldout_runs": n_held, "heldout_alarms": alarms,
@@ -69,9 +70,15 @@ def make_cell(fit: Sequence[float], held: Mapping[str, Sequence[float]], runs_by
             "substitutes": sorted(subs, key=lambda c: -(c["power"] or 0))}
 
 
+def _finite(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
 def _vals(rs: Sequence[Mapping[str, Any]], budget: int, name: str) -> list[float]:
+    """The runs' statistic ``name`` at ``budget``: finite values only (a run without one, or with NaN or ±inf, has
+    no statistic an audit could be judged by, and is left out)."""
     got = ((r.get("budgets") or {}).get(str(budget)) or {} for r in rs)
-    return [float(v[name]) for v in got if v.get(name) is not None]
+    return [float(v[name]) for v in got if _finite(v.get(name))]
 
 
 def logprob_cells(claim: str, recs: Records, honest: Sequence[str], substitutes: Sequence[str],
@@ -103,10 +110,10 @@ def run_cells(method: str, names: Sequence[str], claim: str, recs: Records, hone
     for name in names:
         for b in budgets:
             runs = [r for c in honest for r in recs.get(c, ())]
-            fit = _vals([r for r in runs if r["run"] % 2 == 0], b, name)
+            fit = _vals([r for r in runs if int(r["run"]) % 2 == 0], b, name)
             if not fit:
                 continue
-            held = {c: _vals([r for r in recs.get(c, ()) if r["run"] % 2 == 1], b, name) for c in honest}
+            held = {c: _vals([r for r in recs.get(c, ()) if int(r["run"]) % 2 == 1], b, name) for c in honest}
             per = {c: len(_vals(recs.get(c, ()), b, name)) for c in honest}
             subs = {s: _vals(recs.get(s, ()), b, name) for s in substitutes}
             cells.append({"method": method, "claim": claim, "statistic": name, "budget": b, **fields,
@@ -116,15 +123,24 @@ def run_cells(method: str, names: Sequence[str], claim: str, recs: Records, hone
 
 def first_blocks(rs: Sequence[Mapping[str, Any]], budget: int, run_prompts: int) -> list[tuple[int, float]]:
     """(block index, statistic) of each complete block of ``budget / run_prompts`` consecutive runs: the mean
-    distance over the block's usable prompts (blocks with a missing run or no usable prompt left out)."""
-    per = max(1, budget // run_prompts)
+    distance over the block's usable prompts (blocks with a missing run or no usable prompt left out; non-finite
+    distances left out).
+
+    Raises:
+        ValueError: ``budget`` is not a positive multiple of ``run_prompts``, or a run number repeats.
+    """
+    if run_prompts < 1 or budget < run_prompts or budget % run_prompts:
+        raise ValueError(f"a budget of {budget} requests is not a multiple of {run_prompts}-prompt runs")
+    per = budget // run_prompts
     by_run = {int(r["run"]): r for r in rs}
+    if len(by_run) != len(rs):
+        raise ValueError("a run number repeats in the records")
     out = []
     for b in sorted({i // per for i in by_run}):
         members = [by_run.get(b * per + j) for j in range(per)]
         if any(m is None for m in members):
             continue
-        ds = [float(d) for m in members for d in ((m or {}).get("distances") or {}).values()]
+        ds = [float(d) for m in members for d in ((m or {}).get("distances") or {}).values() if _finite(d)]
         if ds:
             out.append((b, sum(ds) / len(ds)))
     return out

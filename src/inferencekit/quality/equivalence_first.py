@@ -15,6 +15,7 @@ pairs; ``first_token_report`` is pure.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -63,9 +64,13 @@ async def first_token_pairs(ref: Reference, docs: Mapping[str, Mapping[str, Any]
         try:
             prompt = await scorer.ref_prompt(dict(doc))
             engine_prompt = doc.get("prompt_token_ids")
+            counted = (doc.get("usage") or {}).get("prompt_tokens") if isinstance(doc.get("usage"), dict) else None
             if engine_prompt and list(engine_prompt) != prompt:
                 item["template_mismatch"] = (f"the engine's {len(engine_prompt)} prompt ids differ from the "
                                              f"reference's {len(prompt)}")
+            elif not engine_prompt and isinstance(counted, int) and counted != len(prompt):
+                item["template_mismatch"] = (f"the engine counted {counted} prompt tokens, the reference's "
+                                             f"rendering has {len(prompt)}")
             lists = engine_lists(dict(doc))
             ids = doc.get("token_ids") or []
             if lists is None:
@@ -76,8 +81,8 @@ async def first_token_pairs(ref: Reference, docs: Mapping[str, Mapping[str, Any]
                 token = int(ids[0])
                 row = (await ref.score([*prompt, token], len(prompt)))[0]
                 item.update(ref=reference_top(row, ref.k), eng=dict(lists[0]), token=token)
-        except (OpError, ValueError) as e:
-            item["error"] = str(e)[:300]
+        except (OpError, ValueError, TypeError, KeyError, IndexError) as e:  # a malformed doc is this prompt's fault
+            item["error"] = f"{type(e).__name__}: {e}"[:300]
         out.append(item)
     return out
 
@@ -103,15 +108,23 @@ async def collect_first_token(client: Client, info: EngineInfo, ref: Reference, 
             "failed": failed}
 
 
+def _finite(row: Mapping[int, float]) -> bool:
+    return all(math.isfinite(v) for v in row.values())
+
+
 def _usable(pairs: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    return [p for p in pairs if "error" not in p and not p.get("template_mismatch") and p.get("ref") and p.get("eng")]
+    """Pairs the statistic may use: made, rendered alike, both lists non-empty and finite (a -inf or NaN logprob
+    would make the mean meaningless: such a prompt is left out and counted in ``skipped``)."""
+    return [p for p in pairs if "error" not in p and not p.get("template_mismatch") and p.get("ref") and p.get("eng")
+            and _finite(p["ref"]) and _finite(p["eng"])]
 
 
 def shift_test(diffs: Sequence[float], *, resamples: int = 9999, seed: int = 0) -> float | None:
     """Two-sided paired permutation p-value of mean(diffs) = 0, signs flipped per item (scipy
-    ``permutation_test``, ``permutation_type="samples"``); None with fewer than 2 items or all zero."""
+    ``permutation_test``, ``permutation_type="samples"``); None with fewer than 2 items, all zero, or a non-finite
+    one."""
     xs = np.asarray([float(d) for d in diffs], dtype=np.float64)
-    if len(xs) < 2 or not np.any(xs):
+    if len(xs) < 2 or not np.any(xs) or not np.all(np.isfinite(xs)):
         return None
     res = permutation_test((xs,), np.mean, permutation_type="samples", n_resamples=resamples,
                            alternative="two-sided", random_state=np.random.default_rng(seed))
@@ -157,6 +170,9 @@ def first_token_report(collected: Mapping[str, Any], cells: Sequence[Mapping[str
     summary = first_token_summary(pairs)
     made_pairs = [p for p in pairs if "error" not in p]
     budget = len(made_pairs)
+    k = (collected.get("state") or {}).get("k")
+    if isinstance(k, int) and k < int(made.get("top_logprobs") or k):  # the engine capped k: cells of k 20 don't apply
+        made = {**made, "top_logprobs": k}
     verdict = judge_equivalence(summary["statistic"], cells, method=FIRST_TOKEN_STAT, claim=claim,
                                 budget_used=budget, unit="requests", name=summary["name"], made=made)
     limitations = ["first-token surface: one greedy token per prompt; only the first output position is compared "
@@ -173,6 +189,8 @@ def first_token_report(collected: Mapping[str, Any], cells: Sequence[Mapping[str
     if failed:
         limitations.append(f"{len(failed)} prompt(s) failed to collect or pair; the budget counts only paired "
                            "prompts")
+    if collected.get("problems"):
+        limitations.append("trajectory integrity: " + "; ".join(list(collected["problems"])[:3]))
     if not cells:
         limitations.append(f"no calibration table ({table_source}): no threshold, so no verdict but UNPROVEN")
     limitations += cell_notes(verdict.get("cell"))

@@ -22,6 +22,7 @@ The rules, from issue 20:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -51,10 +52,11 @@ def _made_alike(c: Mapping[str, Any], made: Mapping[str, Any] | None) -> bool:
 def pick_cell(cells: Sequence[Mapping[str, Any]], method: str, claim: str, budget_used: float,
               name: str | None = None, made: Mapping[str, Any] | None = None) -> Mapping[str, Any] | None:
     """The cell of ``method``, ``claim`` (and statistic ``name``, when given) with the largest budget the run reached
-    (``budget <= budget_used``), among the cells made as the run was (``made``: ``MADE_FIELDS``)."""
+    (``budget <= budget_used``), among the cells made as the run was (``made``: ``MADE_FIELDS``); a cell with a
+    threshold before one without (too few honest runs at a larger budget leave a smaller calibrated one usable)."""
     fit = [c for c in cells if _same(c, method, claim, name) and _made_alike(c, made)
            and float(c.get("budget", 0)) <= budget_used]
-    return max(fit, key=lambda c: float(c["budget"]), default=None)
+    return max(fit, key=lambda c: (c.get("threshold") is not None, float(c["budget"])), default=None)
 
 
 def _pct(x: float) -> str:
@@ -104,6 +106,9 @@ def judge_equivalence(statistic: float | None, cells: Sequence[Mapping[str, Any]
     if statistic is None:
         return {**base, "verdict": Verdict.UNPROVEN, "power": None,
                 "reason": f"the run produced no {method} statistic (no scored position or prompt)"}
+    if not math.isfinite(statistic):
+        return {**base, "verdict": Verdict.UNPROVEN, "power": None,
+                "reason": f"the run's {method} statistic is {statistic} (a non-finite logprob reached it): no verdict"}
     if cell is None:
         budgets = sorted(float(c["budget"]) for c in cells if _same(c, method, claim, name) and _made_alike(c, made))
         what = f"{method} cell" + (f" of the statistic {name}" if name else "")

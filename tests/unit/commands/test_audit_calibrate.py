@@ -43,3 +43,11 @@ def test_refusals_exit_2_before_anything_is_sent(args, message, tmp_path, capsys
     err = capsys.readouterr()
     assert message in err.err + err.out
     assert not (tmp_path / "r").exists()
+
+
+def test_a_half_written_record_is_skipped_so_the_run_is_made_again(tmp_path):
+    from inferencekit.quality.equivalence_calibrate import done_runs
+
+    f = tmp_path / "a.jsonl"
+    f.write_text('{"run": 0, "x": 1}\n{"run": 1, "x"')
+    assert done_runs(f) == {0}

@@ -99,3 +99,15 @@ def test_text_cells_judge_the_mmd_in_requests_at_the_alpha_given():
     assert c80["substitutes"][0]["detected"] == 20
     # at 160 requests the threshold is 0.004: every substitute run but the first (0.004, not above) exceeds it
     assert c160["threshold"] == pytest.approx(0.004) and c160["substitutes"][0]["detected"] == 19
+
+
+def test_non_finite_values_are_left_out_and_bad_blocks_refused():
+    recs = {"h": [{"run": i, "budgets": {"100": {"gap": float("nan") if i == 0 else 0.01 * i}}} for i in range(40)]}
+    [cell] = [c for c in logprob_cells("F16", recs, ["h"], [], [100], lambda b: 0.05, {}) if c["statistic"] == "gap"]
+    assert cell["honest"]["fit_runs"] == 19  # run 0's NaN is not a statistic
+    rs = [{"run": 0, "distances": {"a": float("inf"), "b": 0.2}}, {"run": 1, "distances": {"c": 0.4}}]
+    assert first_blocks(rs, 100, 50) == [(0, pytest.approx(0.3))]
+    with pytest.raises(ValueError, match="not a multiple"):
+        first_blocks(rs, 75, 50)
+    with pytest.raises(ValueError, match="repeats"):
+        first_blocks([*rs, rs[0]], 50, 50)

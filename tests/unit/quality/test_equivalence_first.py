@@ -152,3 +152,23 @@ def test_settings_of_the_first_token_surface():
     s = AuditSettings(claim="F16", surface="first_token", budget_requests=100, pool="p")
     assert s.prompts_needed() == 100
     assert s.made() == {"pool": "p", "max_tokens": 1, "top_logprobs": 20}
+
+
+def test_non_finite_logprobs_never_reach_the_statistic_or_the_p_value():
+    pairs = [{"id": "a", "ref": {1: -0.1, 2: -2.5}, "eng": {1: float("nan"), 2: -2.5}},
+             {"id": "b", "ref": {1: -0.1}, "eng": {1: -0.2}}]
+    s = first_token_summary(pairs)
+    assert s["prompts"] == 1 and s["skipped"] == 1 and s["statistic"] == pytest.approx(0.1)
+    assert shift_test([float("nan"), 1.0, 2.0]) is None and shift_test([float("inf"), 1.0]) is None
+
+
+def test_without_engine_prompt_ids_a_different_prompt_count_is_a_mismatch():
+    docs = _docs("f16")
+    ref = _reference(docs)
+    first = next(iter(docs))
+    for d in docs.values():
+        d["prompt_token_ids"] = None
+    docs[first]["usage"] = {**(docs[first].get("usage") or {}), "prompt_tokens": 3}
+    pairs = asyncio.run(first_token_pairs(ref, docs))
+    assert [p["id"] for p in pairs if p.get("template_mismatch")] == [first]
+    assert "counted 3 prompt tokens" in next(p for p in pairs if p["id"] == first)["template_mismatch"]

@@ -76,3 +76,15 @@ def test_a_cell_too_small_for_any_threshold_is_unproven_not_an_error():
     cell = {**CELLS[0], "threshold": None, "honest": {"fit_runs": 2, "heldout_runs": 2, "heldout_alarms": None}}
     r = judge_equivalence(0.02, [cell], method="logprob", claim="F16", budget_used=300)
     assert r["verdict"] == "UNPROVEN" and "has no threshold (too few honest runs)" in r["reason"]
+
+
+def test_a_non_finite_statistic_is_unproven_never_within_a_threshold():
+    for bad in (float("nan"), float("inf")):
+        r = judge_equivalence(bad, CELLS, method="logprob", claim="F16", budget_used=300)
+        assert r["verdict"] == "UNPROVEN" and "non-finite" in r["reason"]
+
+
+def test_a_smaller_cell_with_a_threshold_is_picked_over_a_larger_one_without():
+    empty = {**CELLS[1], "threshold": None}
+    assert pick_cell([CELLS[0], empty], "logprob", "F16", 1200)["budget"] == 300
+    assert pick_cell([empty], "logprob", "F16", 1200)["budget"] == 1000  # none has one: the reason will say so
