@@ -177,7 +177,7 @@ async def text_run(client: Client, info: EngineInfo, ref: Reference, prompts: Se
         raise OpError("the text series samples from the reference in this process: --reference local")
     s = AuditSettings(claim="", surface="text", budget_requests=len(prompts) * TEXT_SAMPLES, samples=TEXT_SAMPLES,
                       sample_tokens=TEXT_TOKENS, seed=seed)
-    got = await collect_text(client, info, model, prompts, work, s)
+    got = await collect_text(client, info, model, prompts, work, s, concurrency=concurrency)
     per_budget: dict[str, Any] = {}
     for b in (b for b in TEXT_BUDGETS if b // TEXT_SAMPLES <= len(prompts)):
         ids = [p.id for p in prompts[:b // TEXT_SAMPLES]]

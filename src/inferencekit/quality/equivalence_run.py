@@ -16,6 +16,7 @@ Collect (``collect_audit``) does the I/O; ``audit_report`` is pure.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import random
@@ -133,10 +134,10 @@ async def collect_audit(client: Client, info: EngineInfo, ref: Reference, prompt
 
 
 async def collect_text(client: Client, info: EngineInfo, model: Any, prompts: Sequence[Prompt], out_dir: Path,
-                       s: AuditSettings) -> dict[str, Any]:
+                       s: AuditSettings, *, concurrency: int = 4) -> dict[str, Any]:
     """The text surface: ``s.samples`` completions per prompt from the engine (temperature 1, seed ``j`` for the
-    j-th, no logprobs asked) and as many from the reference ``model`` (``LocalModel.sample``, seeded by the prompt's
-    place), one file per prompt in ``out_dir``.
+    j-th, no logprobs asked; a prompt's samples ``concurrency`` at a time) and as many from the reference ``model``
+    (``LocalModel.sample``, seeded by the prompt's place), one file per prompt in ``out_dir``.
 
     Returns:
         ``{"engine": {id: [text…]}, "reference": {id: [text…]}, "failed": [{id, error}], "requests": n,
@@ -147,19 +148,28 @@ async def collect_text(client: Client, info: EngineInfo, model: Any, prompts: Se
     reference: dict[str, list[str]] = {}
     failed: list[dict[str, Any]] = []
     requests = 0
+    sem = asyncio.Semaphore(max(1, concurrency))
+
+    async def sample(p: Prompt, j: int) -> tuple[str | None, str | None]:
+        body = {"model": info.model, "messages": [dict(m) for m in p.messages or ()], "max_tokens": s.sample_tokens,
+                "temperature": 1.0, "top_p": 1.0, "seed": j, "stream": False, **info.dialect.neutral_sampling}
+        async with sem:
+            val, err = await client.post_json("/v1/chat/completions", body)
+        try:
+            text = val["choices"][0]["message"]["content"] if err is None else None
+        except (TypeError, KeyError, IndexError):
+            text, err = None, "the reply has no choices[0].message.content"
+        if not isinstance(text, str):
+            return None, str(err or "content is not a string")[:300]
+        return text, None
+
     for k, p in enumerate(prompts):
         texts = []
-        for j in range(s.samples):
-            body = {"model": info.model, "messages": [dict(m) for m in p.messages or ()], "max_tokens": s.sample_tokens,
-                    "temperature": 1.0, "top_p": 1.0, "seed": j, "stream": False, **info.dialect.neutral_sampling}
-            val, err = await client.post_json("/v1/chat/completions", body)
-            requests += 1
-            try:
-                text = val["choices"][0]["message"]["content"] if err is None else None
-            except (TypeError, KeyError, IndexError):
-                text, err = None, "the reply has no choices[0].message.content"
-            if not isinstance(text, str):
-                failed.append({"id": f"{p.id}#{j}", "error": str(err or "content is not a string")[:300]})
+        got = await asyncio.gather(*(sample(p, j) for j in range(s.samples)))
+        requests += s.samples
+        for j, (text, err) in enumerate(got):
+            if text is None:
+                failed.append({"id": f"{p.id}#{j}", "error": err})
                 continue
             texts.append(text)
         ids = model.chat_prompt_ids([dict(m) for m in p.messages or ()], {})
