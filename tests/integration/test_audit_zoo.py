@@ -63,8 +63,8 @@ def test_q4_0_claiming_q4_1_fails(q4_0_server, tmp_path, capsys) -> None:
     assert "is above the honest threshold" in out["reason"] and "held-out honest runs" in out["reason"]
     # llama-server names token ids, so the first-token test ran beside the verdict, for information only
     [info] = out["informational"]
-    assert info["method"] == "first_token" and info["budget_used"] >= 90
-    assert info["statistic"]["statistic"] > 0 and info["statistic"]["prompts"] >= 90
+    assert info["method"] == "first_token" and info["budget_used"] >= 45
+    assert info["statistic"]["statistic"] > 0 and info["statistic"]["prompts"] >= 45
 
 
 def test_the_honest_embedded_engine_passes_with_its_power(embedded_engine, tmp_path, capsys) -> None:
@@ -113,7 +113,7 @@ def test_first_token_surface_fails_q4_0_claiming_f16(q4_0_server, tmp_path, caps
     out = json.loads(capsys.readouterr().out)
     assert code == 1 and out["verdict"] == "FAIL", out
     assert out["surface"] == "first_token" and out["statistic"]["name"] == "first_token"
-    assert out["statistic"]["prompts"] >= 90  # of 100 requests: a few prompts may be tokenized otherwise
+    assert out["statistic"]["prompts"] >= 45  # of 50 requests: a few prompts may be tokenized otherwise
     assert "first_token = " in out["reason"] and "requests" in out["reason"]
     assert any("first-token surface" in x for x in out["limitations"])
 

@@ -68,7 +68,7 @@ def render_audit(console: Any, rec: dict[str, Any]) -> None:
                      default="auto", choices=("auto", "logprob", "first-token", "text")),
                  Arg("budget_tokens", "integer", "Logprob surface: output tokens to spend.", default=300),
                  Arg("budget_requests", "integer", "Text and first-token surfaces: requests to spend (default: 160 "
-                     "on the text surface, 100 on the first-token surface, as calibrated)."),
+                     "on the text surface, 50 on the first-token surface, as calibrated)."),
                  Arg("samples", "integer", "Text surface: completions per prompt (and as many from the reference).",
                      default=8),
                  Arg("sample_tokens", "integer", "Text surface: tokens per completion.", default=32),
