@@ -74,7 +74,9 @@ def test_prompt_draw_is_seeded_and_sized_by_the_budget():
 def test_table_loader(tmp_path: Path):
     shipped, source = load_table(None)  # the package's table (benchmarks/equivalence_calibration.py --ship)
     assert source == "shipped (equivalence_table.json)" and {c["claim"] for c in shipped} == {"F16", "Q4_1"}
-    assert all(c["pool"] == "sharegpt-first-turns-seed20" and c["max_tokens"] == 64 for c in shipped)
+    made = {(c["method"], c["pool"], c["max_tokens"]) for c in shipped}
+    assert made == {("logprob", "sharegpt-first-turns-seed20", 64),
+                    ("first_token", "sharegpt-first-turns-seed20-max500chars", 1)}
     good = tmp_path / "t.json"
     good.write_text(json.dumps({"cells": CELLS}))
     assert load_table(str(good))[0] == CELLS
