@@ -33,6 +33,7 @@ from inferencekit.quality.equivalence_pool import (
 )
 from inferencekit.quality.equivalence_run import AuditSettings, collect_text, comparable, mark_lost_ids
 from inferencekit.quality.equivalence_stats import blocked_mmd_test, logprob_statistic
+from inferencekit.quality.metrics import top_k_cut
 from inferencekit.quality.reference import Reference
 from inferencekit.quality.score_run import TrajectoryScorer
 from inferencekit.quality.trajectory import TrajectorySettings, collect_engine, write_index
@@ -90,7 +91,7 @@ class CachedReference:
         key = hashlib.sha256(json.dumps([self.describe().get("source"), ids[:start], self.k]).encode()).hexdigest()
         if key not in self.rows:
             row = (await self.ref.score(ids, start))[0]
-            self.rows[key] = dict(sorted(row.items(), key=lambda kv: -kv[1])[:self.k])
+            self.rows[key] = top_k_cut(row, self.k, None)
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.path.open("a") as f:
                 f.write(json.dumps({"key": key, "row": list(self.rows[key].items())}) + "\n")

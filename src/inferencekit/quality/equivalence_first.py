@@ -29,24 +29,19 @@ from inferencekit.data.prompts import Prompt
 from inferencekit.errors import OpError
 from inferencekit.quality.equivalence_judge import cell_notes, judge_equivalence
 from inferencekit.quality.equivalence_stats import first_token_distance, first_token_statistic
+from inferencekit.quality.metrics import top_k_cut
 from inferencekit.quality.reference import Reference
 from inferencekit.quality.score_rows import engine_lists
 from inferencekit.quality.score_run import TrajectoryScorer
 from inferencekit.quality.trajectory import TrajectorySettings, collect_engine, write_index
 from inferencekit.quality.trajectory_store import load_set
 
-__all__ = ["FIRST_TOKEN_REQUESTS", "FIRST_TOKEN_STAT", "reference_top", "first_token_pairs", "collect_first_token",
+__all__ = ["FIRST_TOKEN_REQUESTS", "FIRST_TOKEN_STAT", "first_token_pairs", "collect_first_token",
            "shift_test", "first_token_summary", "first_token_report"]
 
 FIRST_TOKEN_STAT = "first_token"  # the statistic's name in calibration cells
 FIRST_TOKEN_REQUESTS = 50  # the default budget: the calibrated cell with the most runs (60 fit, 60 held out, 60 per
 # substitute on 2026-12-03; the 100-request cell has half as many, so its power bound stops at 90%)
-
-
-def reference_top(row: Mapping[int, float], k: int) -> dict[int, float]:
-    """The ``k`` most likely entries of a reference row (``Reference.score`` adds the forced token's own entry,
-    which may sit outside the top-k)."""
-    return dict(sorted(row.items(), key=lambda kv: -kv[1])[:k])
 
 
 async def first_token_pairs(ref: Reference, docs: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -81,7 +76,7 @@ async def first_token_pairs(ref: Reference, docs: Mapping[str, Mapping[str, Any]
             else:
                 token = int(ids[0])
                 row = (await ref.score([*prompt, token], len(prompt)))[0]
-                item.update(ref=reference_top(row, ref.k), eng=dict(lists[0]), token=token)
+                item.update(ref=top_k_cut(row, ref.k, None), eng=dict(lists[0]), token=token)
         except (OpError, ValueError, TypeError, KeyError, IndexError) as e:  # a malformed doc is this prompt's fault
             item["error"] = f"{type(e).__name__}: {e}"[:300]
         out.append(item)

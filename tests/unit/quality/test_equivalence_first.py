@@ -20,10 +20,10 @@ from inferencekit.quality.equivalence_first import (
     first_token_pairs,
     first_token_report,
     first_token_summary,
-    reference_top,
     shift_test,
 )
 from inferencekit.quality.equivalence_run import AuditSettings
+from inferencekit.quality.metrics import top_k_cut
 
 FIX = Path(__file__).parents[2] / "fixtures" / "equivalence" / "first-token"
 MADE = {"pool": "sharegpt-first-turns-seed20-max500chars", "max_tokens": 1, "top_logprobs": 20}
@@ -133,8 +133,8 @@ def test_summary_values_by_hand():
     assert s["shift_mean"] == pytest.approx(((-0.2 + 0.1) + (-0.3 + 0.5)) / 2)
 
 
-def test_reference_top_drops_the_forced_token_outside_the_top_k():
-    assert reference_top({5: -0.1, 6: -1.0, 7: -9.0}, 2) == {5: -0.1, 6: -1.0}
+def test_the_reference_list_drops_the_forced_token_outside_the_top_k():
+    assert top_k_cut({5: -0.1, 6: -1.0, 7: -9.0}, 2, None) == {5: -0.1, 6: -1.0}
 
 
 def test_shift_test_exact_sign_flip_values():
