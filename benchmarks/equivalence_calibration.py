@@ -71,12 +71,12 @@ from inferencekit.quality.equivalence_calibrate import (  # noqa: E402
 )
 from inferencekit.quality.equivalence_cells import first_token_cells, logprob_cells, text_cells  # noqa: E402
 from inferencekit.quality.equivalence_pool import (  # noqa: E402
-    FIRST_POOL_NAME,
     MAX_TOKENS,
-    POOL_NAME,
+    SHORT_POOL_NAME,
     TOP_LOGPROBS,
     pool_fields,
 )
+from inferencekit.quality.equivalence_text import ReferenceSamples  # noqa: E402
 from inferencekit.quality.reference import LocalReference  # noqa: E402
 
 RUNS_DIR = ROOT / "benchmarks" / "results" / "equivalence_runs"
@@ -161,6 +161,7 @@ def collect(claim: str, config: str, runs: range, run_budget: int, surface: str)
     ref: Any = LocalReference(load_local_model(embedded_gguf()), k=TOP_LOGPROBS)
     if surface == "first_token":
         ref = CachedReference(ref, cache_root() / "eqcal" / "first-token-reference.jsonl")
+    samples = ReferenceSamples(ref.m, cache_root() / "eqcal" / "text-reference.jsonl") if surface == "text" else None
 
     def show(rec: dict[str, Any]) -> None:
         if surface == "text":
@@ -178,7 +179,7 @@ def collect(claim: str, config: str, runs: range, run_budget: int, surface: str)
             meta = {"claim": claim, "config": config, "gguf": str(kw.get("gguf")), "extra": list(kw.get("extra", ())),
                     "mix": kw.get("mix")}
             await record_runs(client, info, ref, out, runs, pool=pool, surface=surface, run_budget=run_budget,
-                              concurrency=conc, meta=meta, work=work, on_run=show)
+                              concurrency=conc, meta=meta, work=work, on_run=show, text_samples=samples)
 
     with serving(config, claim, work) as (url, kw, conc):
         asyncio.run(go(url, kw, conc))
@@ -213,11 +214,11 @@ def table() -> dict[str, Any]:
                                        {"series": f"b{series}", **pool_fields(), "machine": MACHINE})
         recs = _records(RUNS_DIR / claim / f"first{FIRST_RUN}")
         cells += first_token_cells(claim, recs, HONEST_FIRST[claim], SUBSTITUTES[claim], FIRST_BUDGETS, FIRST_RUN,
-                                   0.01, {"series": f"first{FIRST_RUN}", "pool": FIRST_POOL_NAME, "max_tokens": 1,
+                                   0.01, {"series": f"first{FIRST_RUN}", "pool": SHORT_POOL_NAME, "max_tokens": 1,
                                           "top_logprobs": TOP_LOGPROBS, "machine": MACHINE})
         recs = _records(RUNS_DIR / claim / f"text{TEXT_RUN}")
         cells += text_cells(claim, recs, HONEST[claim], SUBSTITUTES[claim], TEXT_BUDGETS, 0.05,
-                            {"series": f"text{TEXT_RUN}", "pool": POOL_NAME, "max_tokens": TEXT_TOKENS,
+                            {"series": f"text{TEXT_RUN}", "pool": SHORT_POOL_NAME, "max_tokens": TEXT_TOKENS,
                              "machine": MACHINE})
     cells.sort(key=lambda c: (c["claim"], ("logprob", "first_token", "text").index(c["method"]), c["statistic"],
                               c["budget"]))

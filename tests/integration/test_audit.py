@@ -47,6 +47,9 @@ def test_text_surface_samples_both_sides_and_says_so(embedded_engine, tmp_path, 
     assert len(files) == 2
     doc = json.loads(files[0].read_text())
     assert len(doc["engine"]) == 3 and len(doc["reference"]) == 3 and all(isinstance(t, str) for t in doc["reference"])
+    # the engine sampled its whole distribution, as the reference does (llama-cpp-python truncates by default)
+    assert doc["sampling"] == {"repeat_penalty": 1.0, "top_p": 1.0, "top_k": 0, "min_p": 0.0}
+    assert not any("top_k and min_p" in x for x in out["limitations"])
     assert main(["evidence", "verify", out["evidence_id"], "--quiet"]) == 0
 
 

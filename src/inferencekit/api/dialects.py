@@ -143,6 +143,16 @@ class Dialect:
         """Text from a detokenize reply, or None."""
         return _text_of(reply)
 
+    def full_distribution(self) -> dict[str, Any]:
+        """Request fields that make temperature-1 sampling draw from the model's whole distribution: the neutral
+        fields, ``top_p`` 1, and, on an engine known to take them, ``top_k`` off and ``min_p`` 0 (llama-server
+        and llama-cpp-python default to top_k 40, top_p 0.95 and min_p 0.05: their samples would come from a
+        truncated distribution). A plain OpenAI endpoint gets no ``top_k``/``min_p``: it may reject them."""
+        out: dict[str, Any] = {**self.neutral_sampling, "top_p": 1.0}
+        if self.name != "openai":
+            out.update(top_k=self.top_k_off, min_p=0.0)
+        return out
+
     def describe(self) -> dict[str, Any]:
         """JSON-able summary for run.json and the probe report."""
         return {"name": self.name, "tokenize": self.tokenize_path, "detokenize": self.detokenize_path,

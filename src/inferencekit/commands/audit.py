@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 from typing import Any
 
 from inferencekit.api.client import Client
@@ -105,14 +106,16 @@ def audit_equivalence(call: Call, base_url: str | None = None, model: str | None
     s = AuditSettings(claim=claim.upper(), budget_tokens=budget_tokens, max_tokens=max_tokens, seed=seed, label=label,
                       budget_requests=budget_requests, samples=samples, sample_tokens=sample_tokens,
                       surface="first_token" if surface == "first_token" else "logprob")
-    first_pset = None
+    first_pset = text_pset = None
     if prompts == CALIBRATION_PROMPTS:
-        pset = audit_prompt_set(s.prompts_needed(), seed, short=surface == "first_token")
-        if surface == "auto":  # the informational first-token test, run when the engine names token ids
+        pset = audit_prompt_set(s.prompts_needed(), seed, short=surface in ("first_token", "text"))
+        if surface == "auto":  # the informational first-token test (run when the engine names token ids) and the
+            # text fallback (an endpoint without logprobs) draw from the short prompts, as their calibrations did
             first_pset = audit_prompt_set(FIRST_TOKEN_REQUESTS, seed, short=True)
+            text_pset = audit_prompt_set(math.ceil(budget_requests / samples), seed, short=True)
     else:
         pset = load_prompt_set(prompts)
-    plan = plan_audit(pset, s, surface, first_pset)
+    plan = plan_audit(pset, s, surface, first_pset, text_pset)
     src = local_source(reference_model)
     run = open_task_run(run_dir, call.argv, call.operation)
     try:

@@ -17,6 +17,7 @@ from inferencekit.quality.equivalence_calibrate import (
     FIRST_BUDGETS,
     FIRST_RUN,
     LOGPROB_BUDGETS,
+    SHORT_SURFACES,
     TEXT_BUDGETS,
     TEXT_TOKENS,
     CachedReference,
@@ -28,12 +29,13 @@ from inferencekit.quality.equivalence_calibrate import (
 )
 from inferencekit.quality.equivalence_cells import first_token_cells, logprob_cells, text_cells
 from inferencekit.quality.equivalence_pool import (
-    FIRST_POOL_NAME,
     MAX_TOKENS,
     POOL_NAME,
+    SHORT_POOL_NAME,
     TOP_LOGPROBS,
     calibration_capacity,
 )
+from inferencekit.quality.equivalence_text import ReferenceSamples
 from inferencekit.quality.reference import LocalReference
 from inferencekit.quality.task_run import open_task_run
 from inferencekit.quality.trajectory_run import local_source
@@ -80,7 +82,7 @@ def plan_runs(honest: list[tuple[str, str]], substitutes: list[tuple[str, str]],
     need = last * run_prompts(surface, run_budget)
     if need > capacity:
         raise OpError(f"{len(honest)} honest replica(s) × {runs} runs need {need} calibration prompts; the pool's "
-                      f"calibration region holds {capacity}{' short ones' if surface == 'first_token' else ''} (give "
+                      f"calibration region holds {capacity}{' short ones' if surface in SHORT_SURFACES else ''} (give "
                       "fewer --runs or replicas)")
     return plan
 
@@ -89,15 +91,14 @@ def plan_runs(honest: list[tuple[str, str]], substitutes: list[tuple[str, str]],
            "replicas and substitutes.",
            description="Sends calibration runs (disjoint slices of the calibration pool: ShareGPT first turns, "
                        "positions below 8,000) to each endpoint and scores them against the reference, as the shipped "
-                       "table was made: logprob runs of ceil(--run-budget / 64) prompts × 64 greedy tokens with "
-                       "top-20 logprobs, first-token runs of 50 short prompts × one token, or text runs of 20 "
-                       "prompts × 8 completions sampled from the endpoint and from the reference. Honest replicas of "
-                       "the claim take disjoint runs; honest runs of even index fit the threshold (split-conformal "
-                       "quantile at α = 1% up to 1,000 tokens and for first-token cells, 5% above, relaxed to 5% and "
-                       "said when the fit set is too small), odd ones are held out and their false alarms bounded "
-                       "(Clopper–Pearson, 95%); each substitute's power is its runs above the threshold. Runs are "
-                       "recorded as they finish (resumable with the same --run-dir); the table goes to --out for "
-                       "`audit equivalence --table`.",
+                       "table was made: logprob runs of ceil(--run-budget / 64) prompts × 64 greedy tokens with top-20 "
+                       "logprobs, first-token runs of 50 short prompts × one token, or text runs of 20 short prompts × "
+                       "8 completions sampled from the endpoint and from the reference. Honest replicas of the claim "
+                       "take disjoint runs; honest runs of even index fit the threshold (split-conformal quantile at α "
+                       "= 1% up to 1,000 tokens and for first-token cells, 5% above, relaxed to 5% and said when the "
+                       "fit set is too small), odd ones are held out and their false alarms bounded (Clopper–Pearson, "
+                       "95%); each substitute's power is its runs above the threshold. Runs are recorded as they finish"
+                       " (resumable with the same --run-dir); the table goes to --out for `audit equivalence --table`.",
            example="inferencekit audit calibrate --claim F16 --honest a=http://h1:8080,b=http://h2:8080 "
                    "--substitute q4_0=http://h3:8080 --runs 40 --reference local --reference-model model.gguf",
            args=[Arg("claim", "string", "The precision the honest replicas serve (it names the cells)."),
@@ -142,7 +143,7 @@ def audit_calibrate(call: Call, claim: str | None = None, honest: str | None = N
         raise OpError("a name is both --honest and --substitute")
     if runs < 2 or concurrency < 1 or run_budget < MAX_TOKENS:
         raise OpError(f"--runs must be ≥ 2, --concurrency ≥ 1, --run-budget ≥ {MAX_TOKENS}")
-    plan = plan_runs(hon, subs, runs, surface, run_budget, calibration_capacity(short=surface == "first_token"))
+    plan = plan_runs(hon, subs, runs, surface, run_budget, calibration_capacity(short=surface in SHORT_SURFACES))
     src = local_source(reference_model)
     run = open_task_run(run_dir, call.argv, call.operation)
     series = series_name(surface, run_budget)
@@ -152,6 +153,8 @@ def audit_calibrate(call: Call, claim: str | None = None, honest: str | None = N
     ref: Any = LocalReference(load_local_model(src), k=TOP_LOGPROBS)
     if surface == "first_token":
         ref = CachedReference(ref, rec_dir / "reference-rows.jsonl")
+    # substitutes' run i has honest run i's prompts and seed: the reference's samples are drawn once
+    samples = ReferenceSamples(ref.m, rec_dir / "reference-samples.jsonl") if surface == "text" else None
     made: dict[str, int] = {}
     pool = runs_pool([i for r in plan.values() for i in r], surface, run_budget)
 
@@ -161,7 +164,7 @@ def audit_calibrate(call: Call, claim: str | None = None, honest: str | None = N
             made[name] = await record_runs(client, info, ref, rec_dir / f"{name}.jsonl", plan[name], pool=pool,
                                            surface=surface, run_budget=run_budget, concurrency=concurrency,
                                            meta={"claim": claim.upper(), "config": name, "url": url},
-                                           work=run.path / "calibration" / "work" / name)
+                                           work=run.path / "calibration" / "work" / name, text_samples=samples)
 
     for name, url in [*hon, *subs]:  # one endpoint at a time: calibrations share the machine with nothing else
         asyncio.run(one(name, url))
@@ -172,10 +175,11 @@ def audit_calibrate(call: Call, claim: str | None = None, honest: str | None = N
     h, s = [n for n, _ in hon], [n for n, _ in subs]
     if surface == "text":
         cells = text_cells(claim.upper(), recs, h, s, TEXT_BUDGETS, 0.05,
-                           {"series": series, "pool": POOL_NAME, "max_tokens": TEXT_TOKENS, "machine": machine})
+                           {"series": series, "pool": SHORT_POOL_NAME, "max_tokens": TEXT_TOKENS,
+                            "machine": machine})
     elif surface == "first_token":
         cells = first_token_cells(claim.upper(), recs, h, s, FIRST_BUDGETS, FIRST_RUN, 0.01,
-                                  {"series": series, "pool": FIRST_POOL_NAME, "max_tokens": 1,
+                                  {"series": series, "pool": SHORT_POOL_NAME, "max_tokens": 1,
                                    "top_logprobs": TOP_LOGPROBS, "machine": machine})
     else:
         cells = logprob_cells(claim.upper(), recs, h, s, [b for b in LOGPROB_BUDGETS if b <= run_budget],

@@ -25,14 +25,15 @@ from inferencekit.data.prompts import Prompt
 from inferencekit.errors import OpError
 from inferencekit.quality.equivalence_first import collect_first_token, first_token_summary
 from inferencekit.quality.equivalence_pool import (
-    FIRST_POOL_NAME,
     MAX_TOKENS,
     POOL_NAME,
+    SHORT_POOL_NAME,
     TOP_LOGPROBS,
     calibration_prompts,
 )
-from inferencekit.quality.equivalence_run import AuditSettings, collect_text, comparable, mark_lost_ids
+from inferencekit.quality.equivalence_run import AuditSettings, comparable, mark_lost_ids
 from inferencekit.quality.equivalence_stats import blocked_mmd_test, logprob_statistic
+from inferencekit.quality.equivalence_text import ReferenceSamples, collect_text
 from inferencekit.quality.metrics import top_k_cut
 from inferencekit.quality.reference import Reference
 from inferencekit.quality.score_run import TrajectoryScorer
@@ -40,13 +41,14 @@ from inferencekit.quality.trajectory import TrajectorySettings, collect_engine, 
 from inferencekit.quality.trajectory_store import load_set
 
 __all__ = ["FIRST_BUDGETS", "FIRST_RUN", "LOGPROB_BUDGETS", "TEXT_BUDGETS", "TEXT_RUN", "TEXT_SAMPLES", "TEXT_TOKENS",
-           "CachedReference", "done_runs", "read_records", "run_prompts", "series_name", "logprob_run",
-           "first_token_run", "text_run", "runs_pool", "record_runs"]
+           "SHORT_SURFACES", "CachedReference", "done_runs", "read_records", "run_prompts", "series_name",
+           "logprob_run", "first_token_run", "text_run", "runs_pool", "record_runs"]
 
 FIRST_RUN = 50  # first-token series: prompts (one-token requests) per run
 FIRST_BUDGETS = (50, 100, 300)  # requests: first-token cells from 1, 2 and 6 consecutive runs
 TEXT_RUN = 20  # text series: prompts per run (× TEXT_SAMPLES sampled completions each side: 160 requests)
 TEXT_SAMPLES, TEXT_TOKENS = 8, 32  # the audit's text-surface defaults (AuditSettings)
+SHORT_SURFACES = ("first_token", "text")  # their runs draw from the short prompts (``equivalence_pool.is_short``)
 TEXT_BUDGETS = (80, 160)  # requests: a text run's first 10 prompts, and all 20
 LOGPROB_BUDGETS = (100, 300, 1000, 3000)  # output tokens; a run serves every budget up to its own
 
@@ -161,14 +163,15 @@ def runs_pool(runs: Sequence[int], surface: str, run_budget: int) -> list[Prompt
         OpError: the runs reach past the calibration region (``calibration_prompts``).
     """
     per = run_prompts(surface, run_budget)
-    return calibration_prompts((max(runs, default=-1) + 1) * per, short=surface == "first_token")
+    return calibration_prompts((max(runs, default=-1) + 1) * per, short=surface in SHORT_SURFACES)
 
 
 async def text_run(client: Client, info: EngineInfo, ref: Reference, prompts: Sequence[Prompt], work: Path,
-                   concurrency: int, *, seed: int) -> dict[str, Any]:
+                   concurrency: int, *, seed: int, samples: ReferenceSamples | None = None) -> dict[str, Any]:
     """One text run: ``TEXT_SAMPLES`` completions per prompt from the engine and from the reference (the audit's
-    ``collect_text``, reference samples seeded by ``seed``); per budget of ``TEXT_BUDGETS`` (its first
-    ``budget / TEXT_SAMPLES`` prompts) the prompt-blocked MMD² and its permutation p-value.
+    ``collect_text``, reference samples seeded by ``seed``, drawn through ``samples`` when given: a cache shared by
+    the configurations); per budget of ``TEXT_BUDGETS`` (its first ``budget / TEXT_SAMPLES`` prompts) the
+    prompt-blocked MMD² and its permutation p-value.
 
     Raises:
         OpError: ``ref`` is not a local reference (the text series samples from it in this process).
@@ -178,7 +181,8 @@ async def text_run(client: Client, info: EngineInfo, ref: Reference, prompts: Se
         raise OpError("the text series samples from the reference in this process: --reference local")
     s = AuditSettings(claim="", surface="text", budget_requests=len(prompts) * TEXT_SAMPLES, samples=TEXT_SAMPLES,
                       sample_tokens=TEXT_TOKENS, seed=seed)
-    got = await collect_text(client, info, model, prompts, work, s, concurrency=concurrency)
+    got = await collect_text(client, info, samples or ReferenceSamples(model), prompts, work, s,
+                             concurrency=concurrency)
     per_budget: dict[str, Any] = {}
     for b in (b for b in TEXT_BUDGETS if b // TEXT_SAMPLES <= len(prompts)):
         ids = [p.id for p in prompts[:b // TEXT_SAMPLES]]
@@ -187,13 +191,14 @@ async def text_run(client: Client, info: EngineInfo, ref: Reference, prompts: Se
                                permutations=200, seed=seed)
         per_budget[str(b)] = {"mmd": res["statistic"], "p_value": res["p_value"], "prompts": res["prompts"],
                               "skipped": res["skipped"]}
-    return {"budgets": per_budget, "failed": len(got["failed"]),
+    return {"budgets": per_budget, "failed": len(got["failed"]), "sampling": got["sampling"],
             "errors": [f["error"] for f in got["failed"]][:3]}
 
 
 async def record_runs(client: Client, info: EngineInfo, ref: Reference, out: Path, runs: Sequence[int], *,
                       pool: Sequence[Prompt], surface: str, run_budget: int, concurrency: int, meta: dict[str, Any],
-                      work: Path, on_run: Callable[[dict[str, Any]], None] | None = None) -> int:
+                      work: Path, on_run: Callable[[dict[str, Any]], None] | None = None,
+                      text_samples: ReferenceSamples | None = None) -> int:
     """Make and append the runs of ``runs`` not yet in ``out``; returns how many were made.
 
     Run ``i`` takes ``pool[i·P, (i+1)·P)`` (``run_prompts``; ``pool`` from ``runs_pool``).
@@ -209,10 +214,11 @@ async def record_runs(client: Client, info: EngineInfo, ref: Reference, out: Pat
         prompts = pool[i * per:(i + 1) * per]
         d = work / f"run{i}"
         if surface == "text":
-            res = await text_run(client, info, ref, prompts, d, concurrency, seed=i)
+            res = await text_run(client, info, ref, prompts, d, concurrency, seed=i, samples=text_samples)
         else:
             res = await (first_token_run if first else logprob_run)(client, info, ref, prompts, d, concurrency)
-        rec = {"run": i, **meta, "engine": info.identity(), "pool": FIRST_POOL_NAME if first else POOL_NAME,
+        rec = {"run": i, **meta, "engine": info.identity(),
+               "pool": SHORT_POOL_NAME if surface in SHORT_SURFACES else POOL_NAME,
                ("run_budget" if surface == "logprob" else "run_prompts"): run_budget if surface == "logprob" else per,
                "prompts": [p.id for p in prompts], "wall_s": round(time.monotonic() - t0, 1), **res}
         with out.open("a") as f:

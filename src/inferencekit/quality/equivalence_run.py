@@ -5,10 +5,7 @@ of a seeded draw of chat prompts, enough for the token budget, into ``quality/<l
 (``quality/trajectory.py``); each teacher-forced through the reference (``TrajectoryScorer``, the code
 ``quality score`` uses); the position rows reduced to the ``logprob`` run statistic
 (``equivalence_stats.logprob_statistic``) and judged (``equivalence_judge.judge_equivalence``).
-The text surface (``--surface text``: what an endpoint without logprobs allows; the logprobs it could
-give are not asked for): ``samples`` completions per prompt sampled at temperature 1 (one seed each)
-beside as many sampled from the reference in this process, reduced to the prompt-blocked MMD²
-(``equivalence_stats.blocked_mmd_test``), in requests. The first-token surface (``--surface first-token``):
+The text surface: ``equivalence_text``. The first-token surface (``--surface first-token``):
 one greedy token per prompt with top-k logprobs, in requests (``equivalence_first``).
 
 Collect (``collect_audit``) does the I/O; ``audit_report`` is pure.
@@ -16,7 +13,6 @@ Collect (``collect_audit``) does the I/O; ``audit_report`` is pure.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import random
@@ -31,16 +27,16 @@ from inferencekit.api.detect import EngineInfo
 from inferencekit.data.prompts import Prompt
 from inferencekit.errors import OpError
 from inferencekit.quality.equivalence_judge import cell_notes, judge_equivalence
-from inferencekit.quality.equivalence_stats import SPECTRUM_N, blocked_mmd_test, logprob_statistic
+from inferencekit.quality.equivalence_stats import logprob_statistic
 from inferencekit.quality.reference import Reference
 from inferencekit.quality.score_run import TrajectoryScorer
 from inferencekit.quality.trajectory import TrajectorySettings, collect_engine, write_index
 from inferencekit.quality.trajectory_run import trajectory_record
 from inferencekit.quality.trajectory_store import load_set
-from inferencekit.rundir import RunDir, write_json
+from inferencekit.rundir import RunDir
 
-__all__ = ["AUDIT_FORMAT", "AuditSettings", "audit_prompts", "collect_audit", "comparable", "collect_text",
-           "mark_lost_ids", "audit_report", "text_report", "load_table", "SHIPPED_TABLE"]
+__all__ = ["AUDIT_FORMAT", "AuditSettings", "audit_prompts", "collect_audit", "comparable", "mark_lost_ids",
+           "audit_report", "load_table", "SHIPPED_TABLE"]
 
 AUDIT_FORMAT = "inferencekit.audit.equivalence.v1"
 SHIPPED_TABLE = "equivalence_table.json"  # in this package: the calibration of the embedded model, once made
@@ -131,76 +127,6 @@ async def collect_audit(client: Client, info: EngineInfo, ref: Reference, prompt
     methods = {r.get("method") for r in rows if "error" not in r}
     return {"rows": rows, "state": state, "scored": scored, "problems": list(tset.problems),
             "trajectory_record": rec["evidence_id"], "surface": "logprob" if methods - {"text"} else "text"}
-
-
-async def collect_text(client: Client, info: EngineInfo, model: Any, prompts: Sequence[Prompt], out_dir: Path,
-                       s: AuditSettings, *, concurrency: int = 4) -> dict[str, Any]:
-    """The text surface: ``s.samples`` completions per prompt from the engine (temperature 1, seed ``j`` for the
-    j-th, no logprobs asked; a prompt's samples ``concurrency`` at a time) and as many from the reference ``model``
-    (``LocalModel.sample``, seeded by the prompt's place), one file per prompt in ``out_dir``.
-
-    Returns:
-        ``{"engine": {id: [text…]}, "reference": {id: [text…]}, "failed": [{id, error}], "requests": n,
-        "surface": "text"}``.
-    """
-    out_dir.mkdir(parents=True, exist_ok=True)
-    engine: dict[str, list[str]] = {}
-    reference: dict[str, list[str]] = {}
-    failed: list[dict[str, Any]] = []
-    requests = 0
-    sem = asyncio.Semaphore(max(1, concurrency))
-
-    async def sample(p: Prompt, j: int) -> tuple[str | None, str | None]:
-        body = {"model": info.model, "messages": [dict(m) for m in p.messages or ()], "max_tokens": s.sample_tokens,
-                "temperature": 1.0, "top_p": 1.0, "seed": j, "stream": False, **info.dialect.neutral_sampling}
-        async with sem:
-            val, err = await client.post_json("/v1/chat/completions", body)
-        try:
-            text = val["choices"][0]["message"]["content"] if err is None else None
-        except (TypeError, KeyError, IndexError):
-            text, err = None, "the reply has no choices[0].message.content"
-        if not isinstance(text, str):
-            return None, str(err or "content is not a string")[:300]
-        return text, None
-
-    for k, p in enumerate(prompts):
-        texts = []
-        got = await asyncio.gather(*(sample(p, j) for j in range(s.samples)))
-        requests += s.samples
-        for j, (text, err) in enumerate(got):
-            if text is None:
-                failed.append({"id": f"{p.id}#{j}", "error": err})
-                continue
-            texts.append(text)
-        ids = model.chat_prompt_ids([dict(m) for m in p.messages or ()], {})
-        refs = [model.decode(t) for t in model.sample(ids, s.sample_tokens, n=s.samples, temperature=1.0,
-                                                       seed=s.seed * 100_003 + k)]
-        engine[p.id], reference[p.id] = texts, refs
-        write_json(out_dir / f"{p.id}.json", {"id": p.id, "engine": texts, "reference": refs,
-                                              "sample_tokens": s.sample_tokens, "temperature": 1.0})
-    return {"engine": engine, "reference": reference, "failed": failed, "requests": requests, "surface": "text"}
-
-
-def text_report(collected: Mapping[str, Any], cells: Sequence[Mapping[str, Any]], s: AuditSettings,
-                table_source: str, *, permutations: int = 1000) -> dict[str, Any]:
-    """The audit's report on the text surface (pure): the prompt-blocked MMD² judged in requests."""
-    res = blocked_mmd_test(collected["engine"], collected["reference"], permutations=permutations, seed=s.seed)
-    stat = {"statistic": res["statistic"], "name": "mmd" if res["statistic"] is not None else None,
-            "p_value": res["p_value"], "prompts": res["prompts"], "skipped": res["skipped"],
-            "kernel": f"character {SPECTRUM_N}-gram spectrum, cosine-normalised", "positions": collected["requests"]}
-    verdict = judge_equivalence(res["statistic"], cells, method="text", claim=s.claim,
-                                budget_used=collected["requests"], unit="requests", name=stat["name"], made=s.made())
-    limitations = ["text surface: the logprobs the endpoint may serve were not asked for (--surface text)"]
-    if collected["failed"]:
-        limitations.append(f"{len(collected['failed'])} sample request(s) failed")
-    if not cells:
-        limitations.append(f"no calibration table ({table_source}): no threshold, so no verdict but UNPROVEN")
-    limitations += cell_notes(verdict.get("cell"))
-    return {"format": AUDIT_FORMAT, "surface": "text", "method": "text", "claim": s.claim,
-            "budget_requests": s.budget_requests, "budget_used": collected["requests"], "statistic": stat,
-            "verdict": str(verdict["verdict"]), "reason": verdict["reason"], "power": verdict.get("power"),
-            "threshold": verdict.get("threshold"), "cell": verdict.get("cell"), "prompts": res["prompts"],
-            "failed": list(collected["failed"]), "limitations": limitations, "table": table_source}
 
 
 def comparable(scored: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:

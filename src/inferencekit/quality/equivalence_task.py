@@ -26,9 +26,8 @@ from inferencekit.quality.equivalence_run import (
     audit_prompts,
     audit_report,
     collect_audit,
-    collect_text,
-    text_report,
 )
+from inferencekit.quality.equivalence_text import ReferenceSamples, collect_text, text_report
 from inferencekit.quality.reference import LocalReference
 from inferencekit.quality.task_run import save_task_record
 from inferencekit.rundir import RunDir, write_json
@@ -50,17 +49,20 @@ class AuditPlan:
     first_chosen: tuple[Prompt, ...] = ()
 
 
-def plan_audit(pset: PromptSet, s: AuditSettings, surface: str, first_pset: PromptSet | None = None) -> AuditPlan:
-    """Draw the prompts of the asked surface (and, under ``auto``, of the text fallback and, given ``first_pset``,
-    of the informational first-token test: ``FIRST_TOKEN_REQUESTS`` of its prompts).
+def plan_audit(pset: PromptSet, s: AuditSettings, surface: str, first_pset: PromptSet | None = None,
+               text_pset: PromptSet | None = None) -> AuditPlan:
+    """Draw the prompts of the asked surface (and, under ``auto``, of the text fallback, from ``text_pset`` when
+    given, and, given ``first_pset``, of the informational first-token test: ``FIRST_TOKEN_REQUESTS`` of its
+    prompts).
 
     Raises:
         OpError: the prompt set has too few chat prompts for the budget (``audit_prompts``).
     """
     s = dataclasses.replace(s, surface=surface if surface in ("text", "first_token") else "logprob", pool=pset.name)
     chosen = audit_prompts(pset.prompts, s)
-    text_s = dataclasses.replace(s, surface="text")
-    text_chosen = audit_prompts(pset.prompts, text_s) if surface == "auto" else chosen
+    tp = text_pset or pset
+    text_s = dataclasses.replace(s, surface="text", pool=tp.name)
+    text_chosen = audit_prompts(tp.prompts, text_s) if surface == "auto" else chosen
     first_s: AuditSettings | None = None
     first_chosen: tuple[Prompt, ...] = ()
     if surface == "auto" and first_pset is not None:
@@ -134,7 +136,7 @@ async def run_audit(client: Client, info: EngineInfo, ref: LocalReference, run: 
                     report["informational"] = [extra]
     if report is None:  # the text surface, asked for or (auto) because the endpoint returned no logprobs
         s, chosen = plan.text_s, list(plan.text_chosen)
-        got = await collect_text(client, info, ref.m, chosen, run.quality_dir(f"{s.label}-text"), s)
+        got = await collect_text(client, info, ReferenceSamples(ref.m), chosen, run.quality_dir(f"{s.label}-text"), s)
         report = text_report(got, cells, s, table_source)
         if plan.surface == "auto":
             report["limitations"][0] = "text surface: the endpoint returned no logprobs on generated tokens"

@@ -173,20 +173,22 @@ class LocalModel:
         out_ids: list[list[int]] = [[] for _ in range(n)]
         finished = [False] * n
         with torch.inference_mode():
-            inp = torch.tensor([prompt_ids] * n)
-            past = None
-            for _ in range(max_tokens):
-                out = self.model(input_ids=inp, past_key_values=past, use_cache=True)
-                past = out.past_key_values
-                probs = torch.softmax(out.logits[:, -1].float() / temperature, dim=-1)
+            # the prompt is prefilled once and its cache copied n times (batching n copies of it costs n prefills)
+            out = self.model(input_ids=torch.tensor([prompt_ids]), use_cache=True)
+            past = out.past_key_values
+            past.batch_repeat_interleave(n)
+            logits = out.logits[:, -1].expand(n, -1)
+            for step in range(max_tokens):
+                probs = torch.softmax(logits.float() / temperature, dim=-1)
                 toks = torch.multinomial(probs, 1, generator=gen).squeeze(-1)
                 for r, tok in enumerate(toks.tolist()):
                     if not finished[r]:  # a finished row keeps being fed (one batch), its tokens are not kept
                         out_ids[r].append(int(tok))
                         finished[r] = int(tok) in self.eos_ids
-                if all(finished):
+                if all(finished) or step == max_tokens - 1:
                     break
-                inp = toks.unsqueeze(-1)
+                out = self.model(input_ids=toks.unsqueeze(-1), past_key_values=past, use_cache=True)
+                past, logits = out.past_key_values, out.logits[:, -1]
         return out_ids
 
     def score(self, ids: list[int], start: int, k: int) -> list[dict[int, float]]:

@@ -34,7 +34,7 @@ def test_regions_are_enforced():
 def test_the_first_token_pool_is_the_short_prompts_of_the_same_regions():
     fitted = pool.calibration_prompts(4000, short=True)
     drawn = pool.audit_prompt_set(300, seed=2, short=True)
-    assert drawn.name == pool.FIRST_POOL_NAME and len(drawn.prompts) == 300
+    assert drawn.name == pool.SHORT_POOL_NAME and len(drawn.prompts) == 300
     assert all(pool.is_short(p) for p in [*fitted, *drawn.prompts])
     assert not {p.id for p in fitted} & {p.id for p in drawn.prompts}
     # the short calibration prompts keep the pool's order: the first ones are the pool's first short ones

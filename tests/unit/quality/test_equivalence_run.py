@@ -11,7 +11,8 @@ import pytest
 from inferencekit.cli import main
 from inferencekit.data.prompts import load_prompt_set
 from inferencekit.errors import OpError
-from inferencekit.quality.equivalence_run import AuditSettings, audit_prompts, audit_report, load_table, text_report
+from inferencekit.quality.equivalence_run import AuditSettings, audit_prompts, audit_report, load_table
+from inferencekit.quality.equivalence_text import text_report
 
 CELLS = [{"method": "logprob", "claim": "F16", "budget": 8, "alpha": 0.05, "statistic": "kl+gap", "threshold": 0.1,
           "honest": {"fit_runs": 59, "heldout_runs": 59, "heldout_alarms": 0},
@@ -119,6 +120,51 @@ def test_text_report_judges_the_blocked_mmd_in_requests():
     few = text_report({**col, "requests": 8}, TEXT_CELLS, s, "test", permutations=50)
     assert few["verdict"] == "UNPROVEN" and "smallest calibrated budget is 16 requests" in few["reason"]
     assert any("logprobs" in x for x in ok["limitations"])
+    # no top_k/min_p sent (a plain OpenAI endpoint): the samples may come from a truncated distribution, and say so
+    assert any("top_k and min_p were not sent" in x for x in ok["limitations"])
+    full = text_report({**col, "sampling": {"top_p": 1.0, "top_k": 0, "min_p": 0.0}}, TEXT_CELLS, s, "test",
+                       permutations=50)
+    assert not any("top_k and min_p" in x for x in full["limitations"])
+    assert full["statistic"]["sampling"] == {"top_p": 1.0, "top_k": 0, "min_p": 0.0}
+
+
+class _CountingModel:
+    """Stands in for LocalModel in the cache test: the cache, not the sampler, is under test."""
+
+    source = "/models/x.gguf"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def chat_prompt_ids(self, messages, ctk):
+        return [len(str(m["content"])) for m in messages]
+
+    def sample(self, ids, tokens, *, n, temperature, seed):
+        self.calls += 1
+        return [[seed, j] for j in range(n)]
+
+    def decode(self, ids):
+        return " ".join(map(str, ids))
+
+
+def test_reference_samples_are_drawn_once_per_prompt_seed_and_shape(tmp_path):
+    import asyncio
+
+    from inferencekit.data.prompts import Prompt
+    from inferencekit.quality.equivalence_text import ReferenceSamples
+
+    cache = tmp_path / "eqcal" / "text-reference.jsonl"
+    m = _CountingModel()
+    p = Prompt(id="a", messages=({"role": "user", "content": "hello"},))
+    first = asyncio.run(ReferenceSamples(m, cache).draw(p, 8, 3, seed=7))
+    assert first == ["7 0", "7 1", "7 2"] and m.calls == 1
+    again = ReferenceSamples(m, cache)  # a later process reads the file
+    assert asyncio.run(again.draw(p, 8, 3, seed=7)) == first and m.calls == 1
+    assert asyncio.run(again.draw(p, 8, 3, seed=8)) == ["8 0", "8 1", "8 2"] and m.calls == 2
+    assert asyncio.run(again.draw(p, 16, 3, seed=7)) == first and m.calls == 3  # another length: drawn again
+    cache.write_text(cache.read_text() + '{"key": "cut')  # a line cut by a killed run is skipped
+    assert len(ReferenceSamples(m, cache).rows) == 3
+    assert asyncio.run(ReferenceSamples(m, None).draw(p, 8, 3, seed=7)) == first and m.calls == 4
 
 
 def test_text_prompt_draw_is_sized_in_requests():
@@ -192,3 +238,20 @@ def test_without_a_shipped_table_the_loader_says_so(monkeypatch):
 
     monkeypatch.setattr(er, "SHIPPED_TABLE", "no-such-table.json")
     assert load_table(None) == ([], "none shipped for this model yet")
+
+
+def test_auto_draws_its_text_fallback_from_the_text_pool():
+    # the text cells were calibrated on the short prompts: an endpoint without logprobs falls back to a draw from
+    # them, and the run says which pool it drew from (a cell applies only to runs made alike)
+    from inferencekit.data.prompts import PromptSet
+    from inferencekit.quality.equivalence_task import plan_audit
+
+    dev = load_prompt_set("dev")
+    long = PromptSet("long-pool", "test", "0" * 64, dev.prompts)
+    short = PromptSet("short-pool", "test", "1" * 64, dev.prompts[:40])
+    plan = plan_audit(long, AuditSettings(claim="F16", budget_tokens=128, budget_requests=80), "auto", None, short)
+    assert plan.s.pool == "long-pool" and len(plan.chosen) == 2
+    assert plan.text_s.pool == "short-pool" and len(plan.text_chosen) == 10
+    assert {p.id for p in plan.text_chosen} <= {p.id for p in short.prompts}
+    alone = plan_audit(short, AuditSettings(claim="F16", budget_requests=80), "text")
+    assert alone.s.pool == alone.text_s.pool == "short-pool" and alone.text_chosen == alone.chosen
