@@ -77,7 +77,8 @@ def test_table_loader(tmp_path: Path):
     assert source == "shipped (equivalence_table.json)" and {c["claim"] for c in shipped} == {"F16", "Q4_1"}
     made = {(c["method"], c["pool"], c["max_tokens"]) for c in shipped}
     assert made == {("logprob", "sharegpt-first-turns-seed20", 64),
-                    ("first_token", "sharegpt-first-turns-seed20-max500chars", 1)}
+                    ("first_token", "sharegpt-first-turns-seed20-max500chars", 1),
+                    ("text", "sharegpt-first-turns-seed20-max500chars", 32)}
     good = tmp_path / "t.json"
     good.write_text(json.dumps({"cells": CELLS}))
     assert load_table(str(good))[0] == CELLS
