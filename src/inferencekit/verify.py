@@ -371,7 +371,7 @@ async def equivalence_part(client: Client, info: Any, run: RunDir, budget_tokens
         # the pool's loader runs its own event loop: off this one, in a worker thread
         pset = await asyncio.to_thread(audit_prompt_set, s.prompts_needed(), 0)
         first = await asyncio.to_thread(lambda: audit_prompt_set(FIRST_TOKEN_REQUESTS, 0, short=True))
-        text = await asyncio.to_thread(lambda: audit_prompt_set(s.budget_requests // s.samples, 0, short=True))
+        text = await asyncio.to_thread(lambda: audit_prompt_set(s.text_prompts(), 0, short=True))
         plan = plan_audit(pset, s, "auto", first, text)
         ref = LocalReference(load_local_model(local_source(reference)), k=s.top_logprobs)
     except OpError as e:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import math
 from typing import Any
 
 from inferencekit.api.client import Client
@@ -14,7 +13,7 @@ from inferencekit.engines.target import serve_target
 from inferencekit.errors import OpError
 from inferencekit.options import CLIENT_ARGS, check_client_args
 from inferencekit.quality.equivalence_first import FIRST_TOKEN_REQUESTS
-from inferencekit.quality.equivalence_pool import audit_prompt_set
+from inferencekit.quality.equivalence_pool import SHORT_SURFACES, audit_prompt_set
 from inferencekit.quality.equivalence_run import AuditSettings, load_table
 from inferencekit.quality.equivalence_task import plan_audit, run_audit, statistic_line
 from inferencekit.quality.reference import LocalReference
@@ -108,11 +107,11 @@ def audit_equivalence(call: Call, base_url: str | None = None, model: str | None
                       surface="first_token" if surface == "first_token" else "logprob")
     first_pset = text_pset = None
     if prompts == CALIBRATION_PROMPTS:
-        pset = audit_prompt_set(s.prompts_needed(), seed, short=surface in ("first_token", "text"))
+        pset = audit_prompt_set(s.prompts_needed(), seed, short=surface in SHORT_SURFACES)
         if surface == "auto":  # the informational first-token test (run when the engine names token ids) and the
             # text fallback (an endpoint without logprobs) draw from the short prompts, as their calibrations did
             first_pset = audit_prompt_set(FIRST_TOKEN_REQUESTS, seed, short=True)
-            text_pset = audit_prompt_set(math.ceil(budget_requests / samples), seed, short=True)
+            text_pset = audit_prompt_set(s.text_prompts(), seed, short=True)
     else:
         pset = load_prompt_set(prompts)
     plan = plan_audit(pset, s, surface, first_pset, text_pset)

@@ -28,6 +28,7 @@ from inferencekit.quality.equivalence_pool import (
     MAX_TOKENS,
     POOL_NAME,
     SHORT_POOL_NAME,
+    SHORT_SURFACES,
     TOP_LOGPROBS,
     calibration_prompts,
 )
@@ -48,7 +49,6 @@ FIRST_RUN = 50  # first-token series: prompts (one-token requests) per run
 FIRST_BUDGETS = (50, 100, 300)  # requests: first-token cells from 1, 2 and 6 consecutive runs
 TEXT_RUN = 20  # text series: prompts per run (× TEXT_SAMPLES sampled completions each side: 160 requests)
 TEXT_SAMPLES, TEXT_TOKENS = 8, 32  # the audit's text-surface defaults (AuditSettings)
-SHORT_SURFACES = ("first_token", "text")  # their runs draw from the short prompts (``equivalence_pool.is_short``)
 TEXT_BUDGETS = (80, 160)  # requests: a text run's first 10 prompts, and all 20
 LOGPROB_BUDGETS = (100, 300, 1000, 3000)  # output tokens; a run serves every budget up to its own
 

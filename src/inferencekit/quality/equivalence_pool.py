@@ -29,8 +29,8 @@ from inferencekit.data.prompts import Prompt, PromptSet
 from inferencekit.errors import OpError
 from inferencekit.evidence.canonical import canonical_json
 
-__all__ = ["AUDIT_FROM", "SHORT_POOL_NAME", "FIRST_TOKEN_MAX_CHARS", "MAX_TOKENS", "POOL_END", "POOL_NAME",
-           "POOL_SEED", "TOP_LOGPROBS", "audit_prompt_set", "audit_region", "calibration_capacity",
+__all__ = ["AUDIT_FROM", "SHORT_POOL_NAME", "SHORT_SURFACES", "FIRST_TOKEN_MAX_CHARS", "MAX_TOKENS", "POOL_END",
+           "POOL_NAME", "POOL_SEED", "TOP_LOGPROBS", "audit_prompt_set", "audit_region", "calibration_capacity",
            "calibration_prompts", "is_short", "pool_fields"]
 
 POOL_SEED = 20
@@ -41,6 +41,7 @@ POOL_END = 10_000
 POOL_NAME = f"sharegpt-first-turns-seed{POOL_SEED}"
 FIRST_TOKEN_MAX_CHARS = 500
 SHORT_POOL_NAME = f"{POOL_NAME}-max{FIRST_TOKEN_MAX_CHARS}chars"
+SHORT_SURFACES = ("first_token", "text")  # the surfaces whose runs and audits draw from the short prompts
 
 
 def pool_fields() -> dict[str, Any]:

@@ -67,11 +67,15 @@ class AuditSettings:
     sample_tokens: int = 32  # text surface: tokens per completion
     pool: str | None = None  # the prompt pool's name (equivalence_pool.POOL_NAME when drawn from the calibration's)
 
+    def text_prompts(self) -> int:
+        """Prompts of the text surface: ``ceil(budget_requests / samples)``."""
+        return math.ceil(self.budget_requests / self.samples)
+
     def prompts_needed(self) -> int:
         """Prompts both surfaces may use: the logprob budget's and the text budget's (``auto`` falls back)."""
         if self.surface == "first_token":
             return self.budget_requests
-        return max(math.ceil(self.budget_tokens / self.max_tokens), math.ceil(self.budget_requests / self.samples))
+        return max(math.ceil(self.budget_tokens / self.max_tokens), self.text_prompts())
 
     def made(self) -> dict[str, Any]:
         """How this run is made, as a calibration cell records it (``equivalence_judge.MADE_FIELDS``)."""
@@ -91,7 +95,7 @@ def audit_prompts(pool: Sequence[Prompt], s: AuditSettings) -> list[Prompt]:
     """
     chat = [p for p in pool if p.messages is not None]
     if s.surface == "text":
-        need = math.ceil(s.budget_requests / s.samples)
+        need = s.text_prompts()
         what = f"a budget of {s.budget_requests} requests at {s.samples} per prompt"
     elif s.surface == "first_token":
         need, what = s.budget_requests, f"a budget of {s.budget_requests} one-token requests"

@@ -48,9 +48,6 @@ class ReferenceSamples:
                 except (ValueError, KeyError, TypeError):
                     continue  # a line cut by a killed run: sampled again
 
-    def describe(self) -> dict[str, Any]:
-        return {"source": str(getattr(self.model, "source", "")), "cache": str(self.cache) if self.cache else None}
-
     def _draw(self, prompt: Prompt, tokens: int, n: int, seed: int) -> list[str]:
         ids = self.model.chat_prompt_ids([dict(m) for m in prompt.messages or ()], {})
         key = hashlib.sha256(json.dumps([str(getattr(self.model, "source", "")), ids, tokens, n, seed])
