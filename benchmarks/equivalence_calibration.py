@@ -69,7 +69,12 @@ from inferencekit.quality.equivalence_calibrate import (  # noqa: E402
     runs_pool,
     series_name,
 )
-from inferencekit.quality.equivalence_cells import first_token_cells, logprob_cells, text_cells  # noqa: E402
+from inferencekit.quality.equivalence_cells import (  # noqa: E402
+    first_token_cells,
+    logprob_cells,
+    machines_of,
+    text_cells,
+)
 from inferencekit.quality.equivalence_pool import (  # noqa: E402
     MAX_TOKENS,
     SHORT_POOL_NAME,
@@ -177,7 +182,7 @@ def collect(claim: str, config: str, runs: range, run_budget: int, surface: str)
         async with Client(Endpoint.parse(url), timeout_s=600) as client:
             info = await detect_engine(client, None)
             meta = {"claim": claim, "config": config, "gguf": str(kw.get("gguf")), "extra": list(kw.get("extra", ())),
-                    "mix": kw.get("mix")}
+                    "mix": kw.get("mix"), "machine": MACHINE}
             await record_runs(client, info, ref, out, runs, pool=pool, surface=surface, run_budget=run_budget,
                               concurrency=conc, meta=meta, work=work, on_run=show, text_samples=samples)
 
@@ -211,15 +216,15 @@ def table() -> dict[str, Any]:
             if found is not None:
                 series, recs = found
                 cells += logprob_cells(claim, recs, HONEST[claim], SUBSTITUTES[claim], [b], alpha_for,
-                                       {"series": f"b{series}", **pool_fields(), "machine": MACHINE})
+                                       {"series": f"b{series}", **pool_fields(), "machine": machines_of(recs)})
         recs = _records(RUNS_DIR / claim / f"first{FIRST_RUN}")
         cells += first_token_cells(claim, recs, HONEST_FIRST[claim], SUBSTITUTES[claim], FIRST_BUDGETS, FIRST_RUN,
                                    0.01, {"series": f"first{FIRST_RUN}", "pool": SHORT_POOL_NAME, "max_tokens": 1,
-                                          "top_logprobs": TOP_LOGPROBS, "machine": MACHINE})
+                                          "top_logprobs": TOP_LOGPROBS, "machine": machines_of(recs)})
         recs = _records(RUNS_DIR / claim / f"text{TEXT_RUN}")
         cells += text_cells(claim, recs, HONEST[claim], SUBSTITUTES[claim], TEXT_BUDGETS, 0.05,
                             {"series": f"text{TEXT_RUN}", "pool": SHORT_POOL_NAME, "max_tokens": TEXT_TOKENS,
-                             "machine": MACHINE})
+                             "machine": machines_of(recs)})
     cells.sort(key=lambda c: (c["claim"], ("logprob", "first_token", "text").index(c["method"]), c["statistic"],
                               c["budget"]))
     return {"date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), **pool_fields(),

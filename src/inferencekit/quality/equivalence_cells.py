@@ -164,3 +164,24 @@ def first_token_cells(claim: str, recs: Records, honest: Sequence[str], substitu
                       "unit": "requests", **fields,
                       **make_cell(fit, held, {c: len(blocks[c]) for c in have}, subs, alpha)})
     return cells
+
+
+def machines_of(recs: dict[str, list[dict[str, Any]]]) -> str:
+    """The machines a series' runs were made on, for a cell's ``machine`` field.
+
+    Args:
+        recs: run records by config; each may carry ``machine`` (the calibration script records it since
+            2026-12-04) and must carry ``run``.
+
+    Returns:
+        The one machine, or each machine with the count of runs made on it (``"A (60 runs); B (20 runs)"``).
+        Runs without the field are named "machine not recorded", never given the CPU of whoever builds the table.
+    """
+    seen: dict[str, int] = {}
+    for rows in recs.values():
+        for r in rows:
+            m = str(r.get("machine") or "machine not recorded")
+            seen[m] = seen.get(m, 0) + 1
+    if len(seen) <= 1:
+        return next(iter(seen), "machine not recorded")
+    return "; ".join(f"{m} ({n} runs)" for m, n in sorted(seen.items()))

@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from inferencekit.quality.equivalence_cells import first_blocks, first_token_cells, logprob_cells, make_cell, text_cells
+from inferencekit.quality.equivalence_cells import (
+    first_blocks,
+    first_token_cells,
+    logprob_cells,
+    machines_of,
+    make_cell,
+    text_cells,
+)
 from inferencekit.quality.equivalence_stats import rate_lower, rate_upper, threshold_at
 
 RUNS = Path(__file__).parents[2] / "fixtures" / "equivalence" / "runs"
@@ -111,3 +118,12 @@ def test_non_finite_values_are_left_out_and_bad_blocks_refused():
         first_blocks(rs, 75, 50)
     with pytest.raises(ValueError, match="repeats"):
         first_blocks([*rs, rs[0]], 50, 50)
+
+
+def test_machines_of_names_each_machine_of_a_series_and_never_guesses_a_missing_one():
+    one = {"p4": [{"run": 0, "machine": "Xeon"}, {"run": 1, "machine": "Xeon"}]}
+    assert machines_of(one) == "Xeon"
+    mixed = {"p4": [{"run": 0, "machine": "Xeon"}, {"run": 1, "machine": "EPYC"}], "q4_0": [{"run": 0}]}
+    assert machines_of(mixed) == "EPYC (1 runs); Xeon (1 runs); machine not recorded (1 runs)"
+    assert machines_of({"p4": [{"run": 0}]}) == "machine not recorded"
+    assert machines_of({}) == "machine not recorded"
