@@ -30,11 +30,13 @@ from inferencekit.bench.plan import heaviest_level, parse_levels
 from inferencekit.bench.serve import run_bench
 from inferencekit.data.datasets import load_static
 from inferencekit.data.prompts import Prompt, load_prompt_set
+from inferencekit.engines.model import embedded_gguf
 from inferencekit.engines.target import serve_target
 from inferencekit.errors import OpError
 from inferencekit.evidence import artifact, build_record, save_record
 from inferencekit.gates import GATES, PLANNED_GATES
 from inferencekit.gates.check import check_run_dir
+from inferencekit.gates.probes.contract import CONTRACT_FIXED
 from inferencekit.gates.probes.load import load_extras
 from inferencekit.gates.probes.order import ORDER_FIXED
 from inferencekit.gates.probes.plan import PROBE_FIXED, ProbeSettings
@@ -74,9 +76,11 @@ class Profile:
     order_samples: int = 0  # gates order: BFCL draw size (the first N of the draw; 0 = not in this profile)
     order_tokens: int = 256  # gates order: max_tokens per request
     equivalence_tokens: int = 0  # audit equivalence: output-token budget (0 = not in this profile)
+    contract_json_load: int = 16  # probe --contract: structured-output requests under load
 
 
 ORDER_PART = "gates: order"
+CONTRACT_PART = "gates: contract"
 # every gate of the table that one engine can be judged by: those the gate run plans, those judged from the load,
 # and those of their own command (the order gate); not those that need a second engine (spec_exact)
 _QUICK_GATES = tuple((f"gates: {g.name}", "gates") for g in GATES.values()
@@ -93,12 +97,13 @@ PROFILES: dict[str, Profile] = {
     "standard": Profile("standard", (1, 2, 4, 8), 16, 128, 2, _QUICK_GATES + _STANDARD, gate_tokens=64,
                         cache_prompts=6, sampling_prompts=8, quality_prompts=16, quality_tokens=64,
                         tasks=TaskSizes(sampler_prompts=16, sampler_seeds=64, sampler_margin=0.05, gsm8k_budget_s=240,
-                                        gsm8k_max_tokens=512), order_samples=20, equivalence_tokens=300),
+                                        gsm8k_max_tokens=512), order_samples=20, equivalence_tokens=300,
+                        contract_json_load=96),
     "full": Profile("full", (1, 2, 4, 8, 16), 32, 256, 2, _QUICK_GATES + _STANDARD + _FULL, appliance=True,
                     gate_tokens=64, cache_prompts=6, sampling_prompts=8, quality_prompts=32, quality_tokens=128,
                     tasks=TaskSizes(sampler_prompts=16, sampler_seeds=256, sampler_margin=0.02, gsm8k_budget_s=900,
                                     gsm8k_max_tokens=1024, niah_lengths=(512, 1024, 1536)), kat=8, order_samples=40,
-                    order_tokens=512, equivalence_tokens=1000),
+                    order_tokens=512, equivalence_tokens=1000, contract_json_load=96),
 }
 
 
@@ -129,7 +134,8 @@ def strict_parts(parts: list[Part], notes: dict[str, list[str]]) -> list[Part]:
     already (``gates.result.strict_gate``); an expected part NOT RUN counts as UNPROVEN anyway."""
     out: list[Part] = []
     for p in parts:
-        policy = "gates" if p["part"].startswith("gates: ") and p["part"] != ORDER_PART else p["part"]
+        own_policy = (ORDER_PART, CONTRACT_PART)
+        policy = "gates" if p["part"].startswith("gates: ") and p["part"] not in own_policy else p["part"]
         lines = notes.get(policy) or []
         own = p.get("fallbacks") or []
         if p["verdict"] == "PASS" and lines:
@@ -289,6 +295,20 @@ async def _order_gate(client: Client, info: Any, run: RunDir, prof: Profile, lab
     name, _ = await run_order_gate(client, info, run, samples, s, engine=label, extra=policy.extra,
                                    ctk=policy.chat_template_kwargs, quiet=quiet, request_policy=policy.to_json())
     return [name], None
+
+
+async def _contract_gate(client: Client, info: Any, run: RunDir, prof: Profile, label: str, policy: BodyPolicy,
+                         tokenizer: str | None, quiet: bool) -> str:
+    """The API contract (``probe --contract``) with the profile's structured-output load; its gate-run name.
+    ``tokenizer``: the embedded GGUF when verify serves it (llama-cpp-python has no chat-counting route)."""
+    from inferencekit.gates.contract import contract_settings, run_contract_gate
+
+    s = contract_settings(json_load=prof.contract_json_load, concurrency=4, tokenizer=tokenizer)
+    name, _ = await run_contract_gate(client, info, run, s, engine=label,
+                                      tokenizer=choose_tokenizer(tokenizer, client, info.dialect),
+                                      extra=policy.extra, ctk=policy.chat_template_kwargs, quiet=quiet,
+                                      request_policy=policy.to_json())
+    return name
 
 
 QUALITY_PART = "quality: trajectory + score"
@@ -483,6 +503,8 @@ def plan_verify(req: VerifyRequest) -> VerifyPlan:
         "bench serve": load,
         "gates": body_policy(req.extra_body, req.chat_template_kwargs, fixed=PROBE_FIXED, operation="gates run"),
         ORDER_PART: body_policy(req.extra_body, req.chat_template_kwargs, fixed=ORDER_FIXED, operation="gates order"),
+        CONTRACT_PART: body_policy(req.extra_body, req.chat_template_kwargs, fixed=CONTRACT_FIXED,
+                                   operation="probe --contract"),
     }
     cfg = ServeConfig(levels=parse_levels(list(prof.concurrency), None), dataset="dev", num_prompts=prof.num_prompts,
                       warmup=prof.warmup, max_tokens=prof.max_tokens, seed=req.seed, extra_body=load.extra,
@@ -529,6 +551,8 @@ def run_verify(plan: VerifyPlan, *, argv: list[str], operation: str, quiet: bool
                                              api_key_env=req.api_key_env, reference_key_env=None, quiet=quiet)
             order_run, order_missing = await _order_gate(client, info, run, prof, label, plan.policies[ORDER_PART],
                                                          quiet)
+            contract_run = await _contract_gate(client, info, run, prof, label, plan.policies[CONTRACT_PART],
+                                                None if req.base_url else str(embedded_gguf()), quiet)
             app_part, app_rec = await _appliance_part(plan.appliance, client, info, run, req.comparison_id,
                                                       req.api_key_env, quiet)
             reference = req.quality_reference or (None if req.base_url else "embedded")
@@ -537,7 +561,7 @@ def run_verify(plan: VerifyPlan, *, argv: list[str], operation: str, quiet: bool
             eq_part, eq_recs = await equivalence_part(client, info, run, prof.equivalence_tokens,
                                                       req.claim or (None if req.base_url else EMBEDDED_CLAIM),
                                                       reference)
-        return {"info": info, "probe": probe_rec, "bench": bench_rec, "gate_runs": [gate_run, *order_run],
+        return {"info": info, "probe": probe_rec, "bench": bench_rec, "gate_runs": [gate_run, *order_run, contract_run],
                 "order_missing": order_missing, "app_part": app_part,
                 "app_rec": app_rec, "q_part": q_part, "q_recs": q_recs + eq_recs, "eq_part": eq_part}
 

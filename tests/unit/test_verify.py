@@ -24,10 +24,12 @@ def test_each_part_refuses_the_fields_it_sets_and_sends_the_rest():
         "capability probe": ["--extra-body fields temperature were not sent: probe sets it itself"],
         "bench serve": ["--extra-body fields temperature were not sent: bench serve sets it itself"],
         "gates": ["--extra-body fields temperature, top_k were not sent: gates run sets them itself"],
-        "gates: order": ["--extra-body fields temperature, tools were not sent: gates order sets them itself"]}
+        "gates: order": ["--extra-body fields temperature, tools were not sent: gates order sets them itself"],
+        "gates: contract": ["--extra-body fields temperature, tools, top_k were not sent: probe --contract sets them "
+                            "itself"]}
     assert plan.gate_s.request_policy is not None
     assert plan.gate_s.request_policy["refused_fields"] == ["temperature", "top_k"]
-    assert _plan({"min_p": 0.0}).notes() == {}
+    assert _plan({"mirostat": 0}).notes() == {}
 
 
 def test_the_record_and_the_card_say_what_was_refused(tmp_path):
@@ -52,7 +54,8 @@ def test_the_record_and_the_card_say_what_was_refused(tmp_path):
 def test_the_profiles_expect_every_gate_one_engine_can_be_judged_by():
     gates = [p for p, _ in PROFILES["quick"].expected if p.startswith("gates: ")]
     assert gates == ["gates: caching", "gates: token_count", "gates: output_length", "gates: unique_prompts",
-                     "gates: hidden_probes", "gates: rare_tokens", "gates: order"]  # spec_exact needs a second engine
+                     "gates: hidden_probes", "gates: rare_tokens", "gates: order",
+                     "gates: contract"]  # spec_exact needs a second engine
     assert all(g in [p for p, _ in PROFILES[name].expected] for name in ("standard", "full") for g in gates)
 
 

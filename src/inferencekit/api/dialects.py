@@ -220,7 +220,7 @@ DIALECTS: dict[str, Dialect] = {
         "llama-cpp-python", tokenize_path="/extras/tokenize", tokenize_body=lambda t: {"input": t},
         detokenize_path="/extras/detokenize", detokenize_body=lambda ids: {"tokens": ids},
         count_fields={"logprobs": True, "top_logprobs": 0},
-        fixed_capacity=1, ignores=("ignore_eos", "stream_options"), neutral_sampling={"repeat_penalty": 1.0}),
+        fixed_capacity=1, ignores=("ignore_eos", "stream_options", "n"), neutral_sampling={"repeat_penalty": 1.0}),
     "openai": Dialect("openai"),
 }
 

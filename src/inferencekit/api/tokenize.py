@@ -17,7 +17,8 @@ from inferencekit.api.client import Client
 from inferencekit.api.dialects import Dialect
 from inferencekit.errors import OpError
 
-__all__ = ["Tokenizer", "EngineTokenizer", "LocalTokenizer", "TokenizeError", "choose_tokenizer", "refused_texts_note"]
+__all__ = ["Tokenizer", "EngineTokenizer", "LocalTokenizer", "TokenizeError", "choose_tokenizer", "engine_chat_ids",
+           "refused_texts_note"]
 
 
 class TokenizeError(RuntimeError):
@@ -116,6 +117,55 @@ class LocalTokenizer:
 
     async def decode(self, ids: list[int]) -> str:
         return str(await asyncio.to_thread(self._tok.decode, ids))
+
+    async def chat_ids(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
+                       ctk: Mapping[str, Any] | None = None) -> list[int]:
+        """The ids of ``messages`` rendered with the tokenizer's own chat template (transformers
+        ``apply_chat_template``, generation prompt added; ``tools`` passed to the template).
+
+        Raises:
+            TokenizeError: the tokenizer has no chat template, or the template refused the messages.
+        """
+        def render() -> list[int]:
+            out = self._tok.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=True,
+                                                **dict(ctk or {}))
+            ids = out.get("input_ids") if hasattr(out, "get") else out
+            return [int(t) for t in ids]
+        try:
+            return await asyncio.to_thread(render)
+        except Exception as e:  # transformers and jinja2 raise many types for a template that cannot render
+            raise TokenizeError(f"{self.source}: chat template: {type(e).__name__}: {e}") from None
+
+
+async def engine_chat_ids(client: Client, dialect: Dialect, model: str | None, messages: list[dict[str, Any]],
+                          ctk: Mapping[str, Any] | None = None, tools: list[dict[str, Any]] | None = None
+                          ) -> tuple[list[int] | None, str | None, str | None]:
+    """``(ids, source, error)``: the prompt of ``messages`` as the engine's own chat template renders it, counted by
+    its own tokenizer: vLLM's ``/tokenize`` with messages (``engine_tokenize_chat``), or llama-server's
+    ``/apply-template`` then ``/tokenize`` with special tokens parsed (``engine_apply_template``). ``(None, None,
+    why)`` when the dialect has no such route or the engine refused it (llama-cpp-python renders internally)."""
+    d = dialect
+    if d.chat_tokenize_body and d.tokenize_path:
+        body = {"model": model, **d.chat_tokenize_body(messages, dict(ctk or {}))}
+        if tools:
+            body["tools"] = tools
+        val, err = await client.post_json(d.tokenize_path, body)
+        ids = d.parse_tokens(val) if err is None else None
+        return (ids, "engine_tokenize_chat", None) if ids else (None, None, err or "no ids in the tokenize reply")
+    if d.template_path and d.special_tokenize_body and d.tokenize_path:
+        tb: dict[str, Any] = {"messages": messages}
+        if ctk:
+            tb["chat_template_kwargs"] = dict(ctk)
+        if tools:
+            tb["tools"] = tools
+        val, err = await client.post_json(d.template_path, tb)
+        text = val.get("prompt") if isinstance(val, dict) else None
+        if err is not None or not isinstance(text, str):
+            return None, None, err or f"{d.template_path}: no prompt in the reply"
+        tok, err = await client.post_json(d.tokenize_path, d.special_tokenize_body(text))
+        ids = d.parse_tokens(tok) if err is None else None
+        return (ids, "engine_apply_template", None) if ids else (None, None, err or "no ids in the tokenize reply")
+    return None, None, f"{d.name} has no route that renders and counts a chat prompt"
 
 
 def choose_tokenizer(path: str | None, client: Client, dialect: Dialect) -> Tokenizer | None:

@@ -195,7 +195,9 @@ class CheatProxy:
         cheats: the cheats and their state.
 
     ``stats`` counts requests (``requests``, ``generation``, ``forwarded``, ``delayed``,
-    ``<cache> hits``, ``upstream errors``, ``client gone``).
+    ``<cache> hits``, ``upstream errors``, ``client gone``). ``in_flight`` is the number of generation
+    requests forwarded upstream whose reply has not yet been relayed in full (json-broken-under-load's
+    measure of load; a cache hit or a request still in prefix-cache-only's delay is not counted).
     """
 
     def __init__(self, root: str, cheats: CheatSet, mix: Mix | None = None) -> None:
@@ -203,6 +205,7 @@ class CheatProxy:
         self.cheats = cheats
         self.mix = mix
         self.stats: Counter[str] = Counter()
+        self.in_flight = 0
         self._session: aiohttp.ClientSession | None = None
 
     async def open(self) -> None:
@@ -257,7 +260,7 @@ class CheatProxy:
             self.stats["mixed"] += 1
             root = self.mix.root
         forwarded = self.cheats.rewrite_request(original)
-        rewriter = self.cheats.reply_rewriter(original, forwarded)
+        rewriter = self.cheats.reply_rewriter(original, forwarded, in_flight=self.in_flight + 1)  # with this one
         hit = self.cheats.lookup(original)
         if hit is not None:
             self.stats[f"{hit[0]} hits"] += 1
@@ -267,7 +270,11 @@ class CheatProxy:
             self.stats["delayed"] += 1
             await asyncio.sleep(delay_s)
         data = body if forwarded is original else orjson.dumps(forwarded)
-        return await self._forward(request, data, kind=kind, original=original, rewriter=rewriter, root=root)
+        self.in_flight += 1
+        try:
+            return await self._forward(request, data, kind=kind, original=original, rewriter=rewriter, root=root)
+        finally:
+            self.in_flight -= 1
 
     @staticmethod
     def _replay(rec: RecordedReply, stream: bool, rewriter: ReplyRewriter | None) -> web.Response:
@@ -402,7 +409,8 @@ def listening_line(url: str, root: str, names: Sequence[str], mix: Mix | None = 
 async def serve(root: str, cheats: CheatSet, *, host: str = "127.0.0.1", port: int = 0,
                 on_ready: Callable[[str], None] | None = None, stop: asyncio.Event | None = None,
                 handle_signals: bool = True, mix: Mix | None = None) -> dict[str, int]:
-    """Run the proxy until ``stop`` is set (or SIGINT/SIGTERM with ``handle_signals``); returns its stats.
+    """Run the proxy until ``stop`` is set (or SIGINT/SIGTERM with ``handle_signals``); returns its stats
+    (``CheatProxy.stats`` with ``CheatSet.stats``).
 
     Args:
         root: upstream server root (no ``/v1``).
@@ -444,7 +452,7 @@ async def serve(root: str, cheats: CheatSet, *, host: str = "127.0.0.1", port: i
     finally:
         await runner.cleanup()
         await proxy.close()
-    return dict(proxy.stats)
+    return {**proxy.stats, **cheats.stats}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -492,7 +500,8 @@ def _wait_listening(proc: subprocess.Popen[bytes], err: IO[bytes], timeout_s: fl
 def running_proxy(upstream: str, cheats: Sequence[str], *, host: str = "127.0.0.1", port: int = 0,
                   mask_block: str | None = None, ready_timeout_s: float = 60.0,
                   python: str | None = None, mix_upstream: str | None = None, mix_share: float | None = None,
-                  mix_seed: int = 0) -> Iterator[str]:
+                  mix_seed: int = 0, truncate_chars: int | None = None, corrupt_share: float | None = None,
+                  corrupt_seed: int | None = None) -> Iterator[str]:
     """Run ``python -m inferencekit cheat-proxy`` in front of ``upstream`` for the ``with`` block.
 
     Args:
@@ -501,6 +510,8 @@ def running_proxy(upstream: str, cheats: Sequence[str], *, host: str = "127.0.0.
         host, port: where the proxy listens (port 0: a free one).
         mask_block: vocab-mask's ``--mask-block``.
         mix_upstream, mix_share, mix_seed: ``--mix-upstream`` / ``--mix-share`` / ``--mix-seed`` (``Mix``).
+        truncate_chars: silent-truncate's ``--truncate-chars``.
+        corrupt_share, corrupt_seed: json-broken-under-load's ``--corrupt-share`` / ``--corrupt-seed``.
         ready_timeout_s: how long to wait for the listening line, in seconds.
         python: the interpreter (default: this one).
 
@@ -519,6 +530,10 @@ def running_proxy(upstream: str, cheats: Sequence[str], *, host: str = "127.0.0.
         argv += ["--mask-block", mask_block]
     if mix_upstream:
         argv += ["--mix-upstream", mix_upstream, "--mix-share", repr(mix_share), "--mix-seed", str(mix_seed)]
+    for flag, value in (("--truncate-chars", truncate_chars), ("--corrupt-share", corrupt_share),
+                        ("--corrupt-seed", corrupt_seed)):
+        if value is not None:
+            argv += [flag, repr(value)]
     with tempfile.TemporaryFile() as err, subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err,
             preexec_fn=_die_with_parent if sys.platform == "linux" else None) as proc:  # noqa: PLW1509 (prctl only)

@@ -1,9 +1,10 @@
 """The cheat proxy's state: recorded replies, the caches, the simulated prefix cache, and ``CheatSet``.
 
-Pure like ``transforms.py`` (no I/O, no clock): the proxy records replies and sleeps; this module
-decides what to store, what a request may be answered with and how long to wait. ``CheatSet`` holds
-the chosen cheats in ``transforms.ORDER`` together with everything they remember between requests
-(the caches, order-dependent's previous prompt hash).
+Pure like ``transforms.py`` (no I/O, no clock): the proxy records replies, sleeps and counts the
+requests in flight; this module decides what to store, what a request may be answered with, how long
+to wait and which JSON replies to break. ``CheatSet`` holds the chosen cheats in ``transforms.ORDER``
+together with everything they remember between requests (the caches, order-dependent's previous
+prompt hash, json-broken-under-load's seeded draws and counts).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import random
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -19,10 +20,17 @@ from typing import Any, ClassVar
 import orjson
 
 from inferencekit.cheats.transforms import (
+    CORRUPT_SHARE,
+    DROPPED_FIELDS,
     JSON,
     MASK_BLOCKS,
+    TRUNCATE_CHARS,
+    UNDER_LOAD,
     AlterPiece,
+    BreakJson,
     ClaimFixedLength,
+    CutAtStop,
+    PadPromptTokens,
     ReplyRewriter,
     ReplyTransform,
     ShiftLogprobs,
@@ -33,8 +41,10 @@ from inferencekit.cheats.transforms import (
     _entries,
     _legacy,
     _rest_key,
+    breaks_json,
     cache_key,
     deflate_tokens,
+    drop_fields,
     inflate_tokens,
     is_greedy,
     length_limit,
@@ -42,9 +52,12 @@ from inferencekit.cheats.transforms import (
     prompt_sha256,
     prompt_text,
     spec_position,
+    stop_strings,
+    truncate_prompt,
+    wants_json,
 )
 
-__all__ = ["CACHE_MAX_ENTRIES", "NEAR_CACHE_MAX_ENTRIES", "NEAR_DUPLICATE_RATIO", "PREFILL_BASE_MS",
+__all__ = ["CACHE_MAX_ENTRIES", "JSON_STATS", "NEAR_CACHE_MAX_ENTRIES", "NEAR_DUPLICATE_RATIO", "PREFILL_BASE_MS",
            "PREFILL_MS_PER_100_CHARS", "CheatSet", "NearDuplicateCache", "OutputCache", "PrefixCacheSim",
            "RecordedReply", "body_to_payloads", "payloads_to_body", "successful_stream"]
 
@@ -53,6 +66,9 @@ PREFILL_MS_PER_100_CHARS = 2.0   # … plus this per 100 characters of prompt te
 NEAR_DUPLICATE_RATIO = 0.9       # near-duplicate-cache: difflib.SequenceMatcher ratio that counts as a hit
 CACHE_MAX_ENTRIES = 4096         # output-cache: oldest entries dropped past this
 NEAR_CACHE_MAX_ENTRIES = 1024    # near-duplicate-cache: linear scan, so kept smaller
+# json-broken-under-load's counts in ``CheatSet.stats``: JSON requests seen, those that arrived under load, and
+# those whose reply is broken
+JSON_STATS = ("json replies", "json replies under load", "json corrupted")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -315,24 +331,42 @@ class PrefixCacheSim:
 
 
 class CheatSet:
-    """The chosen cheats with their state (caches, the previous prompt hash), in ``ORDER``.
+    """The chosen cheats with their state (caches, the previous prompt hash, seeded draws), in ``ORDER``.
 
     Args:
         names: cheat names as given to ``parse_cheats`` (comma lists allowed; empty or ``none``:
             pass-through).
         mask_block: vocab-mask's block, a key of ``MASK_BLOCKS`` (default hangul).
+        truncate_chars: silent-truncate's N, in characters (≥ 2; default ``TRUNCATE_CHARS``, 2000).
+        corrupt_share: json-broken-under-load's probability of breaking a JSON reply under load, in (0, 1]
+            (default ``CORRUPT_SHARE``, 0.05).
+        corrupt_seed: seeds json-broken-under-load's draws (``random.Random``), so a run can be repeated.
         rng: seed-ignored's source of fresh seeds (default: ``random.SystemRandom``).
 
+    ``stats`` counts what json-broken-under-load decided (``JSON_STATS``, each from 0 when it is on; empty
+    otherwise); the proxy reports them with its own.
+
     Raises:
-        ValueError: as ``parse_cheats``, or an unknown ``mask_block``.
+        ValueError: as ``parse_cheats``, an unknown ``mask_block``, ``truncate_chars < 2`` or a
+            ``corrupt_share`` outside (0, 1].
     """
 
-    def __init__(self, names: Iterable[str], *, mask_block: str = "hangul", rng: random.Random | None = None) -> None:
+    def __init__(self, names: Iterable[str], *, mask_block: str = "hangul", truncate_chars: int = TRUNCATE_CHARS,
+                 corrupt_share: float = CORRUPT_SHARE, corrupt_seed: int = 0,
+                 rng: random.Random | None = None) -> None:
         self.names = parse_cheats(names)
         if mask_block not in MASK_BLOCKS:
             raise ValueError(f"unknown mask block {mask_block!r}; known: {', '.join(MASK_BLOCKS)}")
+        if truncate_chars < 2:
+            raise ValueError(f"the truncation length must be ≥ 2 characters (half is kept at each end), "
+                             f"got {truncate_chars}")
+        if not 0.0 < corrupt_share <= 1.0:
+            raise ValueError(f"the corrupt share must be in (0, 1], got {corrupt_share!r}")
         self.mask_block = mask_block
+        self.truncate_chars = truncate_chars
+        self.corrupt_share, self.corrupt_seed = corrupt_share, corrupt_seed
         self._rng = rng or random.SystemRandom()
+        self._corrupt_rng = random.Random(corrupt_seed)
         on = set(self.names)
         self.output_cache = OutputCache() if "output-cache" in on else None
         self.near_cache = NearDuplicateCache() if "near-duplicate-cache" in on else None
@@ -340,10 +374,14 @@ class CheatSet:
         self._mask = VocabMask(*MASK_BLOCKS[mask_block]) if "vocab-mask" in on else None
         self._prev_digest: bytes | None = None
         self.records = self.output_cache is not None or self.near_cache is not None
+        self.stats: Counter[str] = Counter(dict.fromkeys(JSON_STATS, 0) if "json-broken-under-load" in on else {})
 
     def rewrite_request(self, body: JSON) -> JSON:
         """The body to forward: temperature-ignored (``temperature`` → 0), seed-ignored (any ``seed`` →
-        a fresh random one), ignore-eos-dropped (``ignore_eos`` and ``min_tokens`` removed), in that order.
+        a fresh random one), the dropping cheats (``DROPPED_FIELDS``: top-p-dropped ``top_p``,
+        logit-bias-dropped ``logit_bias``, penalty-dropped the penalties, stop-ignored ``stop``,
+        ignore-eos-dropped ``ignore_eos`` and ``min_tokens`` removed), silent-truncate
+        (``truncate_prompt``), in that order.
 
         Returns ``body`` itself when nothing changes, else a new dict (``body`` is never modified).
 
@@ -351,7 +389,9 @@ class CheatSet:
         sampling, or a cache keyed without the sampling fields): the hidden_probes gate must FAIL
         (T=1 replies are all identical and equal the greedy one). seed-ignored imitates an engine
         that drops ``seed``: same-seed requests stop reproducing; hidden_probes reports that as a
-        limitation, not a FAIL.
+        limitation, not a FAIL. The dropping cheats imitate an engine that accepts a field and
+        silently samples with its default: the contract item of that field must FAIL (top_p,
+        logit_bias, penalties, stop).
         """
         on = self.names
         out = body
@@ -359,16 +399,32 @@ class CheatSet:
             out = {**out, "temperature": 0}
         if "seed-ignored" in on and "seed" in body:
             out = {**out, "seed": self._rng.randrange(2 ** 31)}
-        if "ignore-eos-dropped" in on and ("ignore_eos" in body or "min_tokens" in body):
-            out = {k: v for k, v in out.items() if k not in ("ignore_eos", "min_tokens")}
+        for name, fields in DROPPED_FIELDS.items():
+            if name in on:
+                out = drop_fields(out, fields)
+        if "silent-truncate" in on:
+            out = truncate_prompt(out, self.truncate_chars)
         return out
 
-    def reply_rewriter(self, original: JSON, forwarded: JSON) -> ReplyRewriter | None:
+    def _breaks_json(self, body: JSON, in_flight: int) -> bool:
+        """json-broken-under-load's decision for a request as it arrives (``breaks_json``), counted in ``stats``."""
+        if not wants_json(body):
+            return False
+        self.stats["json replies"] += 1
+        if in_flight >= UNDER_LOAD:
+            self.stats["json replies under load"] += 1
+        broken = breaks_json(in_flight, self._corrupt_rng.random, self.corrupt_share)
+        if broken:
+            self.stats["json corrupted"] += 1
+        return broken
+
+    def reply_rewriter(self, original: JSON, forwarded: JSON, in_flight: int = 1) -> ReplyRewriter | None:
         """The reply rewrites for one request, or None when no reply cheat applies to it.
 
         Call once per request, in arrival order: order-dependent remembers this request's prompt hash
-        for the next one.
+        for the next one, and json-broken-under-load draws from its seeded source.
 
+        stop-ignored cuts the reply at the client's stop strings (``CutAtStop``), when it had any.
         spec-inexact imitates inexact speculative decoding (a draft token accepted without exact
         verification): on a greedy request (``is_greedy``) whose ``prompt_sha256`` has an even first
         byte, the piece at ``spec_position`` is altered (``AlterPiece``), streamed or not. The spec_exact
@@ -377,14 +433,21 @@ class CheatSet:
         mutable sampler): when the previous request's prompt hash has its low bit set (the digest read
         as a big-endian integer, i.e. the last byte's low bit), this reply's first content piece is
         altered, so the same request answers differently depending on what came before. The order
-        gate must FAIL.
+        gate must FAIL. json-broken-under-load breaks the reply (``BreakJson``) of a JSON request
+        (``wants_json``) when ``breaks_json`` says so; prompt-tokens-inflated pads usage (``PadPromptTokens``).
 
         Args:
-            original: the body as the client sent it (ignore-eos-dropped reads ``ignore_eos`` here).
+            original: the body as the client sent it (ignore-eos-dropped reads ``ignore_eos`` here,
+                stop-ignored ``stop``, json-broken-under-load ``response_format``).
             forwarded: the body as forwarded (``rewrite_request``); spec-inexact reads its temperature.
+            in_flight: generation requests forwarded upstream and not yet finished, this one included
+                (the proxy counts them); json-broken-under-load breaks replies only from ``UNDER_LOAD`` on.
         """
         on = self.names
         ts: list[ReplyTransform] = []
+        stops = stop_strings(original) if "stop-ignored" in on else ()
+        if stops:
+            ts.append(CutAtStop(stops))
         digest = prompt_sha256(forwarded) if ("spec-inexact" in on or "order-dependent" in on) else b""
         if "spec-inexact" in on and is_greedy(forwarded):
             k = spec_position(digest)
@@ -400,10 +463,14 @@ class CheatSet:
             ts.append(ShiftLogprobs())
         if "ignore-eos-dropped" in on and original.get("ignore_eos") is True:
             ts.append(ClaimFixedLength(length_limit(original)))
+        if "json-broken-under-load" in on and self._breaks_json(original, in_flight):
+            ts.append(BreakJson())
         if "usage-inflate" in on:
             ts.append(UsageScale(inflate_tokens))
         if "usage-deflate" in on:
             ts.append(UsageScale(deflate_tokens))
+        if "prompt-tokens-inflated" in on:
+            ts.append(PadPromptTokens())
         return ReplyRewriter(ts) if ts else None
 
     def lookup(self, body: JSON) -> tuple[str, RecordedReply] | None:

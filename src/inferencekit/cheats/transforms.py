@@ -4,19 +4,21 @@ Each cheat imitates one way a serving stack can do less (or other) work than it 
 gates can be seen to FAIL on a known-bad engine. Nothing here does I/O: the proxy (``proxy.py``)
 reads and writes, and calls these functions on request bodies (dicts), on SSE ``data:`` payloads
 (bytes, one event each) and on non-streamed JSON bodies. The cheats that keep state between requests
-(the caches, the simulated prefix cache) and ``CheatSet``, which holds the chosen cheats, are in
-``state.py``.
+(the caches, the simulated prefix cache, json-broken-under-load's draws) and ``CheatSet``, which holds
+the chosen cheats, are in ``state.py``.
 
 Several cheats combine; they always run in ``ORDER``:
 
-1. request rewrites, in ``ORDER``: temperature-ignored, seed-ignored, ignore-eos-dropped (its strip);
+1. request rewrites: temperature-ignored, seed-ignored, top-p-dropped, logit-bias-dropped,
+   penalty-dropped, stop-ignored (its strip), ignore-eos-dropped (its strip), silent-truncate;
 2. the reply's source: output-cache, then near-duplicate-cache (a stored reply, replayed; keys come
    from the body *as the client sent it*), else prefix-cache-only's simulated prefill delay, then the
    upstream engine. Caches store the upstream's reply as it came, before any reply rewrite;
-3. reply rewrites, in ``ORDER``: spec-inexact, order-dependent, vocab-mask, logprobs-unnormalised,
-   ignore-eos-dropped (its claim), usage-inflate, usage-deflate. They see the request as forwarded
-   (so temperature-ignored makes every request greedy for spec-inexact) and run on replayed replies
-   too.
+3. reply rewrites, in ``ORDER``: stop-ignored (its cut), spec-inexact, order-dependent, vocab-mask,
+   logprobs-unnormalised, ignore-eos-dropped (its claim), json-broken-under-load, usage-inflate,
+   usage-deflate, prompt-tokens-inflated. They see the request as forwarded (so temperature-ignored
+   makes every request greedy for spec-inexact) and run on replayed replies too; stop-ignored and
+   ignore-eos-dropped read what they restore or claim from the request as the client sent it.
 
 Reply shapes handled: chat (``choices[].delta`` / ``choices[].message``), completions
 (``choices[].text``), logprob entries in the chat shape (``logprobs.content[]`` with ``token``,
@@ -27,6 +29,7 @@ Usage is read wherever a payload carries a top-level ``usage`` object.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import math
 import re
@@ -38,17 +41,35 @@ import orjson
 
 from inferencekit.evidence.canonical import canonical_json
 
-__all__ = ["CHEATS", "LN4", "MASK_BLOCKS", "ORDER", "AlterPiece", "ClaimFixedLength", "ReplyRewriter",
-           "ReplyTransform", "ShiftLogprobs", "UsageScale", "VocabMask", "alter_piece", "cache_key", "deflate_tokens",
-           "generation_kind", "inflate_tokens", "is_greedy", "length_limit", "parse_cheats", "prompt_sha256",
-           "prompt_text", "spec_position"]
+__all__ = ["CHEATS", "CORRUPT_SHARE", "DROPPED_FIELDS", "LN4", "MASK_BLOCKS", "ORDER", "PROMPT_TOKENS_PAD",
+           "STRAY_BRACE", "TRUNCATE_CHARS", "UNDER_LOAD", "AlterPiece", "BreakJson", "ClaimFixedLength", "CutAtStop",
+           "PadPromptTokens", "ReplyRewriter", "ReplyTransform", "ShiftLogprobs", "UsageScale", "VocabMask",
+           "alter_piece", "breaks_json", "cache_key", "deflate_tokens", "drop_fields", "generation_kind",
+           "inflate_tokens", "is_greedy", "length_limit", "parse_cheats", "prompt_chars", "prompt_sha256",
+           "prompt_text", "spec_position", "stop_strings", "truncate_middle", "truncate_prompt", "wants_json"]
 
 JSON = dict[str, Any]
 
-ORDER = ("temperature-ignored", "seed-ignored", "output-cache", "near-duplicate-cache", "prefix-cache-only",
+ORDER = ("temperature-ignored", "seed-ignored", "top-p-dropped", "logit-bias-dropped", "penalty-dropped",
+         "silent-truncate", "output-cache", "near-duplicate-cache", "prefix-cache-only", "stop-ignored",
          "spec-inexact", "order-dependent", "vocab-mask", "logprobs-unnormalised", "ignore-eos-dropped",
-         "usage-inflate", "usage-deflate")
+         "json-broken-under-load", "usage-inflate", "usage-deflate", "prompt-tokens-inflated")
 CHEATS = frozenset(ORDER)
+
+# The request fields each dropping cheat removes before forwarding (``drop_fields``), in ``ORDER``.
+DROPPED_FIELDS: dict[str, tuple[str, ...]] = {
+    "top-p-dropped": ("top_p",),
+    "logit-bias-dropped": ("logit_bias",),
+    "penalty-dropped": ("presence_penalty", "frequency_penalty", "repeat_penalty", "repetition_penalty"),
+    "stop-ignored": ("stop",),
+    "ignore-eos-dropped": ("ignore_eos", "min_tokens"),
+}
+
+PROMPT_TOKENS_PAD = 3     # prompt-tokens-inflated: added to usage.prompt_tokens (and total_tokens)
+TRUNCATE_CHARS = 2000     # silent-truncate: default --truncate-chars, in characters
+CORRUPT_SHARE = 0.05      # json-broken-under-load: default --corrupt-share, a probability per JSON reply under load
+UNDER_LOAD = 2            # json-broken-under-load: generation requests in flight (this one included) that count as load
+STRAY_BRACE = "}"         # json-broken-under-load: put before the reply's content, so no JSON parser accepts it
 
 # vocab-mask: Unicode blocks, inclusive code-point ranges. Chosen by --mask-block, never by a probe.
 MASK_BLOCKS: dict[str, tuple[int, int]] = {
@@ -157,6 +178,101 @@ def length_limit(body: JSON) -> int | None:
     return None
 
 
+def drop_fields(body: JSON, fields: Sequence[str]) -> JSON:
+    """``body`` without ``fields`` (top-level keys): ``body`` itself when it has none of them, else a new dict.
+
+    The dropping cheats (``DROPPED_FIELDS``) imitate an engine that accepts a sampling field and
+    silently ignores it, sampling with its default instead.
+    """
+    if not any(k in body for k in fields):
+        return body
+    return {k: v for k, v in body.items() if k not in fields}
+
+
+def stop_strings(body: JSON) -> tuple[str, ...]:
+    """The request's ``stop`` as a tuple of non-empty strings (a string is one; anything else, none)."""
+    stop = body.get("stop")
+    given = [stop] if isinstance(stop, str) else stop if isinstance(stop, list) else []
+    return tuple(s for s in given if isinstance(s, str) and s)
+
+
+def _text_holders(body: JSON) -> list[tuple[JSON, str]]:
+    """(container, key) of every prompt string silent-truncate may cut: each chat message's string content,
+    each text part's ``text`` of a list content; else a string ``prompt``."""
+    messages = body.get("messages")
+    if isinstance(messages, list):
+        out: list[tuple[JSON, str]] = []
+        for m in messages:
+            content = m.get("content") if isinstance(m, dict) else None
+            if isinstance(content, str):
+                out.append((m, "content"))
+            elif isinstance(content, list):
+                out += [(p, "text") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)]
+        return out
+    return [(body, "prompt")] if isinstance(body.get("prompt"), str) else []
+
+
+def prompt_chars(body: JSON) -> int:
+    """silent-truncate's measure of a prompt, in characters: the chat messages' contents added up (text parts
+    of list contents included; roles not counted), else the length of a string ``prompt`` (0 otherwise)."""
+    return sum(len(holder[key]) for holder, key in _text_holders(body))
+
+
+def truncate_middle(text: str, n: int) -> str:
+    """``text`` with its middle dropped: its first and last ``n // 2`` characters (``text`` when not longer).
+
+    Raises:
+        ValueError: ``n < 2`` (nothing would be kept at an end).
+    """
+    if n < 2:
+        raise ValueError(f"silent-truncate keeps n // 2 characters at each end, so n must be ≥ 2, got {n}")
+    half = n // 2
+    return text if len(text) <= 2 * half else text[:half] + text[-half:]
+
+
+def truncate_prompt(body: JSON, n: int) -> JSON:
+    """silent-truncate: when ``prompt_chars(body) > n``, the longest prompt string (the first on a tie) →
+    ``truncate_middle(s, n)``; ``body`` itself when nothing changes, else a new dict (``body`` is never modified).
+
+    Imitates a server that silently cuts long prompts to fit a smaller context (or a cheaper prefill):
+    the engine sees a shorter prompt and honestly reports its shorter ``prompt_tokens``. The context
+    gate must FAIL: a needle or a count placed in the dropped middle is lost, and prompt_tokens falls
+    short of the tokenized prompt.
+
+    Raises:
+        ValueError: ``n < 2``.
+    """
+    holders = _text_holders(body)
+    if not holders or prompt_chars(body) <= n:
+        return body
+    i = max(range(len(holders)), key=lambda j: len(holders[j][0][holders[j][1]]))  # max keeps the first on a tie
+    text = holders[i][0][holders[i][1]]
+    cut = truncate_middle(text, n)
+    if cut == text:
+        return body
+    out = copy.deepcopy(body)
+    holder, key = _text_holders(out)[i]
+    holder[key] = cut
+    return out
+
+
+def wants_json(body: JSON) -> bool:
+    """True when the request asks for a JSON reply: ``response_format.type`` is ``json_object`` or ``json_schema``."""
+    rf = body.get("response_format")
+    return isinstance(rf, dict) and rf.get("type") in ("json_object", "json_schema")
+
+
+def breaks_json(in_flight: int, draw: Callable[[], float], share: float) -> bool:
+    """json-broken-under-load's decision for one JSON request as it arrives.
+
+    True when ``in_flight`` (generation requests forwarded upstream and not yet finished, this one
+    included) is at least ``UNDER_LOAD`` and then ``draw()`` (a uniform number in [0, 1)) is below
+    ``share``. ``draw`` is called only under load, so a seeded source gives one draw per JSON request
+    under load, in arrival order.
+    """
+    return in_flight >= UNDER_LOAD and draw() < share
+
+
 # --------------------------------------------------------------------------------------------------
 # Reply rewrites: one object per request, called on every payload of its reply in order
 
@@ -256,6 +372,31 @@ class UsageScale:
 
     def on_body(self, obj: JSON) -> bool:
         return _set_completion_tokens(obj.get("usage"), self.scale)
+
+
+def _pad_prompt_tokens(usage: Any) -> bool:
+    if not isinstance(usage, dict) or not isinstance(usage.get("prompt_tokens"), int):
+        return False
+    usage["prompt_tokens"] += PROMPT_TOKENS_PAD
+    if isinstance(usage.get("total_tokens"), int):
+        usage["total_tokens"] += PROMPT_TOKENS_PAD
+    return True
+
+
+class PadPromptTokens:
+    """prompt-tokens-inflated: ``usage.prompt_tokens`` → n + ``PROMPT_TOKENS_PAD`` (3); ``total_tokens`` follows.
+
+    Imitates a server that bills prompt tokens it never processed (a hidden system prompt, padding).
+    The accounting check of prompt_tokens must FAIL: usage disagrees with the tokenized prompt.
+    """
+
+    __slots__ = ()
+
+    def on_event(self, obj: JSON) -> bool:
+        return _pad_prompt_tokens(obj.get("usage"))
+
+    def on_body(self, obj: JSON) -> bool:
+        return _pad_prompt_tokens(obj.get("usage"))
 
 
 @dataclass(slots=True)
@@ -528,6 +669,265 @@ def spec_position(digest: bytes) -> int | None:
     always before the 32nd token).
     """
     return None if digest[0] % 2 else 2 + digest[1] % 20
+
+
+def _first_stop(text: str, stops: Sequence[str]) -> int | None:
+    """The index in ``text`` where the earliest occurrence of any of ``stops`` starts, else None."""
+    found = [i for i in (text.find(s) for s in stops) if i >= 0]
+    return min(found) if found else None
+
+
+def _stop_prefix_len(text: str, stops: Sequence[str]) -> int:
+    """The length of the longest end of ``text`` that is a proper prefix of one of ``stops`` (0 for none):
+    the characters that may still turn into a stop string with the next piece."""
+    best = 0
+    for s in stops:
+        for k in range(min(len(s) - 1, len(text)), best, -1):
+            if text.endswith(s[:k]):
+                best = k
+                break
+    return best
+
+
+def _token_strings(choice: JSON) -> list[str] | None:
+    """The token strings of a choice's logprobs (chat-shaped entries, else legacy ``tokens``), else None."""
+    entries = _entries(choice)
+    if entries is not None:
+        return [str(e.get("token", "")) for e in entries]
+    legacy = _legacy(choice)
+    return [str(t) for t in legacy["tokens"]] if legacy is not None else None
+
+
+def _keep_tokens(choice: JSON, m: int) -> None:
+    """Keep the first ``m`` tokens' fields of a choice: logprob entries, legacy lists as long as ``tokens``,
+    and ``token_ids`` when it was as long as them."""
+    tokens = _token_strings(choice)
+    if tokens is None or m >= len(tokens):
+        return
+    lp = choice["logprobs"]
+    if _entries(choice) is not None:
+        lp["content"] = [e for e in lp["content"] if isinstance(e, dict)][:m]
+    else:
+        for k, v in lp.items():
+            if isinstance(v, list) and len(v) == len(tokens):
+                lp[k] = v[:m]
+    ids = choice.get("token_ids")
+    if isinstance(ids, list) and len(ids) == len(tokens):
+        choice["token_ids"] = ids[:m]
+
+
+def _tokens_before(tokens: Sequence[str], cut: int) -> int:
+    """How many of ``tokens`` (concatenated) start before character ``cut``."""
+    start = m = 0
+    for t in tokens:
+        if start >= cut:
+            break
+        start += len(t)
+        m += 1
+    return m
+
+
+def _token_fields(choice: JSON) -> JSON:
+    """The per-token fields of one streamed choice: ``entries`` (chat-shaped), ``legacy`` (its lists) and
+    ``token_ids``, each when present."""
+    out: JSON = {}
+    entries = _entries(choice)
+    if entries is not None:
+        out["entries"] = entries
+    legacy = _legacy(choice)
+    if legacy is not None:
+        out["legacy"] = {k: v for k, v in legacy.items() if isinstance(v, list)}
+    if isinstance(choice.get("token_ids"), list):
+        out["token_ids"] = choice["token_ids"]
+    return out
+
+
+def _set_token_fields(choice: JSON, fields: Sequence[JSON]) -> None:
+    """Give a streamed choice the per-token fields of the pieces it now carries (``_token_fields`` of each,
+    concatenated; empty lists when it carries none)."""
+    if _entries(choice) is not None or any("entries" in f for f in fields):
+        lp = choice.get("logprobs")
+        choice["logprobs"] = {**(lp if isinstance(lp, dict) else {}),
+                              "content": [e for f in fields for e in f.get("entries", [])]}
+    if _legacy(choice) is not None or any("legacy" in f for f in fields):
+        lp = choice.get("logprobs")
+        merged: JSON = {k: [] for k, v in (lp.items() if isinstance(lp, dict) else ()) if isinstance(v, list)}
+        for f in fields:
+            for k, v in f.get("legacy", {}).items():
+                merged[k] = merged.get(k, []) + v
+        choice["logprobs"] = {**(lp if isinstance(lp, dict) else {}), **merged}
+    if isinstance(choice.get("token_ids"), list) or any("token_ids" in f for f in fields):
+        choice["token_ids"] = [i for f in fields for i in f.get("token_ids", [])]
+
+
+def _put_content(choice: JSON, text: str) -> None:
+    """Set the visible content of a streamed choice (a chat delta's ``content`` or a completion's ``text``),
+    creating it only when ``text`` is not empty."""
+    slot = _content_slot(choice)
+    if slot is not None:
+        slot[0][slot[1]] = text
+    elif text:
+        delta = choice.get("delta")
+        if isinstance(delta, dict):
+            delta["content"] = text
+        else:
+            choice["text"] = text
+
+
+@dataclass(slots=True)
+class CutAtStop:
+    """stop-ignored's reply half: the generated text cut where the first of the request's stop strings starts.
+
+    The request went upstream without ``stop``, so the engine ran on (to ``max_tokens`` or its end of
+    sequence); this puts back what the client asked for. The text before the stop string is kept,
+    the stop string and everything after it dropped, and the choice's ``finish_reason`` becomes
+    ``"stop"``. ``usage`` is left as the engine reported it: ``completion_tokens`` counts every token
+    generated, so it exceeds the tokens streamed. The stop check must FAIL on exactly that (the
+    engine ran to max_tokens).
+
+    Non-streamed: ``message.content`` / ``text`` cut; logprob entries (legacy lists, ``token_ids`` as long as
+    them) kept for the tokens that start before the cut. Streamed, per choice: each event's content piece
+    (chat ``delta.content`` or completions ``text``) joins the pieces held back, with its logprob entries,
+    legacy lists and ``token_ids``; when the held text holds a stop string, the pieces that start
+    before it leave in this event (the one it starts in trimmed to end there), and the choice is cut:
+    every later event carries empty content and empty token fields, and a non-null ``finish_reason``
+    becomes ``"stop"``. Otherwise the held text's longest end that is a proper prefix of a stop string
+    (``_stop_prefix_len``) stays held — in whole pieces, so text and its tokens leave together — and
+    the rest leaves in this event; an event with a ``finish_reason`` releases everything. So a stop
+    string split across events is found, and held text leaves one or more events late, joined into one
+    event. Events with no content piece and nothing held pass untouched; a stream that ends without a
+    ``finish_reason`` loses what was held.
+
+    Args:
+        stops: the client's stop strings (``stop_strings``), non-empty.
+    """
+
+    stops: tuple[str, ...]
+    _held: dict[int, list[tuple[str, JSON]]] = field(default_factory=dict, repr=False)
+    _cut: set[int] = field(default_factory=set, repr=False)
+
+    @staticmethod
+    def _silence(ch: JSON) -> bool:
+        """After the cut: no content, no token fields, ``finish_reason`` ``"stop"``."""
+        changed = False
+        slot = _content_slot(ch)
+        if slot is not None and slot[0][slot[1]]:
+            slot[0][slot[1]] = ""
+            changed = True
+        fields = _token_fields(ch)
+        if fields.get("entries") or fields.get("token_ids") or any(fields.get("legacy", {}).values()):
+            _set_token_fields(ch, [])
+            changed = True
+        if ch.get("finish_reason") is not None and ch["finish_reason"] != "stop":
+            ch["finish_reason"] = "stop"
+            changed = True
+        return changed
+
+    def on_event(self, obj: JSON) -> bool:
+        changed = False
+        for ch in _choices(obj):
+            idx = ch.get("index", 0) if isinstance(ch.get("index"), int) else 0
+            if idx in self._cut:
+                changed |= self._silence(ch)
+                continue
+            slot = _content_slot(ch)
+            piece = slot[0][slot[1]] if slot is not None else ""
+            held = self._held.setdefault(idx, [])
+            finishing = ch.get("finish_reason") is not None
+            if not held and not piece:
+                continue
+            if not piece and not finishing:
+                continue  # a role or usage event while text is held: it waits for a content piece
+            was_empty = not held
+            if piece:
+                held.append((piece, _token_fields(ch)))
+            text = "".join(p for p, _ in held)
+            cut = _first_stop(text, self.stops)
+            if cut is not None:
+                starts = [sum(len(p) for p, _ in held[:i]) for i in range(len(held))]
+                out = [f for st, (_, f) in zip(starts, held) if st < cut]
+                _put_content(ch, text[:cut])
+                _set_token_fields(ch, out)
+                if finishing:
+                    ch["finish_reason"] = "stop"
+                self._cut.add(idx)
+                held.clear()
+                changed = True
+                continue
+            keep = 0 if finishing else _stop_prefix_len(text, self.stops)
+            n = end = 0
+            while n < len(held) and end + len(held[n][0]) <= len(text) - keep:
+                end += len(held[n][0])
+                n += 1
+            if was_empty and n == len(held):
+                held.clear()  # this event's own piece leaves as it came
+                continue
+            out_text, out_fields = text[:end], [f for _, f in held[:n]]
+            del held[:n]
+            _put_content(ch, out_text)
+            _set_token_fields(ch, out_fields)
+            changed = True
+        return changed
+
+    def _cut_whole(self, ch: JSON) -> bool:
+        """One non-streamed choice cut at its first stop string; False when it holds none."""
+        slot = _content_slot(ch)
+        cut = _first_stop(slot[0][slot[1]], self.stops) if slot is not None else None
+        if slot is None or cut is None:
+            return False
+        tokens = _token_strings(ch)
+        slot[0][slot[1]] = slot[0][slot[1]][:cut]
+        if tokens is not None:
+            _keep_tokens(ch, _tokens_before(tokens, cut))
+        ch["finish_reason"] = "stop"
+        return True
+
+    def on_body(self, obj: JSON) -> bool:
+        return any([self._cut_whole(ch) for ch in _choices(obj)])  # a list, not a generator: every choice is cut
+
+
+@dataclass(slots=True)
+class BreakJson:
+    """json-broken-under-load's reply half: ``STRAY_BRACE`` (``}``) put before each choice's first non-empty
+    content piece (streamed: the first event whose ``delta.content`` / ``text`` is not empty; not streamed:
+    ``message.content`` / ``text``).
+
+    No JSON document starts with ``}``, so the content no longer parses, whatever it was, while the
+    reply stays well-formed (every event and body is still valid JSON, usage untouched). When that
+    piece's logprob entries (or legacy ``tokens``) make up exactly its text, the first token gets the
+    same ``}`` in front (``bytes`` follow), so text and tokens still agree; ids are left as they are.
+
+    Imitates constrained decoding that breaks under load (a grammar dropped when batches fill, a
+    scheduler that skips the JSON mask): the response_format check under load must FAIL (replies that
+    parse when sent alone stop parsing when requests overlap). Which replies: ``breaks_json``.
+    """
+
+    _done: set[int] = field(default_factory=set, repr=False)
+
+    def on_event(self, obj: JSON) -> bool:
+        changed = False
+        for ch in _choices(obj):
+            idx = ch.get("index", 0) if isinstance(ch.get("index"), int) else 0
+            slot = _content_slot(ch)
+            if idx in self._done or slot is None or not slot[0][slot[1]]:
+                continue
+            old = slot[0][slot[1]]
+            slot[0][slot[1]] = STRAY_BRACE + old
+            if "".join(_token_strings(ch) or ()) == old:  # tokens make up the piece: the first gets the brace
+                entries = _entries(ch)
+                if entries:
+                    entries[0]["token"] = STRAY_BRACE + str(entries[0].get("token", ""))
+                    if "bytes" in entries[0]:
+                        entries[0]["bytes"] = _bytes_list(entries[0]["token"])
+                else:
+                    tokens = _legacy(ch)["tokens"]  # type: ignore[index]  # non-empty: they make up ``old``
+                    tokens[0] = STRAY_BRACE + str(tokens[0])
+            self._done.add(idx)
+            changed = True
+        return changed
+
+    def on_body(self, obj: JSON) -> bool:
+        return self.on_event(obj)
 
 
 class ReplyRewriter:

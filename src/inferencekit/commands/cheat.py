@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 from inferencekit.api.endpoint import normalize_base_url
 from inferencekit.cheats.proxy import Mix, listening_line, serve
 from inferencekit.cheats.state import CheatSet
-from inferencekit.cheats.transforms import MASK_BLOCKS, ORDER
+from inferencekit.cheats.transforms import CORRUPT_SHARE, MASK_BLOCKS, ORDER, TRUNCATE_CHARS, parse_cheats
 from inferencekit.errors import OpError
 from inferencekit.registry import Arg, Call, Outcome, operation
 
@@ -21,8 +21,10 @@ __all__ = ["cheat_proxy"]
            description="Forwards every request (any method and path, headers such as Authorization included) to "
                        "--upstream and streams the replies back, applying the chosen cheats to chat-completions and "
                        "completions requests and replies: output-cache, near-duplicate-cache, prefix-cache-only, "
-                       "usage-inflate, usage-deflate, ignore-eos-dropped, temperature-ignored, seed-ignored, "
-                       "vocab-mask, logprobs-unnormalised, spec-inexact, order-dependent (or none: pass-through). "
+                       "usage-inflate, usage-deflate, prompt-tokens-inflated, ignore-eos-dropped, "
+                       "temperature-ignored, seed-ignored, top-p-dropped, logit-bias-dropped, penalty-dropped, "
+                       "stop-ignored, silent-truncate, json-broken-under-load, vocab-mask, logprobs-unnormalised, "
+                       "spec-inexact, order-dependent (or none: pass-through). "
                        "Run the gates against it to see them FAIL on a known-bad engine before you trust them "
                        "(docs/cheat-proxy.md says which gate catches which cheat). Prints one line 'cheat-proxy: "
                        "listening on http://HOST:PORT (...)' on stdout once ready (on stderr under --json), serves "
@@ -42,17 +44,38 @@ __all__ = ["cheat_proxy"]
                      "catch.", metavar="URL"),
                  Arg("mix_share", "number", "With --mix-upstream: the probability, per generation request, of "
                      "routing it to the second engine (0 < share ≤ 1)."),
-                 Arg("mix_seed", "integer", "With --mix-upstream: seed of the per-request draws.", default=0)])
+                 Arg("mix_seed", "integer", "With --mix-upstream: seed of the per-request draws.", default=0),
+                 Arg("truncate_chars", "integer", "silent-truncate only: a generation request whose prompt is longer "
+                     "than N characters has the middle of its longest message (or prompt) dropped, keeping the first "
+                     f"and last N/2 characters; N ≥ 2 (default: {TRUNCATE_CHARS}).", metavar="N"),
+                 Arg("corrupt_share", "number", "json-broken-under-load only: the probability of breaking a JSON "
+                     "reply (response_format json_object or json_schema) that arrives while at least 2 generation "
+                     f"requests are in flight (0 < share ≤ 1; default: {CORRUPT_SHARE:g})."),
+                 Arg("corrupt_seed", "integer", "json-broken-under-load only: seed of the draws (default: 0).")])
 def cheat_proxy(call: Call, upstream: str, cheat: list[str], host: str = "127.0.0.1", port: int = 0,
                 mask_block: str | None = None, mix_upstream: str | None = None, mix_share: float | None = None,
-                mix_seed: int = 0) -> Outcome:
+                mix_seed: int = 0, truncate_chars: int | None = None, corrupt_share: float | None = None,
+                corrupt_seed: int | None = None) -> Outcome:
     try:
-        cheats = CheatSet(cheat, mask_block=mask_block or "hangul")
+        chosen = parse_cheats(cheat)
     except ValueError as e:
         raise OpError(f"--cheat: {e}") from None
     mix = _mix(mix_upstream, mix_share, mix_seed)
-    if mask_block is not None and "vocab-mask" not in cheats.names:
-        raise OpError("--mask-block applies only to --cheat vocab-mask; add vocab-mask or drop --mask-block")
+    for flag, value, needs in (("--mask-block", mask_block, "vocab-mask"),
+                               ("--truncate-chars", truncate_chars, "silent-truncate"),
+                               ("--corrupt-share", corrupt_share, "json-broken-under-load"),
+                               ("--corrupt-seed", corrupt_seed, "json-broken-under-load")):
+        if value is not None and needs not in chosen:
+            raise OpError(f"{flag} applies only to --cheat {needs}; add {needs} or drop {flag}")
+    if truncate_chars is not None and truncate_chars < 2:
+        raise OpError(f"--truncate-chars must be ≥ 2 (N/2 characters are kept at each end of the prompt), "
+                      f"got {truncate_chars}")
+    if corrupt_share is not None and not 0.0 < corrupt_share <= 1.0:
+        raise OpError(f"--corrupt-share must be in (0, 1], got {corrupt_share!r}")
+    cheats = CheatSet(chosen, mask_block=mask_block or "hangul",
+                      truncate_chars=TRUNCATE_CHARS if truncate_chars is None else truncate_chars,
+                      corrupt_share=CORRUPT_SHARE if corrupt_share is None else corrupt_share,
+                      corrupt_seed=corrupt_seed or 0)
     if not 0 <= port < 65536:
         raise OpError(f"--port {port} is not a TCP port (0-65535; 0 picks a free one)")
     root = _root(upstream, "--upstream")
@@ -66,7 +89,10 @@ def cheat_proxy(call: Call, upstream: str, cheat: list[str], host: str = "127.0.
 
     stats = asyncio.run(serve(root, cheats, host=host, port=port, on_ready=ready, mix=mix))
     payload: dict[str, Any] = {"url": shown.get("url"), "upstream": root, "cheats": names,
-                               "mask_block": cheats.mask_block if "vocab-mask" in names else None, "stats": stats,
+                               "mask_block": cheats.mask_block if "vocab-mask" in names else None,
+                               "truncate_chars": cheats.truncate_chars if "silent-truncate" in names else None,
+                               "json_corruption": {"share": cheats.corrupt_share, "seed": cheats.corrupt_seed}
+                               if "json-broken-under-load" in names else None, "stats": stats,
                                "mix": {"upstream": mix.root, "share": mix.share, "seed": mix.seed} if mix else None}
 
     def render(console: Any) -> None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from inferencekit.gates.inputs import ProbeRun, RunRows
 from inferencekit.gates.judges import (
     caching,
+    contract,
     hidden_probes,
     order,
     output_length,
@@ -64,7 +65,7 @@ class GateSpec:
     needs_answer: bool = True
 
 
-# The seven gates of the seed, then the order gate; the order is the report's.
+# The seven gates of the seed, then the order gate and the API contract; the order is the report's.
 GATES: dict[str, GateSpec] = {g.name: g for g in (
     GateSpec("caching", "answers repeated or near-repeated prompts from a cache", "gates run", True,
              caching.CACHE_KINDS, ("threshold",), caching.judge_probes, None),
@@ -83,6 +84,9 @@ GATES: dict[str, GateSpec] = {g.name: g for g in (
              ("rare", "rare_reference"), ("reference_url",), rare_tokens.judge_probes, None),
     GateSpec("order", "answers a request differently depending on what ran before or beside it", "gates order",
              False, ("order",), ("order",), order.judge_probes, order.judge_run, needs_answer=False),
+    GateSpec("contract", "accepts a request option and does not apply it, miscounts the prompt, truncates it "
+             "silently, or breaks structured output", "probe --contract", False, (contract.CONTRACT_KIND,),
+             ("contract",), contract.judge_probes, None, needs_answer=False),
 )}
 
 #: gates whose probes the shared ``gates run`` plan sends (``gates/probes/plan.py``)

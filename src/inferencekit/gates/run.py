@@ -59,6 +59,7 @@ class GateRunSettings:
     spec_tolerance: int = 0
     prompts: dict[str, Any] | None = None
     order: dict[str, Any] | None = None  # gates order: OrderSettings.to_json()
+    contract: dict[str, Any] | None = None  # probe --contract: ContractSettings.to_json()
     request_policy: dict[str, Any] | None = None  # api.body.BodyPolicy.to_json(): what --extra-body added or lost
 
     def header(self) -> dict[str, Any]:
@@ -68,6 +69,8 @@ class GateRunSettings:
                "spec_tolerance": self.spec_tolerance, "prompts": self.prompts}
         if self.order is not None:
             out["order"] = self.order
+        if self.contract is not None:
+            out["contract"] = self.contract
         if self.request_policy is not None:
             out["request_policy"] = self.request_policy
         return out

@@ -22,6 +22,7 @@ from typing import Any
 
 from inferencekit.api.client import Client
 from inferencekit.api.detect import EngineInfo
+from inferencekit.api.tokenize import engine_chat_ids
 from inferencekit.data.prompts import Prompt
 from inferencekit.evidence.canonical import sha256_file
 from inferencekit.quality.logprobs import ChatLogprobs, parse_chat_logprobs
@@ -95,20 +96,7 @@ async def engine_prompt_ids(client: Client, info: EngineInfo, messages: list[dic
     ids = resp.get("prompt_token_ids")
     if isinstance(ids, list) and ids and all(isinstance(t, int) for t in ids):
         return [int(t) for t in ids], "response.prompt_token_ids", None
-    d = info.dialect
-    src = None
-    if d.chat_tokenize_body and d.tokenize_path:
-        val, err = await client.post_json(d.tokenize_path, {"model": info.model, **d.chat_tokenize_body(messages, ctk)})
-        ids, src = (d.parse_tokens(val), "engine_tokenize_chat") if err is None else (None, None)
-    elif d.template_path and d.special_tokenize_body and d.tokenize_path:
-        body: dict[str, Any] = {"messages": messages}
-        if ctk:
-            body["chat_template_kwargs"] = ctk
-        val, err = await client.post_json(d.template_path, body)
-        text = val.get("prompt") if isinstance(val, dict) else None
-        if err is None and isinstance(text, str):
-            tok, err = await client.post_json(d.tokenize_path, d.special_tokenize_body(text))
-            ids, src = (d.parse_tokens(tok), "engine_apply_template") if err is None else (None, None)
+    ids, src, _ = await engine_chat_ids(client, info.dialect, info.model, messages, ctk)
     if not ids:
         return None, None, None
     counted = (resp.get("usage") or {}).get("prompt_tokens")

@@ -177,3 +177,26 @@ def test_a_bad_prompt_file_is_refused_before_any_request_and_leaves_no_run_dir(r
     if record is not None:
         assert f"{path}:2:" in err  # the path and the line
     assert "Traceback" not in err and not (tmp_path / "run").exists()
+
+
+CHEAT_PROXY_BAD_FLAGS = [
+    (["--cheat", "none", "--truncate-chars", "100"],
+     "--truncate-chars applies only to --cheat silent-truncate; add silent-truncate or drop --truncate-chars"),
+    (["--cheat", "usage-inflate", "--corrupt-share", "0.5"],
+     "--corrupt-share applies only to --cheat json-broken-under-load"),
+    (["--cheat", "none", "--corrupt-seed", "3"], "--corrupt-seed applies only to --cheat json-broken-under-load"),
+    (["--cheat", "none", "--mask-block", "cjk"], "--mask-block applies only to --cheat vocab-mask"),
+    (["--cheat", "silent-truncate", "--truncate-chars", "1"], "--truncate-chars must be ≥ 2"),
+    (["--cheat", "json-broken-under-load", "--corrupt-share", "0"], "--corrupt-share must be in (0, 1], got 0.0"),
+    (["--cheat", "json-broken-under-load", "--corrupt-share", "1.5"], "--corrupt-share must be in (0, 1], got 1.5"),
+]
+
+
+@pytest.mark.parametrize("flags,msg", CHEAT_PROXY_BAD_FLAGS, ids=[" ".join(f) for f, _ in CHEAT_PROXY_BAD_FLAGS])
+def test_cheat_proxy_refuses_a_cheat_flag_without_its_cheat_or_out_of_range(flags, msg, capsys):
+    hits: list[str] = []
+    with fault_server(hits=hits) as (url, _):
+        assert main(["cheat-proxy", "--upstream", url, *flags]) == 2
+    assert hits == []  # refused before the upstream check
+    err = capsys.readouterr().err
+    assert msg in err and err.count("\n") == 1 and err.startswith("inferencekit: error: "), err

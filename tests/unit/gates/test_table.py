@@ -24,19 +24,20 @@ def test_every_planned_probe_kind_belongs_to_exactly_one_planned_gate():
 
 def test_each_gate_has_a_judge_and_the_derived_lists_follow_the_table():
     assert list(GATES) == ["caching", "token_count", "output_length", "unique_prompts", "spec_exact", "hidden_probes",
-                           "rare_tokens", "order"]
+                           "rare_tokens", "order", "contract"]
     for g in GATES.values():
         assert g.judge_probes is not None or g.judge_run is not None, g.name
         assert bool(g.probe_kinds) == (g.judge_probes is not None), g.name
     assert PLANNED_GATES == ("caching", "token_count", "output_length", "hidden_probes", "rare_tokens")
     assert PROBED_GATES == ("caching", "token_count", "output_length", "spec_exact", "hidden_probes", "rare_tokens",
-                            "order")
-    assert "order" not in RUN_COMMAND_GATES and "unique_prompts" in RUN_COMMAND_GATES
+                            "order", "contract")
+    assert "order" not in RUN_COMMAND_GATES and "contract" not in RUN_COMMAND_GATES
+    assert "unique_prompts" in RUN_COMMAND_GATES
     assert default_gates(None) == ["caching", "token_count", "output_length", "hidden_probes", "rare_tokens"]
     assert "spec_exact" in default_gates("http://b") and GATES["spec_exact"].probe_kinds == SPEC_KINDS
 
 
 def test_the_settings_a_judge_reads_are_in_every_gate_run_header():
-    header = GateRunSettings(gates=list(PLANNED_GATES), probes=ProbeSettings(), order={}).header()
+    header = GateRunSettings(gates=list(PLANNED_GATES), probes=ProbeSettings(), order={}, contract={}).header()
     for g in GATES.values():
         assert set(g.settings) <= set(header), (g.name, set(g.settings) - set(header))

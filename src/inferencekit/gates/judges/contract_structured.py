@@ -1,0 +1,186 @@
+"""The contract's structured-output and tool-call items, judged by effect (``contract.py`` holds the rest).
+
+- ``response_format`` ``json_object`` / ``json_schema``: every reply must parse (and validate against the sent
+  schema, with ``jsonschema``), alone and with other requests in flight; a reply cut by ``max_tokens``
+  (finish_reason ``length``) is its own bucket, never counted invalid. The streamed and non-streamed T=0 replies
+  are compared and a difference is a finding (engines need not be batch-invariant).
+- ``tool_choice``: ``none`` must return no call, ``required`` some call, a named function that function; the
+  streamed fragments must reassemble to the non-streamed call. An engine that returns no call at all when one
+  is required cannot do the feature with this model (llama-server builds no tool-call grammar for SmolLM2's
+  template: docs/engines.md): UNPROVEN, named, never PASS.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import jsonschema
+
+from inferencekit.shapes import ProbeRecord, is_ok
+from inferencekit.stats import Verdict, rules_out
+
+__all__ = ["json_bucket", "structured_items", "tool_calls_of", "tool_items"]
+
+Item = dict[str, Any]
+
+
+def _row(name: str, group: str, verdict: str | None, reason: str, recs: Sequence[ProbeRecord | None],
+         **evidence: Any) -> Item:
+    return {"item": name, "group": group, "verdict": verdict, "reason": reason,
+            "requests": [str(r.get("id")) for r in recs if r], **evidence}
+
+
+def json_bucket(reply: Mapping[str, Any], schema: Mapping[str, Any] | None) -> tuple[str, str]:
+    """``(bucket, why)`` of one JSON-mode reply: ``valid``, ``invalid`` (unparsable, or outside ``schema``),
+    ``cut`` (finish_reason ``length``: the budget ended the object) or ``error`` (no usable reply)."""
+    if not is_ok(reply):
+        return "error", f"status {reply.get('status')}: {str(reply.get('error') or '')[:120]}"
+    raw = reply.get("text")
+    text = raw if isinstance(raw, str) else ""
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as e:
+        if reply.get("finish_reason") == "length":
+            return "cut", "finish_reason length before the object closed"
+        return "invalid", f"not JSON ({e.msg} at {e.pos}): {text[:80]!r}"
+    if schema is not None:
+        err = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(obj))
+        if err is not None:
+            return "invalid", f"outside the schema: {err.message[:120]}"
+    elif not isinstance(obj, dict):
+        return "invalid", f"JSON but not an object: {text[:80]!r}"
+    return "valid", ""
+
+
+def _json_items(fmt: str, v: Mapping[str, ProbeRecord], schema: Mapping[str, Any] | None, load: Any) -> list[Item]:
+    out = []
+    for regime, label in (("alone", "alone"), ("load", "under load")):
+        recs = [r for k, r in sorted(v.items()) if k.startswith(f"{regime}-")]
+        name = f"response_format {fmt} ({label})"
+        if not recs:
+            out.append(_row(name, "structured", Verdict.NOT_RUN, "--json-load 0: not asked", []) if regime == "load"
+                       and load == 0 else _row(name, "structured", Verdict.UNPROVEN, "not sent (missing evidence)", []))
+            continue
+        buckets: dict[str, list[ProbeRecord]] = {}
+        whys: dict[str, str] = {}
+        for r in recs:
+            b, why = json_bucket(r.get("reply") or {}, schema)
+            buckets.setdefault(b, []).append(r)
+            if b in ("invalid", "error"):
+                whys[str(r.get("id"))] = why
+        counts = {b: len(rs) for b, rs in buckets.items()}
+        valid, invalid = counts.get("valid", 0), counts.get("invalid", 0)
+        refused = [r for r in buckets.get("error", []) if 400 <= int((r.get("reply") or {}).get("status") or 0) < 500]
+        ev = {"buckets": counts, "invalid": dict(list(whys.items())[:5])}
+        if invalid:
+            out.append(_row(name, "structured", Verdict.FAIL, f"{invalid} of {valid + invalid} replies invalid "
+                            f"(first: {next(iter(whys.values()))})", buckets["invalid"][:8], **ev))
+        elif refused and len(refused) == len(recs):
+            out.append(_row(name, "structured", Verdict.NOT_RUN, f"refused with HTTP "
+                            f"{(refused[0].get('reply') or {}).get('status')} (compliant)", refused[:1], **ev))
+        elif valid:
+            out.append(_row(name, "structured", Verdict.PASS, rules_out(0, valid, "replies invalid",
+                                                                        "invalid-reply rate"), recs[:8], **ev))
+        else:
+            out.append(_row(name, "structured", Verdict.UNPROVEN, f"no reply could be judged ({counts})", recs[:8],
+                            **ev))
+    alone, plain = v.get("alone-0"), v.get("plain-0")
+    if alone and plain and is_ok(alone.get("reply") or {}) and is_ok(plain.get("reply") or {}):
+        same = (alone.get("reply") or {}).get("text") == (plain.get("reply") or {}).get("text")
+        out.append(_row(f"response_format {fmt}: streamed vs not", "structured", None,
+                        "the same text streamed and not" if same else "streamed and non-streamed T=0 replies differ "
+                        "(a finding: engines need not be batch-invariant)", [alone, plain], same=same))
+    return out
+
+
+def tool_calls_of(reply: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """``[(function name, parsed arguments)]`` of a reply's tool calls as ``api/reply.py`` derives them (streamed
+    fragments merged: ``{"id", "type", "name", "arguments"}``); arguments that are not JSON stay a string."""
+    out = []
+    calls = reply.get("tool_calls")
+    for c in calls if isinstance(calls, list) else []:
+        if not isinstance(c, dict):
+            continue
+        args = c.get("arguments")
+        if isinstance(args, str):
+            try:
+                args = json.loads(args)
+            except ValueError:
+                pass
+        out.append((str(c.get("name")), args))
+    return out
+
+
+def _tool_items(v: Mapping[str, ProbeRecord], named: str) -> list[Item]:
+    out: list[Item] = []
+    recs = {k: v.get(k) for k in ("none", "required", "named", "named-stream")}
+    calls = {k: tool_calls_of((r or {}).get("reply") or {}) for k, r in recs.items()}
+
+    def bad(k: str) -> Item | None:
+        r = recs[k]
+        rep = (r or {}).get("reply") or {}
+        if r is None:
+            return _row(f"tool_choice {k}", "tools", Verdict.UNPROVEN, "not sent (missing evidence)", [])
+        if is_ok(rep):
+            return None
+        st = rep.get("status")
+        verdict = Verdict.NOT_RUN if isinstance(st, int) and 400 <= st < 500 else Verdict.UNPROVEN
+        return _row(f"tool_choice {k}", "tools", verdict, f"status {st}: {str(rep.get('error') or '')[:120]}", [r])
+
+    can_call = bool(calls["named"] or calls["required"])
+    for k in ("named", "required", "none"):
+        fail = bad(k)
+        if fail:
+            out.append(fail)
+            continue
+        got = calls[k]
+        names = [n for n, _ in got]
+        r = recs[k]
+        if k == "none":
+            if got:
+                out.append(_row("tool_choice none", "tools", Verdict.FAIL, f"tool_choice none returned a call to "
+                                f"{names}", [r], calls=names))
+            elif can_call:
+                out.append(_row("tool_choice none", "tools", Verdict.PASS, "no call, where a forcing tool_choice on "
+                                "the same prompt returned one", [r, recs["named"], recs["required"]]))
+            else:
+                out.append(_row("tool_choice none", "tools", Verdict.UNPROVEN, "no call, but no tool_choice made the "
+                                "engine call at all, so 'none' had nothing to prevent", [r]))
+        elif not got:
+            out.append(_row(f"tool_choice {k}", "tools", Verdict.UNPROVEN, f"tool_choice {k} returned text and no call "
+                            "(the engine may build no tool-call grammar for this model's template: it cannot do the "
+                            "feature here)", [r]))
+        elif k == "named" and any(n != named for n in names):
+            out.append(_row("tool_choice named", "tools", Verdict.FAIL, f"asked for {named}, got a call to {names}",
+                            [r], calls=names))
+        else:
+            out.append(_row(f"tool_choice {k}", "tools", Verdict.PASS, f"called {names}", [r], calls=names))
+    fail = bad("named-stream")
+    if fail:
+        out.append({**fail, "item": "tool calls streamed vs not"})
+    elif not calls["named"] or not calls["named-stream"]:
+        out.append(_row("tool calls streamed vs not", "tools", Verdict.UNPROVEN, "no call to compare (streamed "
+                        f"{len(calls['named-stream'])}, non-streamed {len(calls['named'])})",
+                        [recs["named"], recs["named-stream"]]))
+    elif calls["named"] == calls["named-stream"]:
+        out.append(_row("tool calls streamed vs not", "tools", Verdict.PASS, "the streamed fragments reassemble to "
+                        "the non-streamed call", [recs["named"], recs["named-stream"]]))
+    else:
+        out.append(_row("tool calls streamed vs not", "tools", Verdict.FAIL, f"streamed {calls['named-stream']} vs "
+                        f"non-streamed {calls['named']}", [recs["named"], recs["named-stream"]]))
+    return out
+
+
+def structured_items(v: Mapping[str, Mapping[str, ProbeRecord]], settings: Mapping[str, Any]) -> list[Item]:
+    """The structured-output items from ``{item key: {variant: record}}`` and the run's settings (``contract.schema``:
+    the JSON schema sent)."""
+    c = settings.get("contract") or {}
+    return [*_json_items("json_object", v.get("json_object", {}), None, c.get("json_load")),
+            *_json_items("json_schema", v.get("json_schema", {}), c.get("schema"), c.get("json_load"))]
+
+
+def tool_items(v: Mapping[str, Mapping[str, ProbeRecord]], settings: Mapping[str, Any]) -> list[Item]:
+    """The tool_choice items; ``contract.named_tool`` of the settings is the function a named tool_choice asks for."""
+    return _tool_items(v.get("tool_choice", {}), str((settings.get("contract") or {}).get("named_tool")))

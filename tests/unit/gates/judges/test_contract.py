@@ -1,0 +1,199 @@
+"""The API contract's judges on recorded probe logs (tests/fixtures/contract/, captured from llama-server and
+llama-cpp-python serving SmolLM2, and from the cheat proxy in front of llama-server), and on edited copies of them.
+
+Each cheat log holds only its item (``probe --contract --items …``); the honest logs hold every item.
+"""
+
+import copy
+from typing import Any
+
+import pytest
+
+from inferencekit.gates.inputs import ProbeRun
+from inferencekit.gates.judges.contract import contract_items, judge_probes, max_repeat
+from inferencekit.gates.judges.contract_structured import json_bucket, tool_calls_of
+from inferencekit.gates.probes.collect import read_probe_log
+from tests.paths import FIXTURES
+
+FIX = FIXTURES / "contract"
+
+
+def _run(name: str) -> ProbeRun:
+    header, records, bad = read_probe_log(FIX / f"{name}.jsonl.gz")
+    assert bad == 0
+    return ProbeRun(header, records)
+
+
+def _items(run: ProbeRun) -> dict[str, dict[str, Any]]:
+    return {i["item"]: i for i in contract_items(run)}
+
+
+def _edit(run: ProbeRun, rid: str, **reply: Any) -> ProbeRun:
+    """A copy of ``run`` whose record ``rid`` has these reply fields replaced."""
+    recs = copy.deepcopy(list(run.records))
+    for r in recs:
+        if r["id"] == rid:
+            r["reply"] = {**(r["reply"] or {}), **reply}
+    return ProbeRun(run.header, recs)
+
+
+def test_honest_llama_server_passes_every_item_it_can_do_and_cannot_do_tool_calls():
+    run = _run("llama-server")
+    items = _items(run)
+    passed = {k for k, i in items.items() if i["verdict"] == "PASS"}
+    assert passed == {"temperature", "top_k", "top_p", "min_p", "seed", "frequency_penalty", "presence_penalty",
+                      "logit_bias_ban", "logit_bias_force", "n", "stop", "max_tokens", "prompt_tokens (user)",
+                      "prompt_tokens (system)", "prompt_tokens (multi-turn)", "prompt_tokens (tools)",
+                      "context: at the limit", "context: over the limit", "response_format json_object (alone)",
+                      "response_format json_object (under load)", "response_format json_schema (alone)",
+                      "response_format json_schema (under load)"}
+    # SmolLM2's template gets no tool-call grammar on llama-server: no call at all, so UNPROVEN, never FAIL
+    assert {k for k, i in items.items() if i["verdict"] == "UNPROVEN"} == {
+        "tool_choice named", "tool_choice required", "tool_choice none", "tool calls streamed vs not"}
+    assert items["invalid max_tokens -5"]["compliant"] is True and items["invalid max_tokens -5"]["status"] == 400
+    assert items["invalid temperature -1"]["compliant"] is False and items["invalid temperature -1"]["verdict"] is None
+    assert items["context: over the limit"]["status"] == 400
+    assert items["prompt_tokens (system)"]["count_source"] == "engine_apply_template"
+    gate = judge_probes(run)
+    assert gate.verdict == "UNPROVEN" and gate.judged == 26 and gate.metrics["counts"] == {"PASS": 22, "UNPROVEN": 4}
+
+
+def test_honest_llama_cpp_python_fails_no_item_and_names_what_it_cannot_do():
+    items = _items(_run("llama-cpp-python"))
+    assert not [k for k, i in items.items() if i["verdict"] == "FAIL"]
+    assert "known to accept n and drop it" in items["n"]["reason"]
+    assert items["prompt_tokens (user)"]["verdict"] == "PASS"
+    assert items["prompt_tokens (user)"]["count_source"].startswith("local:")  # --tokenizer: no engine route
+    assert items["context: at the limit"]["reason"] == "not sent: the engine reports no context length"
+    assert items["response_format json_schema (alone)"]["verdict"] == "UNPROVEN"  # HTTP 500, not a 4xx
+    assert items["tool_choice named"]["verdict"] == "PASS" and items["tool_choice named"]["calls"] == ["get_time"]
+    assert items["tool_choice none"]["verdict"] == "PASS" and items["tool calls streamed vs not"]["verdict"] == "PASS"
+    assert items["invalid top_p 2"]["status"] == 500 and items["invalid top_p 2"]["compliant"] is False
+    assert "no usage in the stream" in items["stop"]["reason"]
+
+
+@pytest.mark.parametrize("cheat, failing, words", [
+    ("top-p-dropped", {"top_p"}, "different replies"),
+    ("logit-bias-dropped", {"logit_bias_ban", "logit_bias_force"}, "accepted and not applied"),
+    ("penalty-dropped", {"frequency_penalty", "presence_penalty"}, "left the T=0 reply unchanged"),
+    ("stop-ignored", {"stop"}, "generated past the stop string"),
+    ("prompt-tokens-inflated", {"prompt_tokens (user)", "prompt_tokens (system)", "prompt_tokens (multi-turn)",
+                                "prompt_tokens (tools)"}, "usage.prompt_tokens"),
+    ("silent-truncate", {"context: at the limit", "context: over the limit"}, "truncated"),
+    ("json-broken-under-load", {"response_format json_object (under load)",
+                                "response_format json_schema (under load)"}, "invalid"),
+])
+def test_each_cheat_fails_its_item_and_nothing_else(cheat, failing, words):
+    run = _run(cheat)
+    items = _items(run)
+    assert {k for k, i in items.items() if i["verdict"] == "FAIL"} == failing
+    assert all(words in items[k]["reason"] for k in failing), [items[k]["reason"] for k in failing]
+    assert judge_probes(run).verdict == "FAIL"
+
+
+def test_the_cheat_logs_judge_only_the_items_they_asked_for():
+    items = _items(_run("stop-ignored"))
+    assert list(items) == ["stop"]
+    stop = items["stop"]
+    assert stop["completion_tokens"] == 64 and stop["finish_reason"] == "stop" and stop["streamed"] < 40
+    json_run = _items(_run("json-broken-under-load"))
+    assert json_run["response_format json_object (alone)"]["verdict"] == "PASS"  # alone: one request in flight
+
+
+def test_a_4xx_refusal_is_compliant_and_other_failures_are_unproven():
+    run = _run("llama-server")
+    refused = _items(_edit(run, "contract/top_k/on-s1", status=400, error="HTTP 400: top_k not supported"))
+    assert refused["top_k"]["verdict"] == "NOT RUN" and "compliant" in refused["top_k"]["reason"]
+    broken = _items(_edit(run, "contract/top_k/on-s2", status=200, error="stream ended without [DONE]"))
+    assert broken["top_k"]["verdict"] == "UNPROVEN"
+    gate = judge_probes(_edit(run, "contract/top_k/on-s1", status=400, error="HTTP 400"))
+    assert gate.judged == 25  # the refused item is left out of the verdict
+
+
+def test_collapse_items_need_a_control_with_spread_and_fail_without_collapse():
+    run = _run("llama-server")
+    t1 = {r["id"]: r["reply"]["text"] for r in run.records if r["id"].startswith("contract/temperature/t1")}
+    same = run
+    for rid in t1:  # the control gives one reply for three seeds: nothing to tell a collapse from
+        same = _edit(same, rid, text=t1["contract/temperature/t1-s1"])
+    assert _items(same)["top_p"]["verdict"] == "UNPROVEN"
+    spread = _edit(run, "contract/min_p/on-s2", text="a different sample")
+    assert _items(spread)["min_p"]["verdict"] == "FAIL"
+    ignored = _items(_edit(run, "contract/temperature/t1-s1", text="x"))  # seed 1 no longer repeats itself
+    assert ignored["seed"]["verdict"] == "FAIL"
+    known = ProbeRun({**run.header, "known_ignored_options": ["min_p"]}, _edit(run, "contract/min_p/on-s2",
+                                                                                 text="other").records)
+    assert _items(known)["min_p"]["verdict"] == "UNPROVEN" and "known to accept min_p" in _items(known)["min_p"][
+        "reason"]
+
+
+def test_temperature_fails_when_every_sample_is_the_greedy_reply():
+    run = _run("llama-server")
+    t0 = next(r["reply"]["text"] for r in run.records if r["id"] == "contract/temperature/t0")
+    greedy = run
+    for s in (1, 2, 3):
+        greedy = _edit(greedy, f"contract/temperature/t1-s{s}", text=t0)
+    assert _items(greedy)["temperature"]["verdict"] == "FAIL"
+
+
+def test_penalties_need_repetition_to_lower():
+    assert max_repeat("Hello, hello hello. World") == 3 and max_repeat("") == 0
+    run = _run("llama-server")
+    flat = _items(_edit(run, "contract/frequency_penalty/off", text="one two three"))
+    assert flat["frequency_penalty"]["verdict"] == "UNPROVEN" and "nothing for a penalty" in flat[
+        "frequency_penalty"]["reason"]
+
+
+def test_max_tokens_and_accounting_rules():
+    run = _run("llama-server")
+    long = _items(_edit(run, "contract/max_tokens/cut", usage={"completion_tokens": 9, "prompt_tokens": 43}))
+    assert long["max_tokens"]["verdict"] == "FAIL"
+    early = _items(_edit(run, "contract/max_tokens/cut", usage={"completion_tokens": 3}, finish_reason="stop"))
+    assert early["max_tokens"]["verdict"] == "UNPROVEN"
+    none = _items(_edit(run, "contract/accounting/user", usage=None))
+    assert none["prompt_tokens (user)"]["verdict"] == "UNPROVEN"
+
+
+def test_context_over_the_limit_must_be_refused():
+    run = _run("llama-server")
+    near = next(r for r in run.records if r["id"] == "contract/context/near")
+    accepted = _items(_edit(run, "contract/context/over", status=200, error=None, usage=near["reply"]["usage"]))
+    assert accepted["context: over the limit"]["verdict"] == "FAIL"
+    refused_near = _items(_edit(run, "contract/context/near", status=400, error="HTTP 400: too long"))
+    assert refused_near["context: at the limit"]["verdict"] == "FAIL"
+
+
+def test_json_buckets():
+    ok = {"status": 200, "text": '{"name": "A", "age": 3}', "finish_reason": "stop"}
+    schema = {"type": "object", "properties": {"age": {"type": "integer"}}, "required": ["name", "age"]}
+    assert json_bucket(ok, schema) == ("valid", "")
+    assert json_bucket({**ok, "text": '{"name": "A", "age": "3"}'}, schema)[0] == "invalid"
+    assert json_bucket({**ok, "text": '{"name": "A", "ag', "finish_reason": "length"}, schema)[0] == "cut"
+    assert json_bucket({**ok, "text": '}{"name": "A"}'}, None)[0] == "invalid"
+    assert json_bucket({**ok, "text": "[1, 2]"}, None)[0] == "invalid"  # json_object: an object
+    assert json_bucket({"status": 500, "error": "boom"}, None)[0] == "error"
+
+
+def test_a_cut_reply_is_its_own_bucket_not_invalid():
+    run = _run("llama-server")
+    cut = _items(_edit(run, "contract/json_object/alone-1", text='{"name": "Jo', finish_reason="length"))
+    row = cut["response_format json_object (alone)"]
+    assert row["verdict"] == "PASS" and row["buckets"] == {"valid": 2, "cut": 1}
+
+
+def test_tool_choice_rules():
+    run = _run("llama-cpp-python")
+    call = [{"id": "c1", "type": "function", "name": "get_weather", "arguments": '{"city": "Paris"}'}]
+    assert tool_calls_of({"tool_calls": call}) == [("get_weather", {"city": "Paris"})]
+    assert tool_calls_of({"tool_calls": "junk"}) == []
+    wrong = _items(_edit(run, "contract/tool_choice/named", tool_calls=call))
+    assert wrong["tool_choice named"]["verdict"] == "FAIL"
+    assert wrong["tool calls streamed vs not"]["verdict"] == "FAIL"  # the stream still called get_time
+    leaked = _items(_edit(run, "contract/tool_choice/none", tool_calls=call))
+    assert leaked["tool_choice none"]["verdict"] == "FAIL"
+
+
+def test_a_run_with_no_contract_records_is_not_run():
+    gate = judge_probes(ProbeRun({"settings": {"contract": {"items": ["stop"]}}}, []))
+    assert gate.verdict == "UNPROVEN"  # stop asked and not sent: its control and request are missing
+    assert judge_probes(ProbeRun({"settings": {"contract": {"items": []}}}, [])).verdict == "NOT RUN"
