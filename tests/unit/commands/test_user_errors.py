@@ -200,3 +200,20 @@ def test_cheat_proxy_refuses_a_cheat_flag_without_its_cheat_or_out_of_range(flag
     assert hits == []  # refused before the upstream check
     err = capsys.readouterr().err
     assert msg in err and err.count("\n") == 1 and err.startswith("inferencekit: error: "), err
+
+
+@pytest.mark.parametrize("flags, msg", [
+    (["--contract", "--items", "bogus"], "--items: unknown item 'bogus'; known: temperature, top_k"),
+    (["--contract", "--json-load", "-1"], "--json-load must be ≥ 0"),
+    (["--contract", "--concurrency", "1"], "--concurrency ≥ 2"),
+    (["--contract", "--tokenizer", "/nonexistent/model.gguf"], "--tokenizer '/nonexistent/model.gguf': no such file"),
+    (["--items", "stop"], "--tokenizer and --items are used by --contract only"),
+])
+def test_probe_contract_refuses_bad_flags_before_any_request(flags, msg, capsys, tmp_path):
+    hits: list = []
+    with fault_server(hits=hits) as (url, _):  # a server that would answer: nothing may be sent to it
+        assert main(["probe", "--base-url", url, "--run-dir", str(tmp_path / "r"), *flags]) == 2
+    assert hits == []
+    err = capsys.readouterr().err
+    assert msg in err and err.count("\n") == 1, err
+    assert not (tmp_path / "r").exists()
