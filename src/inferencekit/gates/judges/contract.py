@@ -31,7 +31,8 @@ from inferencekit.gates.result import Gate
 from inferencekit.shapes import ProbeRecord, is_ok
 from inferencekit.stats import Verdict, combine_claims
 
-__all__ = ["CONTRACT_KIND", "Item", "by_variant", "contract_items", "item", "judge_probes", "max_repeat", "refusal"]
+__all__ = ["CONTRACT_KIND", "Item", "by_variant", "contract_items", "item", "judge_probes", "max_repeat", "meta_of",
+           "refusal", "reply_of"]
 
 CONTRACT_KIND = "contract"
 #: a stop item's allowance: tokens generated beyond the streamed ones (the stop string's own tokens, held back)
@@ -49,21 +50,29 @@ def item(name: str, group: str, verdict: str | None, reason: str, *recs: ProbeRe
             "requests": [str(r.get("id")) for r in recs if r], **evidence}
 
 
+def reply_of(r: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """A record's reply, ``{}`` when it has none or a probe log was edited into another type."""
+    rep = (r or {}).get("reply")
+    return rep if isinstance(rep, dict) else {}
+
+
+def meta_of(r: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """A record's ``meta``, ``{}`` when absent or not an object."""
+    meta = (r or {}).get("meta")
+    return meta if isinstance(meta, dict) else {}
+
+
 def by_variant(records: Sequence[ProbeRecord]) -> dict[str, dict[str, ProbeRecord]]:
     """``{item key: {variant: record}}`` of the contract records (the last record of a key and variant wins)."""
     out: dict[str, dict[str, ProbeRecord]] = {}
     for r in records:
         if r.get("kind") == CONTRACT_KIND:
-            out.setdefault(str(r.get("key")), {})[str((r.get("meta") or {}).get("variant"))] = r
+            out.setdefault(str(r.get("key")), {})[str(meta_of(r).get("variant"))] = r
     return out
 
 
-def _reply(r: ProbeRecord | None) -> Mapping[str, Any]:
-    return (r or {}).get("reply") or {}
-
-
 def _text(r: ProbeRecord | None) -> str | None:
-    rep = _reply(r)
+    rep = reply_of(r)
     return rep.get("text") if is_ok(rep) and isinstance(rep.get("text"), str) else None
 
 
@@ -73,7 +82,7 @@ def refusal(r: ProbeRecord | None) -> tuple[str, str] | None:
     None for a good reply."""
     if r is None:
         return Verdict.UNPROVEN, "not sent (missing evidence)"
-    rep = _reply(r)
+    rep = reply_of(r)
     if is_ok(rep):
         return None
     status, err = rep.get("status"), str(rep.get("error") or "")[:160]
@@ -189,7 +198,7 @@ def _penalty(name: str, v: Variants, off: ProbeRecord | None, run: ProbeRun) -> 
 
 def _skipped(v: Variants) -> str:
     """Why an item was not sent (its ``skipped`` record), else "not sent"."""
-    return str(((v.get("skipped") or {}).get("meta") or {}).get("why") or "not sent")
+    return str(meta_of(v.get("skipped")).get("why") or "not sent")
 
 
 def _logit_bias(v: Variants, base: ProbeRecord | None, run: ProbeRun) -> list[Item]:
@@ -204,7 +213,7 @@ def _logit_bias(v: Variants, base: ProbeRecord | None, run: ProbeRun) -> list[It
         if bad:
             out.append(item(name, "sampling", bad[0], bad[1], base, r))
             continue
-        meta = r.get("meta") or {}
+        meta = meta_of(r)
         tid, piece, text = meta.get("token_id"), str(meta.get("piece")), _text(r) or ""
         ev = {"token_id": tid, "piece": piece}
         if variant == "ban":
@@ -230,7 +239,7 @@ def _logit_bias(v: Variants, base: ProbeRecord | None, run: ProbeRun) -> list[It
 
 
 def _choices(r: ProbeRecord | None) -> int:
-    idx = _reply(r).get("odd_choices")
+    idx = reply_of(r).get("odd_choices")
     return len(idx) if isinstance(idx, list) and idx else 1
 
 
@@ -248,7 +257,8 @@ def _n(v: Variants, run: ProbeRun) -> Item:
 
 
 def _count(rep: Mapping[str, Any], field: str) -> int | None:
-    u = (rep.get("usage") or {}).get(field)
+    usage = rep.get("usage")
+    u = usage.get(field) if isinstance(usage, dict) else None
     return u if isinstance(u, int) and not isinstance(u, bool) else None
 
 
@@ -269,7 +279,7 @@ def _stop(v: Variants) -> Item:
     t_ctrl, text = _text(ctrl) or "", _text(r) or ""
     if stop not in t_ctrl:
         return item("stop", "sampling", Verdict.UNPROVEN, f"the control reply never wrote {stop!r}", ctrl, r)
-    rep = _reply(r)
+    rep = reply_of(r)
     mt = int(((r or {}).get("body") or {}).get("max_tokens") or 0)
     used, shown = _count(rep, "completion_tokens"), _streamed(rep)
     ev = {"stop": stop, "finish_reason": rep.get("finish_reason"), "completion_tokens": used, "streamed": shown}
@@ -294,7 +304,7 @@ def _max_tokens(v: Variants) -> Item:
     bad = refusal(r)
     if bad:
         return item("max_tokens", "sampling", bad[0], bad[1], r)
-    rep = _reply(r)
+    rep = reply_of(r)
     mt = int(((r or {}).get("body") or {}).get("max_tokens") or 0)
     used, shown, fin = _count(rep, "completion_tokens"), _streamed(rep), rep.get("finish_reason")
     ev = {"max_tokens": mt, "completion_tokens": used, "streamed": shown, "finish_reason": fin}
@@ -313,9 +323,9 @@ def _max_tokens(v: Variants) -> Item:
 def _validation(v: Variants) -> list[Item]:
     out = []
     for variant, r in sorted(v.items()):
-        rep = _reply(r)
+        rep = reply_of(r)
         status = rep.get("status")
-        field = str((r.get("meta") or {}).get("what") or variant)
+        field = str(meta_of(r).get("what") or variant)
         if isinstance(status, int) and 400 <= status < 500:
             how, ok = f"refused with HTTP {status}", True
         elif is_ok(rep):
@@ -330,14 +340,14 @@ def _validation(v: Variants) -> list[Item]:
 def _accounting(v: Variants) -> list[Item]:
     out = []
     for variant, r in sorted(v.items()):
-        meta = (r.get("meta") or {})
+        meta = meta_of(r)
         expected, src = meta.get("expected_prompt_tokens"), meta.get("count_source")
         name = f"prompt_tokens ({variant})"
         bad = refusal(r)
         if bad:
             out.append(item(name, "accounting", bad[0], bad[1], r))
             continue
-        got = _count(_reply(r), "prompt_tokens")
+        got = _count(reply_of(r), "prompt_tokens")
         ev = {"expected": expected, "reported": got, "count_source": src}
         if not isinstance(expected, int):
             out.append(item(name, "accounting", Verdict.UNPROVEN, f"no count of the rendered prompt: "
@@ -357,12 +367,12 @@ def _context(v: Variants, skipped: str) -> list[Item]:
     out = []
     near, over = v.get("near"), v.get("over")
     for name, r in (("context: at the limit", near), ("context: over the limit", over)):
-        meta = (r or {}).get("meta") or {}
+        meta = meta_of(r)
         if r is None:
             out.append(item(name, "context", Verdict.UNPROVEN, f"not sent: {skipped}"))
             continue
         sent, ctx = meta.get("expected_prompt_tokens"), meta.get("context_tokens")
-        rep = _reply(r)
+        rep = reply_of(r)
         got = _count(rep, "prompt_tokens") if is_ok(rep) else None
         ev = {"sent_tokens": sent, "context_tokens": ctx, "reported": got, "status": rep.get("status")}
         if r is near:

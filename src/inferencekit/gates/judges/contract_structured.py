@@ -32,6 +32,15 @@ def _row(name: str, group: str, verdict: str | None, reason: str, recs: Sequence
             "requests": [str(r.get("id")) for r in recs if r], **evidence}
 
 
+def _reply(r: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    rep = (r or {}).get("reply")
+    return rep if isinstance(rep, dict) else {}
+
+
+def _is_4xx(status: Any) -> bool:
+    return isinstance(status, int) and not isinstance(status, bool) and 400 <= status < 500
+
+
 def json_bucket(reply: Mapping[str, Any], schema: Mapping[str, Any] | None) -> tuple[str, str]:
     """``(bucket, why)`` of one JSON-mode reply: ``valid``, ``invalid`` (unparsable, or outside ``schema``),
     ``cut`` (finish_reason ``length``: the budget ended the object) or ``error`` (no usable reply)."""
@@ -66,13 +75,13 @@ def _json_items(fmt: str, v: Mapping[str, ProbeRecord], schema: Mapping[str, Any
         buckets: dict[str, list[ProbeRecord]] = {}
         whys: dict[str, str] = {}
         for r in recs:
-            b, why = json_bucket(r.get("reply") or {}, schema)
+            b, why = json_bucket(_reply(r), schema)
             buckets.setdefault(b, []).append(r)
             if b in ("invalid", "error"):
                 whys[str(r.get("id"))] = why
         counts = {b: len(rs) for b, rs in buckets.items()}
         valid, invalid = counts.get("valid", 0), counts.get("invalid", 0)
-        refused = [r for r in buckets.get("error", []) if 400 <= int((r.get("reply") or {}).get("status") or 0) < 500]
+        refused = [r for r in buckets.get("error", []) if _is_4xx(_reply(r).get("status"))]
         ev = {"buckets": counts, "invalid": dict(list(whys.items())[:5])}
         if invalid:
             out.append(_row(name, "structured", Verdict.FAIL, f"{invalid} of {valid + invalid} replies invalid "
@@ -87,8 +96,8 @@ def _json_items(fmt: str, v: Mapping[str, ProbeRecord], schema: Mapping[str, Any
             out.append(_row(name, "structured", Verdict.UNPROVEN, f"no reply could be judged ({counts})", recs[:8],
                             **ev))
     alone, plain = v.get("alone-0"), v.get("plain-0")
-    if alone and plain and is_ok(alone.get("reply") or {}) and is_ok(plain.get("reply") or {}):
-        same = (alone.get("reply") or {}).get("text") == (plain.get("reply") or {}).get("text")
+    if alone and plain and is_ok(_reply(alone)) and is_ok(_reply(plain)):
+        same = _reply(alone).get("text") == _reply(plain).get("text")
         out.append(_row(f"response_format {fmt}: streamed vs not", "structured", None,
                         "the same text streamed and not" if same else "streamed and non-streamed T=0 replies differ "
                         "(a finding: engines need not be batch-invariant)", [alone, plain], same=same))
@@ -116,17 +125,17 @@ def tool_calls_of(reply: Mapping[str, Any]) -> list[tuple[str, Any]]:
 def _tool_items(v: Mapping[str, ProbeRecord], named: str) -> list[Item]:
     out: list[Item] = []
     recs = {k: v.get(k) for k in ("none", "required", "named", "named-stream")}
-    calls = {k: tool_calls_of((r or {}).get("reply") or {}) for k, r in recs.items()}
+    calls = {k: tool_calls_of(_reply(r)) for k, r in recs.items()}
 
     def bad(k: str) -> Item | None:
         r = recs[k]
-        rep = (r or {}).get("reply") or {}
+        rep = _reply(r)
         if r is None:
             return _row(f"tool_choice {k}", "tools", Verdict.UNPROVEN, "not sent (missing evidence)", [])
         if is_ok(rep):
             return None
         st = rep.get("status")
-        verdict = Verdict.NOT_RUN if isinstance(st, int) and 400 <= st < 500 else Verdict.UNPROVEN
+        verdict = Verdict.NOT_RUN if _is_4xx(st) else Verdict.UNPROVEN
         return _row(f"tool_choice {k}", "tools", verdict, f"status {st}: {str(rep.get('error') or '')[:120]}", [r])
 
     can_call = bool(calls["named"] or calls["required"])
