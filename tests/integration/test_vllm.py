@@ -171,3 +171,17 @@ def test_probe_on_vllm(vllm_engine, tmp_path) -> None:
     assert caps["ignore_eos"] == "honoured" and caps["usage_in_stream"] == "honoured"
     assert caps["token_ids"] == "honoured" and caps["tokenize"] == "honoured" and caps["seed"] == "honoured"
     assert caps["logprobs"] == "honoured"  # top_logprobs 20 is vLLM's cap: accepted
+
+
+def test_contract_on_vllm(vllm_engine, tmp_path) -> None:
+    """vLLM refuses out-of-range values with HTTP 400, returns n choices, and with the recipe's tool parser honours
+    a named tool_choice (docs/contract.md)."""
+    code, out = run_cli(["probe", "--base-url", vllm_engine.url, "--contract", "--items", "n,validation,tools",
+                         "--run-dir", str(tmp_path / "c")])
+    items = {i["item"]: i for i in out["items"]}
+    assert code == 0 and out["verdict"] == "PASS", out["contract"]
+    assert items["n"]["verdict"] == "PASS"
+    assert all(items[f"invalid {w}"]["compliant"] for w in ("temperature -1", "top_p 2", "max_tokens -5",
+                                                             "response_format type 'bogus'"))
+    assert items["tool_choice named"]["calls"] == ["get_time"]
+    assert items["tool calls streamed vs not"]["verdict"] == "PASS"

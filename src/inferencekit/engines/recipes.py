@@ -174,7 +174,10 @@ def recipe(engine: str, port: int, *, threads: int | None = None, parallel: int 
         py, model = vllm_install()
         argv = (str(py), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--served-model-name",
                 "smollm2-135m-instruct-f32", *host, "--dtype", "float32", "--max-model-len", str(min(ctx_size, 2048)),
-                "--enforce-eager", "--enable-prompt-tokens-details", *extra)
+                "--enforce-eager", "--enable-prompt-tokens-details",
+                # tool_choice named / required are guided only with a parser set (docs/engines.md); SmolLM2 writes
+                # no <tool_call> tags, so "auto" stays text
+                "--enable-auto-tool-choice", "--tool-call-parser", "hermes", *extra)
         env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1",
                "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
         return Recipe(engine, argv, env, ready_timeout_s=300.0, model_name="smollm2-135m-instruct-f32")

@@ -122,6 +122,23 @@ def tool_calls_of(reply: Mapping[str, Any]) -> list[tuple[str, Any]]:
     return out
 
 
+def _args_outside(calls: Sequence[tuple[str, Any]], body: Mapping[str, Any]) -> str:
+    """Why the first call's arguments do not fit its tool's ``parameters`` schema in ``body`` ("" when they fit or
+    the tool is not in the body). A finding, not a verdict: the name is the contract; the arguments are the model's
+    (vLLM's guided named tool_choice was seen to give ``"Paris"`` for an object, docs/engines.md)."""
+    raw = body.get("tools")
+    tools: list[Any] = raw if isinstance(raw, list) else []
+    params = {str((t.get("function") or {}).get("name")): (t.get("function") or {}).get("parameters")
+              for t in tools if isinstance(t, dict)}
+    for name, args in calls:
+        schema = params.get(name)
+        if isinstance(schema, dict):
+            err = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(args))
+            if err is not None:
+                return f"{name}: {err.message[:100]}"
+    return ""
+
+
 def _tool_items(v: Mapping[str, ProbeRecord], named: str) -> list[Item]:
     out: list[Item] = []
     recs = {k: v.get(k) for k in ("none", "required", "named", "named-stream")}
@@ -165,7 +182,10 @@ def _tool_items(v: Mapping[str, ProbeRecord], named: str) -> list[Item]:
             out.append(_row("tool_choice named", "tools", Verdict.FAIL, f"asked for {named}, got a call to {names}",
                             [r], calls=names))
         else:
-            out.append(_row(f"tool_choice {k}", "tools", Verdict.PASS, f"called {names}", [r], calls=names))
+            bad_args = _args_outside(got, (r or {}).get("body") or {})
+            said = f"; arguments outside the tool's schema (a finding): {bad_args}" if bad_args else ""
+            out.append(_row(f"tool_choice {k}", "tools", Verdict.PASS, f"called {names}{said}", [r], calls=names,
+                            arguments_valid=not bad_args))
     fail = bad("named-stream")
     if fail:
         out.append({**fail, "item": "tool calls streamed vs not"})

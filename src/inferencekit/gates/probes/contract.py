@@ -74,6 +74,8 @@ class ContractSettings:
             be seen with ≥ 99% probability (1 − 0.95⁹⁰ = 99.0%; issue 21).
         concurrency: requests in flight for those.
         margin: tokens left free under the context for the at-the-limit prompt (its reply included).
+        context_cap: the largest context filled (a hosted 128k context would cost a fortune per run): above it the
+            context items are skipped, with the reason.
         tokenizer: ``--tokenizer`` (a GGUF or Hugging Face directory) to count prompts when the engine has no route.
         schema, named_tool: the JSON schema and the function a named ``tool_choice`` asks for (the judge reads them).
         items: the item groups asked (``ITEM_GROUPS``); None for all.
@@ -83,6 +85,7 @@ class ContractSettings:
     json_load: int = 96
     concurrency: int = 4
     margin: int = 64
+    context_cap: int = 32768
     tokenizer: str | None = None
     schema: dict[str, Any] = field(default_factory=lambda: dict(SCHEMA))
     named_tool: str = NAMED_TOOL
@@ -245,6 +248,9 @@ async def _context(tx: _Sender, client: Client, info: EngineInfo, local: LocalTo
     ctx = info.context_tokens
     if not ctx:
         tx.skip("context", "the engine reports no context length")
+        return
+    if ctx > s.context_cap:
+        tx.skip("context", f"the context of {ctx} tokens is above the {s.context_cap} this check fills")
         return
 
     async def sized(target: int) -> tuple[list[dict[str, Any]], int | None, str]:

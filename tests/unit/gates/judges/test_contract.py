@@ -72,6 +72,17 @@ def test_honest_llama_cpp_python_fails_no_item_and_names_what_it_cannot_do():
     assert "no usage in the stream" in items["stop"]["reason"]
 
 
+def test_vllm_with_a_tool_parser_passes_every_item_and_its_guided_arguments_are_a_finding():
+    run = _run("vllm")
+    items = _items(run)
+    assert judge_probes(run).verdict == "PASS" and judge_probes(run).judged == 26
+    assert all(items[f"invalid {w}"]["compliant"] for w in ("temperature -1", "top_p 2", "max_tokens -5"))
+    assert items["prompt_tokens (user)"]["count_source"] == "engine_tokenize_chat"
+    named = items["tool_choice named"]
+    assert named["verdict"] == "PASS" and named["arguments_valid"] is False  # guided: "gab", not an object
+    assert "is not of type 'object'" in named["reason"]
+
+
 @pytest.mark.parametrize("cheat, failing, words", [
     ("top-p-dropped", {"top_p"}, "different replies"),
     ("logit-bias-dropped", {"logit_bias_ban", "logit_bias_force"}, "accepted and not applied"),
