@@ -111,6 +111,10 @@ def _body(model: str, content: str | list[dict[str, Any]], max_tokens: int, *, s
 
 
 class _Sender:
+    """Sends one contract request and appends it, with its whole reply, to the probe log as soon as it ends.
+    ``stream_options`` is optional: a server that refuses it with HTTP 400 gets the request again without it, and
+    the reply names the dropped field (``api/client.py``)."""
+
     def __init__(self, client: Client, log: ProbeLog, extra: Mapping[str, Any], ctk: Mapping[str, Any],
                  on_done: Callable[[ProbeRecord], None] | None) -> None:
         self.client, self.log, self.extra, self.ctk, self.on_done = client, log, extra, ctk, on_done
@@ -120,7 +124,7 @@ class _Sender:
         if self.ctk:
             body["chat_template_kwargs"] = dict(self.ctk)
         rid = f"contract/{key}/{variant}"
-        ex = await self.client.post(CHAT, body, request_id=None)
+        ex = await self.client.post(CHAT, body, optional=("stream_options",))
         rec: ProbeRecord = {"id": rid, "kind": "contract", "key": key, "endpoint": CHAT, "body": body,
                             "meta": {"variant": variant, **meta}, "reply": reply_file(ex.to_reply(id=rid))}
         self.log.append(rec)
