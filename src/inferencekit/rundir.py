@@ -7,6 +7,9 @@ Layout (docs/design.md, "Run directory")::
     outputs/<engine>/load-<level>/<bucket>/<id>[~k].json    reply files
     outputs/<engine>/warmup/<id>.json                        warm-up replies (not counted)
     outputs/<engine>/probes/<id>.json                        probe replies
+    outputs/<engine>/kat/{alone,load}/<id>.json              known answers (bench serve --kat)
+    outputs/<engine>/structured/alone/<id>.json              structured requests alone (bench serve --structured)
+    outputs/<engine>/structured/load-<level>/<id>.json       the same requests inside each load level
     evidence/ev_<id>.json                                    copies of the run's records
     engine/                                                  logs of engines inferencekit started
 
@@ -34,7 +37,8 @@ from inferencekit.errors import OpError
 from inferencekit.redact import scrub
 
 __all__ = ["CLIENT_FILE", "EXTRA_FOLDERS", "GATE_RUN_NAME", "KAT_ALONE", "KAT_LOAD", "PROBES_FOLDER",
-           "RETOKENIZED_FILE", "RunDir", "file_key", "gate_run_name", "journal_paths", "quality_sets_in",
+           "RETOKENIZED_FILE", "STRUCTURED_ALONE", "STRUCTURED_FOLDER", "RunDir", "structured_folder", "file_key",
+           "gate_run_name", "journal_paths", "quality_sets_in",
            "walk_engine_folder",
            "write_json", "read_json", "write_bytes", "new_run_id", "safe_name", "default_runs_root",
            "data_home"]
@@ -65,6 +69,17 @@ GATE_RUN_NAME = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{6}$")  # a gate run's name: 
 # known answers sent alone and inside the heaviest level (``outputs/<engine>/<folder>/<id>.json``).
 PROBES_FOLDER, KAT_ALONE, KAT_LOAD = "probes", "kat/alone", "kat/load"
 EXTRA_FOLDERS = (PROBES_FOLDER, KAT_ALONE, KAT_LOAD)
+# The structured-output and tool-call requests of ``bench serve --structured``: sent alone into ``structured/alone``,
+# and again inside every level into ``structured/load-<level>`` (one folder per level, named as the level's own).
+STRUCTURED_FOLDER = "structured"
+STRUCTURED_ALONE = f"{STRUCTURED_FOLDER}/alone"
+
+
+def structured_folder(level: str | None) -> str:
+    """The folder (under ``outputs/<engine>/`` and ``inputs/<engine>/``) of the structured requests sent alone
+    (``level`` None: ``structured/alone``) or inside one load level (``structured/load-<level>``)."""
+    return STRUCTURED_ALONE if level is None else f"{STRUCTURED_FOLDER}/load-{safe_name(level, 'level')}"
+
 
 _MADE: set[Path] = set()
 _UMASK = os.umask(0o022)  # read once (os.umask can only be read by setting it) and put back at once
@@ -141,7 +156,7 @@ def walk_engine_folder(folder: Path) -> Iterator[tuple[str | None, Path]]:
     """``(level or None, file)`` of one engine's folder (``inputs/<engine>`` or ``outputs/<engine>``, of this run dir
     or another's): its top-level bucket files first (``<bucket>/<id>.json[.gz]``: fixed-length and single requests,
     not the warm-up or the extra requests' folders), then every ``load-<level>/<bucket>/<id>.json[.gz]``. Sorted."""
-    skipped = {"warmup", *(f.split("/")[0] for f in EXTRA_FOLDERS)}
+    skipped = {"warmup", STRUCTURED_FOLDER, *(f.split("/")[0] for f in EXTRA_FOLDERS)}
     for p in _bucket_files(folder):
         if not p.parent.name.startswith("load-") and p.parent.name not in skipped:
             yield None, p
@@ -262,8 +277,8 @@ class RunDir:
 
     def special_path(self, engine: str, folder: str, name: str, kind: str = "outputs") -> Path:
         """``<kind>/<engine>/<folder>/<name>.json`` for the requests outside the load levels: ``warmup/`` and the
-        extra requests' folders (``probes/``, ``kat/alone/``, ``kat/load/``); ``kind`` is ``outputs`` (replies)
-        or ``inputs`` (request bodies)."""
+        extra requests' folders (``probes/``, ``kat/alone/``, ``kat/load/``, ``structured_folder``); ``kind`` is
+        ``outputs`` (replies) or ``inputs`` (request bodies)."""
         return self.path / kind / safe_name(engine) / folder / (safe_name(name, "request id") + ".json")
 
     def level_dir(self, kind: str, engine: str, level: str) -> Path:
@@ -355,9 +370,23 @@ class RunDir:
                       if p.is_file() and not skip & set(p.relative_to(self.path).parts[:1])
                       and not p.name.startswith("journal"))
 
+    def structured_folders(self, engine: str) -> list[tuple[str | None, str]]:
+        """``(level or None, folder)`` of the structured-request folders of ``engine`` that exist: ``structured/alone``
+        first (level None), then each ``structured/load-<level>``, sorted by folder name."""
+        base = self.path / "outputs" / engine / STRUCTURED_FOLDER
+        if not base.is_dir():
+            return []
+        out: list[tuple[str | None, str]] = [(None, STRUCTURED_ALONE)] if (base / "alone").is_dir() else []
+        return out + [(d.name[len("load-"):], f"{STRUCTURED_FOLDER}/{d.name}")
+                      for d in sorted(base.glob("load-*")) if d.is_dir()]
+
+    def _extra_folders(self, engine: str) -> list[str]:
+        return [*EXTRA_FOLDERS, *(folder for _, folder in self.structured_folders(engine))]
+
     def extra_replies(self, engine: str) -> list[tuple[str, Path]]:
-        """``(folder, reply file)`` of every extra request a load mixed in (``EXTRA_FOLDERS``), sorted."""
-        return [(folder, p) for folder in EXTRA_FOLDERS for p in self.extra_files(engine, folder)]
+        """``(folder, reply file)`` of every extra request a load mixed in (``EXTRA_FOLDERS``, then the structured
+        requests' folders), sorted."""
+        return [(folder, p) for folder in self._extra_folders(engine) for p in self.extra_files(engine, folder)]
 
     def sent_keys(self, engine: str) -> list[str]:
         """File stems of every request this run sent to ``engine`` (superseded levels included)."""
@@ -386,9 +415,10 @@ class RunDir:
 
     def side_replies(self, engine: str) -> list[tuple[str, Path]]:
         """``(folder, reply file)`` of every request of ``engine`` outside the load levels: the warm-up
-        (``warmup/``) and the extra requests a load mixed in (``EXTRA_FOLDERS``), ``.json`` and ``.json.gz``,
-        sorted by folder then name."""
-        return [(folder, p) for folder in ("warmup", *EXTRA_FOLDERS) for p in self.extra_files(engine, folder, gz=True)]
+        (``warmup/``) and the extra requests a load mixed in (``EXTRA_FOLDERS``, the structured requests' folders),
+        ``.json`` and ``.json.gz``, sorted by folder then name."""
+        return [(folder, p) for folder in ("warmup", *self._extra_folders(engine))
+                for p in self.extra_files(engine, folder, gz=True)]
 
     def supersede_level(self, engine: str, level: str) -> str | None:
         """Move an interrupted level's files (inputs and outputs) to ``superseded/<n>/``; returns that folder, or None

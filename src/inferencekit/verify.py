@@ -433,16 +433,17 @@ def _task_parts(built: dict[str, Part], url: str, run: RunDir, prof: Profile, **
 
 def bench_extras(cfg: ServeConfig, info: EngineInfo, prompts: Sequence[Prompt] | None = None
                  ) -> ExtraRequests | None:
-    """The gates' requests one ``bench serve`` run carries (``--probes``, ``--kat``), for its engine, or None when it
-    asked for neither (``gates/probes/load.py`` plans them; bench only sends them). ``prompts``: the load's own,
-    which the hidden probes draw from when the set is the user's (``cfg.dataset`` not ``dev``)."""
-    if not cfg.probes and not cfg.kat:
+    """The gates' requests one ``bench serve`` run carries (``--probes``, ``--kat``, ``--structured``), for its
+    engine, or None when it asked for none (``gates/probes/load.py`` plans them; bench only sends them). ``prompts``:
+    the load's own, which the hidden probes draw from when the set is the user's (``cfg.dataset`` not ``dev``)."""
+    if not cfg.probes and not cfg.kat and not cfg.structured:
         return None
     return load_extras(levels=[lv.label for lv in cfg.levels], heaviest=heaviest_level(cfg.levels), probes=cfg.probes,
                        kat=cfg.kat, kat_max_tokens=cfg.kat_max_tokens, seed=cfg.seed, model=str(info.model),
                        max_tokens=cfg.max_tokens, extra=cfg.extra_body, ctk=cfg.chat_template_kwargs,
                        neutral=info.dialect.neutral_sampling, top_k_off=info.dialect.top_k_off, prompts=prompts,
-                       dataset=cfg.dataset)
+                       dataset=cfg.dataset, structured=cfg.structured, structured_max_tokens=cfg.structured_max_tokens,
+                       named_tool_choice=info.dialect.named_tool_choice, json_schema=info.dialect.json_schema)
 
 
 @dataclass(frozen=True, slots=True)

@@ -66,3 +66,20 @@ def test_each_contract_cheat_fails_its_item(llama_server_engine, tmp_path, cheat
         code, out = contract(url, tmp_path / cheat, "--items", items_asked)
     items = by_item(out)
     assert code == 1 and {k for k, i in items.items() if i["verdict"] == "FAIL"} == failing, out["contract"]
+
+
+def test_structured_requests_under_load_are_judged_per_level(llama_server_engine, tmp_path):
+    """bench serve --structured: JSON and BFCL tool calls alone and inside every level, the contract gate's run-dir
+    part compares each level's rates with alone (llama-server: JSON by json_schema, calls by a response_format
+    schema of the call, since it builds no tool-call grammar for SmolLM2)."""
+    run = tmp_path / "s"
+    code, out = run_cli(["bench", "serve", "--base-url", llama_server_engine.url, "--structured", "8",
+                         "--concurrency", "1,2", "--num-prompts", "4", "--max-tokens", "16", "--run-dir", str(run)])
+    assert code in (0, 1, 3), out
+    _, checked = run_cli(["gates", "check", str(run)])
+    gate = checked["gates"]["contract"]
+    assert gate["verdict"] in ("PASS", "UNPROVEN", "FAIL")
+    assert "schema-valid alone" in gate["reason"] and "c1" in gate["reason"] and "c2" in gate["reason"]
+    folders = sorted(p.name for p in (run / "outputs").glob("*/structured/*"))
+    assert folders == ["alone", "load-c1", "load-c2"]
+    assert len(list((run / "outputs").glob("*/structured/alone/*.json"))) == 8

@@ -111,6 +111,13 @@ class Dialect:
             with SmolLM2-135M; a request written on that connection in the meantime is lost). The client then opens
             a connection per request (``Client.fresh_connections``): it never re-sends a request whose bytes were
             written (api/client.py), so reusing such a connection would lose requests.
+        named_tool_choice: a ``tool_choice`` naming one function is known to make the engine return a call to it (a
+            grammar or guided decoding: llama-cpp-python; vLLM when started with a tool-call parser, else it refuses
+            the request with HTTP 400). False where it is not known to: llama-server builds no tool-call grammar for a
+            template without tool support (SmolLM2's) and answers plain text (docs/engines.md). ``bench serve
+            --structured`` then asks for the call through ``response_format``.
+        json_schema: ``response_format`` ``json_schema`` is known to be taken (enforced); False where the engine
+            refuses it (llama-cpp-python answers it with HTTP 500: it knows only ``json_object``).
     """
 
     name: str
@@ -134,6 +141,8 @@ class Dialect:
     top_k_off: int = 0
     prefill_isolation: PrefillIsolation = RANDOM_PREFIX
     keeps_connections: bool = True
+    named_tool_choice: bool = False
+    json_schema: bool = True
 
     def parse_tokens(self, reply: Any) -> list[int] | None:
         """Token ids from a tokenize reply, or None when the shape is not understood."""
@@ -160,7 +169,8 @@ class Dialect:
                 "cache_bypass": sorted(self.cache_bypass()) if self.cache_bypass else None,
                 "cache_reset": self.cache_reset_path, "capacity": self.capacity_path or self.fixed_capacity,
                 "known_ignored_options": list(self.ignores), "known_honoured_options": list(self.honours),
-                "neutral_sampling": self.neutral_sampling or None}
+                "neutral_sampling": self.neutral_sampling or None, "named_tool_choice": self.named_tool_choice,
+                "json_schema": self.json_schema}
 
 
 def _slots(props: Any) -> int | None:
@@ -190,6 +200,7 @@ DIALECTS: dict[str, Dialect] = {
         cache_reset_path="/reset_prefix_cache",
         id_fields={"return_tokens_as_token_ids": True, "return_token_ids": True},
         chat_tokenize_body=_vllm_chat_tokenize, top_k_off=-1, honours=("ignore_eos", "min_tokens"),
+        named_tool_choice=True,
         prefill_isolation=PrefillIsolation(
             "cache_salt", "cache_salt: a random salt per cold/warm pair (vLLM prefix-cache isolation)", "token ids",
             cold_fields=lambda s: {"cache_salt": s}, warm_fields=lambda s: {"cache_salt": s},
@@ -220,7 +231,8 @@ DIALECTS: dict[str, Dialect] = {
         "llama-cpp-python", tokenize_path="/extras/tokenize", tokenize_body=lambda t: {"input": t},
         detokenize_path="/extras/detokenize", detokenize_body=lambda ids: {"tokens": ids},
         count_fields={"logprobs": True, "top_logprobs": 0},
-        fixed_capacity=1, ignores=("ignore_eos", "stream_options", "n"), neutral_sampling={"repeat_penalty": 1.0}),
+        fixed_capacity=1, ignores=("ignore_eos", "stream_options", "n"), neutral_sampling={"repeat_penalty": 1.0},
+        named_tool_choice=True, json_schema=False),
     "openai": Dialect("openai"),
 }
 

@@ -45,6 +45,8 @@ class ServeConfig:
     probes: bool = False  # the caller mixes in the hidden probes (gates/probes/load.py); bench only sends them
     kat: int = 0  # the caller mixes in known-answer requests alone, then inside the heaviest level
     kat_max_tokens: int = 64
+    structured: int = 0  # the caller mixes in structured-output/tool-call requests alone, then inside every level
+    structured_max_tokens: int = 128
     workers: int = 1  # client processes per level (bench/workers.py); with ray, Ray actors
     ray: str | None = None  # --ray: a Ray cluster address ("default": RAY_ADDRESS or a local Ray), None = no Ray
 

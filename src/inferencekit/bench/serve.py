@@ -41,6 +41,7 @@ from inferencekit.rundir import (
     KAT_LOAD,
     PROBES_FOLDER,
     RETOKENIZED_FILE,
+    STRUCTURED_FOLDER,
     RunDir,
     read_json,
     write_json,
@@ -50,7 +51,8 @@ from inferencekit.shapes import ExtraRequests
 __all__ = ["EXTRA_ROLES", "run_bench", "load_level_replies", "bench_record", "prepare_serve"]
 
 Progress = Callable[[str, bool], None]
-# artifact roles of the extra requests' replies in the bench record, by folder (rundir.EXTRA_FOLDERS)
+# artifact roles of the extra requests' replies in the bench record, by folder (rundir.EXTRA_FOLDERS; the
+# structured requests' folders, one per level, are "structured request reply")
 EXTRA_ROLES = {PROBES_FOLDER: "hidden probe reply", KAT_ALONE: "known-answer reply", KAT_LOAD: "known-answer reply"}
 
 
@@ -318,7 +320,8 @@ def bench_record(run: RunDir, cfg: ServeConfig, info: EngineInfo, engine: str, *
     extra_counts: dict[str, int] = {}
     for folder, path in run.extra_replies(engine):
         extra_counts[folder] = extra_counts.get(folder, 0) + 1
-        artifacts.append(artifact(path, run.path, EXTRA_ROLES.get(folder, "extra request reply")))
+        role = "structured request reply" if folder.startswith(f"{STRUCTURED_FOLDER}/") else "extra request reply"
+        artifacts.append(artifact(path, run.path, EXTRA_ROLES.get(folder, role)))
     failed = total - ok
     if failed:
         limitations.append(f"{failed} of {total} requests failed (see each level's errors); `inferencekit bench serve "

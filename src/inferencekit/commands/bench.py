@@ -15,12 +15,14 @@ from inferencekit.bench.config import FIXED_FIELDS, ServeConfig
 from inferencekit.bench.plan import parse_levels, parse_slo
 from inferencekit.bench.serve import prepare_serve, run_bench
 from inferencekit.commands.gates import render_gates
+from inferencekit.data.bfcl import bfcl_data_dir
 from inferencekit.data.datasets import load_static
 from inferencekit.data.prompts import Prompt
 from inferencekit.engines.target import serve_target
 from inferencekit.errors import OpError
 from inferencekit.gates.check import check_run_dir
 from inferencekit.gates.probes.load import kat_pool_size
+from inferencekit.gates.probes.structured import structured_pool_size
 from inferencekit.gates.record import gates_record
 from inferencekit.options import CLIENT_ARGS, check_client_args
 from inferencekit.registry import Arg, Call, Outcome, operation
@@ -69,6 +71,14 @@ BENCH_ARGS: tuple[Arg, ...] = (
         "alone (the order gate judges it, in a 'gates' record beside the bench record; a difference makes the run "
         "FAIL). Not in the metrics.", default=0),
     Arg("kat_max_tokens", "integer", "--kat: output tokens per known-answer request.", default=64),
+    Arg("structured", "integer", "Correctness under load: N structured requests, alternating JSON mode "
+        "(response_format json_schema, or json_object where the engine takes no schema) and a BFCL tool call (a "
+        "named tool_choice where the engine honours one, else a response_format schema of the call; needs bfcl-eval), "
+        "greedy, sent alone before the load and again inside every level. The contract gate compares each level's "
+        "schema-valid and AST-correct rates (Wilson 95%) with the rates alone (in a 'gates' record beside the bench "
+        "record; a level below the alone spread makes the run FAIL). Not in the metrics.", default=0),
+    Arg("structured_max_tokens", "integer", "--structured: output tokens per structured request (a reply cut by it "
+        "is counted apart, never invalid).", default=128),
     Arg("workers", "integer", "Client processes per level, each with its own event loop: closed-loop streams and "
         "open-loop rates are split among them (a Poisson process at rate/N each), the replies merged into one run "
         "dir. With --ray, the number of Ray actors (default: one per alive node).", default=1),
@@ -111,6 +121,14 @@ def config_from_args(a: dict[str, Any]) -> ServeConfig:
         if a["kat"] > pool:
             raise OpError(f"--kat {a['kat']}: the packaged dev set has {pool} short/medium chat prompts to use as "
                           "known answers")
+    if a.get("structured", 0) < 0 or a.get("structured_max_tokens", 128) < 1:
+        raise OpError("--structured must be ≥ 0 and --structured-max-tokens ≥ 1")
+    if a.get("structured"):
+        most = structured_pool_size()
+        if a["structured"] > most:
+            raise OpError(f"--structured {a['structured']}: at most {most} (the JSON prompts run out)")
+        if a["structured"] >= 2:
+            bfcl_data_dir()  # the tool calls are BFCL samples: without bfcl-eval, stop here (its install hint)
     if a.get("workers") is not None and a["workers"] < 1:
         raise OpError(f"--workers must be ≥ 1, got {a['workers']}")
     if a.get("ray") is not None:
@@ -136,7 +154,8 @@ def config_from_args(a: dict[str, Any]) -> ServeConfig:
         extra_body=policy.extra, chat_template_kwargs=policy.chat_template_kwargs, refused_fields=list(policy.refused),
         timeout_s=a["timeout"], engine_label=a.get("engine_label"), probes=bool(a.get("probes")),
         kat=a.get("kat") or 0, kat_max_tokens=a.get("kat_max_tokens") or 64, workers=a.get("workers") or 1,
-        ray=a.get("ray"))
+        ray=a.get("ray"), structured=a.get("structured") or 0,
+        structured_max_tokens=a.get("structured_max_tokens") or 128)
 
 
 def check_export_args(a: dict[str, Any], cfg: ServeConfig) -> None:
@@ -235,13 +254,15 @@ def bench_serve(call: Call, **a: Any) -> Outcome:
 
 
 def _judge_extras(run: RunDir, cfg: ServeConfig, record: dict[str, Any]) -> dict[str, Any] | None:
-    """``--kat``: the order gate's ``gates`` record on the known answers mixed into the load (None without
-    ``--kat``); the bench record lists them, the gate judges them, and its verdict is the command's. The hidden probes
-    of ``--probes`` are judged by ``gates check`` (the help says so), as a load's other run-dir gates are."""
-    if not cfg.kat:
+    """``--kat``, ``--structured``: the ``gates`` record of the order gate on the known answers and of the contract
+    gate on the structured requests mixed into the load (None without either); the bench record lists them, the
+    gates judge them, and their verdict is the command's. The hidden probes of ``--probes`` are judged by ``gates
+    check`` (the help says so), as a load's other run-dir gates are."""
+    only = (*(("order",) if cfg.kat else ()), *(("contract",) if cfg.structured else ()))
+    if not only:
         return None
     engine = record["data"]["engine_label"]
-    checked = check_run_dir(run.path, engine, only=("order",))
+    checked = check_run_dir(run.path, engine, only=only)
     return gates_record(run, checked.gates, engine=engine, files=checked.files, mode="bench", notes=checked.notes,
                         settings={"engine": engine, "extra_requests": record["data"].get("extra_requests"),
                                   "bench_record": record["evidence_id"]})

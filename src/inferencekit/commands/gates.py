@@ -35,7 +35,7 @@ from inferencekit.gates.run import (
 )
 from inferencekit.options import CLIENT_ARGS, check_client_args, check_urls
 from inferencekit.registry import Arg, Call, Outcome, operation
-from inferencekit.report.card import print_limitations, verdict_style
+from inferencekit.report.card import print_limitations, structured_load_tables, verdict_style
 from inferencekit.rundir import RunDir, gate_run_name
 
 __all__ = ["gates_check", "gates_order", "gates_run", "gates_spec_exact", "judged_outcome", "render_gates"]
@@ -50,6 +50,9 @@ def render_gates(console: Any, rec: dict[str, Any]) -> None:
         shown = g["verdict"] + ("" if g["applicable"] or g["verdict"] != "NOT RUN" else " (not asked)")
         t.add_row(g["gate"], f"[{verdict_style(g['verdict'])}]{shown}[/]", bounded_text(g))
     console.print(t)
+    for g in rec["data"]["gates"]:
+        for table in structured_load_tables(g):
+            console.print(table)
     print_limitations(console, rec["limitations"])
     console.print(f"verdict: {rec['verdict']}   record: {rec['evidence_id']}  (check: inferencekit evidence verify "
                   f"{rec['evidence_id']})", markup=False, highlight=False)

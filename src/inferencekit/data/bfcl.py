@@ -73,6 +73,7 @@ __all__ = [
     "cap_draw",
     "draw",
     "installed_version",
+    "load_answers",
     "load_subset",
     "to_openai_tools",
 ]
@@ -337,23 +338,35 @@ def _entry_problem(entry: Any) -> str | None:
     return None
 
 
-def _read_subset(data_dir: Path, subset: str) -> tuple[list[dict[str, Any]], str]:
+def _json_lines(path: Path, subset: str, what: str = "") -> tuple[list[tuple[int, Any]], bytes]:
+    """``[(line number, parsed JSON)]`` of one BFCL file of ``subset`` (blank lines skipped) and its bytes.
+
+    Raises:
+        OpError: an unknown subset, an unreadable file (``what`` names it), or a line that is not JSON.
+    """
     if subset not in SINGLE_TURN:
         raise OpError(f"unknown BFCL subset {subset!r}; single-turn subsets: {', '.join(SINGLE_TURN)}")
-    path = _file(data_dir, subset)
     try:
         raw = path.read_bytes()
     except OSError as e:
-        raise OpError(f"cannot read {path}: {e.strerror or e}") from None
-    entries: list[dict[str, Any]] = []
-    ids: dict[str, int] = {}
+        raise OpError(f"cannot read {what}{path}: {e.strerror or e}") from None
+    out: list[tuple[int, Any]] = []
     for lineno, line in enumerate(raw.splitlines(), 1):
         if not line.strip():
             continue
         try:
-            entry = orjson.loads(line)
+            out.append((lineno, orjson.loads(line)))
         except orjson.JSONDecodeError as e:
             raise OpError(f"{path}:{lineno}: not valid JSON ({e})") from None
+    return out, raw
+
+
+def _read_subset(data_dir: Path, subset: str) -> tuple[list[dict[str, Any]], str]:
+    path = _file(data_dir, subset)
+    lines, raw = _json_lines(path, subset)
+    entries: list[dict[str, Any]] = []
+    ids: dict[str, int] = {}
+    for lineno, entry in lines:
         problem = _entry_problem(entry)
         if problem is None and entry["id"] in ids:
             problem = f"id {entry['id']!r} already on line {ids[entry['id']]}"
@@ -373,6 +386,25 @@ def load_subset(data_dir: Path, subset: str) -> list[dict[str, Any]]:
             not hold exactly one turn, or whose id repeats an earlier line's.
     """
     return _read_subset(data_dir, subset)[0]
+
+
+def load_answers(data_dir: Path, subset: str) -> dict[str, list[dict[str, Any]]]:
+    """The ground truth of every entry of ``subset``: ``{id: [{func_name: {param: [allowed, ...]}}, ...]}``, from
+    BFCL's "possible answer" file ``possible_answer/BFCL_v4_<subset>.json`` (one ``{"id", "ground_truth"}`` a line,
+    the format ``gates/judges/tool_call_ast.py`` checks against). The irrelevance subsets have no such file.
+
+    Raises:
+        OpError: an unknown subset, a missing or unreadable file, or a line that is not a JSON object with an
+            ``id`` string and a ``ground_truth`` list.
+    """
+    path = data_dir / "possible_answer" / f"BFCL_v4_{subset}.json"
+    out: dict[str, list[dict[str, Any]]] = {}
+    for lineno, entry in _json_lines(path, subset, "BFCL's possible answers ")[0]:
+        if not isinstance(entry, dict) or not isinstance(entry.get("id"), str) \
+                or not isinstance(entry.get("ground_truth"), list):
+            raise OpError(f"{path}:{lineno}: not an object with an id and a ground_truth list")
+        out[entry["id"]] = entry["ground_truth"]
+    return out
 
 
 def _sample(entry: dict[str, Any], subset: str) -> Sample:

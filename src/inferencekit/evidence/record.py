@@ -41,17 +41,19 @@ def part_folder(rel: str, base: Path) -> str | None:
     """The folder one operation writes in full that holds the run-dir file ``rel`` (POSIX, relative to ``base``),
     or None when the file lies in a folder several operations share (docs/design.md, "Run directory").
 
-    ``<inputs|outputs>/<engine>/load-<level>/…`` (a load level), ``…/<engine>/{warmup,probes}/…`` and
-    ``…/<engine>/kat/{alone,load}/…`` (a load's side requests), ``…/<engine>/appliance-<section>/…`` (an appliance
-    section), ``appliance/…`` (the receipt and its card), ``quality/<task>/<label>/…`` (a quality task's item
-    store) and ``quality/<label>/…`` when it holds an ``index.json`` (a trajectory set). Not parts: the run dir's
-    top, ``probes/`` (a gate run's log, the capability probe's), ``evidence/``, ``quality/<task>/<label>.jsonl``
-    (results beside other labels')."""
+    ``<inputs|outputs>/<engine>/load-<level>/…`` (a load level), ``…/<engine>/{warmup,probes}/…``,
+    ``…/<engine>/kat/{alone,load}/…`` and ``…/<engine>/structured/{alone,load-<level>}/…`` (a load's side requests),
+    ``…/<engine>/appliance-<section>/…`` (an appliance section), ``appliance/…`` (the receipt and its card),
+    ``quality/<task>/<label>/…`` (a quality task's item store) and ``quality/<label>/…`` when it holds an
+    ``index.json`` (a trajectory set). Not parts: the run dir's top, ``probes/`` (a gate run's log, the capability
+    probe's), ``evidence/``, ``quality/<task>/<label>.jsonl`` (results beside other labels')."""
     parts = rel.split("/")
     if parts[0] in ("inputs", "outputs") and len(parts) >= 4:
         if parts[2].startswith(("load-", "appliance-")) or parts[2] in ("warmup", "probes"):
             return "/".join(parts[:3])
         if parts[2] == "kat" and len(parts) >= 5 and parts[3] in ("alone", "load"):
+            return "/".join(parts[:4])
+        if parts[2] == "structured" and len(parts) >= 5 and (parts[3] == "alone" or parts[3].startswith("load-")):
             return "/".join(parts[:4])
         return None
     if parts[0] == "appliance" and len(parts) >= 2:

@@ -6,8 +6,8 @@ in ``gates/judges/<gate>.py`` that hold the gate's whole rule:
 - ``judge_probes(ProbeRun) -> Gate``: the gate's probes from one gate run's probe log
   (``probes/<gate-run>.jsonl``), live or re-judged offline;
 - ``judge_run(RunRows) -> Gate | None``: what the gate reads from a recorded run's own files (the load
-  replies, the hidden probes and known answers a load mixed in); None when the run dir holds nothing
-  of it.
+  replies, the hidden probes, known answers and structured requests a load mixed in); None when the run dir
+  holds nothing of it.
 
 ``gates/check.py`` reads a run dir and loops over this table; ``gates/probes/`` plans and sends the
 probes. Every other list of gates is derived from ``GATES`` below. Adding a gate: a judge file, one
@@ -28,6 +28,7 @@ from inferencekit.gates.judges import (
     output_length,
     rare_tokens,
     spec_exact,
+    structured_load,
     token_count,
     unique_prompts,
 )
@@ -86,7 +87,7 @@ GATES: dict[str, GateSpec] = {g.name: g for g in (
              False, ("order",), ("order",), order.judge_probes, order.judge_run, needs_answer=False),
     GateSpec("contract", "accepts a request option and does not apply it, miscounts the prompt, truncates it "
              "silently, or breaks structured output", "probe --contract", False, (contract.CONTRACT_KIND,),
-             ("contract",), contract.judge_probes, None, needs_answer=False),
+             ("contract",), contract.judge_probes, structured_load.judge_run, needs_answer=False),
 )}
 
 #: gates whose probes the shared ``gates run`` plan sends (``gates/probes/plan.py``)

@@ -8,7 +8,8 @@ This module reads; the judges (``gates/judges/``) decide. From a run dir it read
 - every gate run's probe log ``probes/<gate-run>.jsonl`` into a ``ProbeRun`` each (the live gates
   re-judged from the recorded replies with the settings in the log's header);
 - the hidden probes a load mixed in (``bench serve --probes``, ``outputs/<engine>/probes/``) and the
-  known answers of ``bench serve --kat`` (``outputs/<engine>/kat/``) into ``RunRows`` too.
+  known answers of ``bench serve --kat`` (``outputs/<engine>/kat/``) and the structured requests of ``bench serve
+  --structured`` (``outputs/<engine>/structured/``) into ``RunRows`` too.
 
 Then every gate of ``GATES`` gets its parts (run dir first, then each gate run), merged into one
 ``Gate`` (``merge_gates``). A live gate with no probe replies in the run dir is NOT RUN, not
@@ -26,6 +27,7 @@ from inferencekit.gates import GATES
 from inferencekit.gates.inputs import LengthInputs, ProbeRun, RunRows, dropped_note, reply_file
 from inferencekit.gates.judges.order import compare_sample
 from inferencekit.gates.judges.output_length import exact_length_of, forcing_options, reply_length
+from inferencekit.gates.judges.structured_load import structured_row
 from inferencekit.gates.judges.token_count import count_row
 from inferencekit.gates.judges.unique_prompts import request_row, schedule_rows
 from inferencekit.gates.probes.collect import read_probe_log
@@ -44,7 +46,7 @@ from inferencekit.rundir import (
 from inferencekit.shapes import CountRow, ProbeRecord, is_ok
 
 __all__ = ["Checked", "check_run_dir", "engines_in", "judge_probe_log", "load_requests", "output_lengths",
-           "read_run_rows", "retokenize_refusals", "token_rows"]
+           "read_run_rows", "read_structured", "retokenize_refusals", "token_rows"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,6 +254,21 @@ def read_kat(run: RunDir, engine: str) -> tuple[list[dict[str, Any]], list[str],
     return rows, files, level
 
 
+def read_structured(run: RunDir, engine: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """``structured_row`` of every structured request of ``engine`` (``bench serve --structured``): the copies sent
+    alone (``structured/alone/``), then each level's (``structured/load-<level>/``); and the reply files read."""
+    rows: list[dict[str, Any]] = []
+    files: list[str] = []
+    for level, folder in run.structured_folders(engine):
+        for path in run.extra_files(engine, folder, gz=True):
+            reply = read_json(path)
+            row = structured_row(level, file_key(path), reply) if isinstance(reply, dict) else None
+            if row is not None:
+                rows.append(row)
+                files.append(_rel(run, path))
+    return rows, files
+
+
 def read_run_rows(run_dir: Path, engine: str, *, reference: Path | None = None, length_tolerance: float = 0.10,
                   max_length_outliers: float = 0.10, ignored_options: Sequence[str] | None = None
                   ) -> tuple[RunRows, list[str]]:
@@ -272,14 +289,15 @@ def read_run_rows(run_dir: Path, engine: str, *, reference: Path | None = None, 
                                  length_tolerance, max_length_outliers, ignored) if lengths else None
     mixed, mixed_files = load_probe_records(run, engine)
     kat_rows, kat_files, kat_level = read_kat(run, engine)
+    structured, structured_files = read_structured(run, engine)
     requests, bad_lines, schedules = load_requests(run)
     has_load = any(f.startswith(f"outputs/{engine}/load-") for f in files)
     rows = RunRows(engine=engine, has_load=has_load, count_rows=counts, tokenizer=tokenizer, lengths=length_inputs,
                    retokenize_refused=retokenize_refusals(run.path, engine),
                    requests=requests, journals=[_rel(run, p) for p in run.journals()],
                    unreadable_schedule_lines=bad_lines, mixed_probes=mixed, kat_rows=kat_rows, kat_level=kat_level,
-                   kat_records=load_kat_records(run, engine))
-    return rows, list(dict.fromkeys(files + mixed_files + kat_files + schedules))
+                   kat_records=load_kat_records(run, engine), structured_rows=structured)
+    return rows, list(dict.fromkeys(files + mixed_files + kat_files + structured_files + schedules))
 
 
 def judge_probe_log(header: dict[str, Any], records: Sequence[ProbeRecord], *, where: str = "live"

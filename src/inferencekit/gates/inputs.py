@@ -112,6 +112,8 @@ class RunRows:
         kat_rows: ``compare_sample`` rows of the known answers alone vs under load (``kat/``).
         kat_level: the level the known answers ran in under load (None: none did).
         kat_records: the known-answer replies as probe records (kind ``kat``), for the fields dropped on them.
+        structured_rows: one ``structured_row`` per structured request of a load (``bench serve --structured``:
+            ``structured/alone/`` and ``structured/load-<level>/``), alone first.
     """
 
     engine: str
@@ -127,3 +129,4 @@ class RunRows:
     kat_rows: Sequence[Mapping[str, Any]] = ()
     kat_level: str | None = None
     kat_records: Sequence[ProbeRecord] = ()
+    structured_rows: Sequence[Mapping[str, Any]] = ()

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["bench_table", "open_loop_table", "print_limitations", "render_bench", "render_bench_notes", "verdict_style"]
+__all__ = ["bench_table", "open_loop_table", "print_limitations", "render_bench", "render_bench_notes",
+           "structured_load_tables", "verdict_style"]
 
 _STYLE = {"PASS": "bold green", "FAIL": "bold red", "UNPROVEN": "bold yellow", "NOT RUN": "bold magenta"}
 
@@ -47,6 +48,49 @@ def bench_table(record: dict[str, Any]) -> Any:
             row.append(_f((v.get("goodput") or {}).get("goodput_req_s"), 2))
         t.add_row(*row)
     return t
+
+
+def _rate_cell(fig: dict[str, Any] | None) -> str:
+    """``ok/judged rate [low–high]`` of one structured-load figure (``gates/judges/structured_load.py`` ``rate``), and
+    its cut and errored replies when there are any."""
+    if not fig or not fig.get("n"):
+        return "—"
+    extra = ", ".join(f"{k} {fig[k]}" for k in ("cut", "error") if fig.get(k))
+    if not fig.get("judged"):
+        return f"0 judged of {fig['n']}" + (f" ({extra})" if extra else "")
+    lo, hi = fig["ci"]
+    return f"{fig['ok']}/{fig['judged']} {fig['rate']:.0%} [{lo:.0%}–{hi:.0%}]" + (f" ({extra})" if extra else "")
+
+
+def _failures(fig: dict[str, Any] | None, good: str) -> str:
+    buckets = (fig or {}).get("buckets") or {}
+    return ", ".join(f"{b} {n}" for b, n in buckets.items() if n and b not in (good, "cut", "error")) or "—"
+
+
+def structured_load_tables(gate: dict[str, Any]) -> list[Any]:
+    """Rich tables of the structured requests alone vs under load (``bench serve --structured``), one per part of a
+    ``gates`` record's gate (its JSON form) that holds them: per level, the schema-valid and AST-correct rates with
+    their Wilson 95% intervals, the AST failure buckets, and each level's verdict against the rates alone."""
+    from rich.table import Table
+
+    metrics = gate.get("metrics") or {}
+    parts = [metrics] + [v for k, v in metrics.items() if k.startswith("part") and isinstance(v, dict)]
+    out = []
+    for part in parts:
+        table = part.get("structured_load")
+        if not isinstance(table, dict):
+            continue
+        t = Table(title=f"{gate.get('gate')} — structured requests alone vs under load (Wilson 95%)",
+                  title_justify="left")
+        for col in ("requests", "JSON schema-valid", "tool call AST-correct", "AST failures", "vs alone"):
+            t.add_column(col, justify="left")
+        for name, row in table.items():
+            js, tool = row.get("json"), row.get("tool")
+            verdicts = ", ".join(f"{w} {f['verdict']}" for w, f in (("json", js), ("tool", tool))
+                                 if f and f.get("verdict"))
+            t.add_row(name, _rate_cell(js), _rate_cell(tool), _failures(tool, "correct"), verdicts or "—")
+        out.append(t)
+    return out
 
 
 def _sources(record: dict[str, Any]) -> str:

@@ -119,3 +119,29 @@ def test_fields_dropped_on_a_400_from_load_mixed_requests_are_a_fallback_of_thei
     clean = read_run_rows(_mix(tmp_path / "clean", kat=2).path, "eng")[0]
     assert not any("rejected" in x for x in (judge_run(clean) or hidden).fallbacks)
     assert not any("rejected" in x for x in (order.judge_run(clean) or known).fallbacks)
+
+
+def test_structured_requests_reach_their_folders_and_the_contract_judge_after_a_round_trip(tmp_path):
+    from inferencekit.evidence.record import part_folder
+    from inferencekit.gates.judges.structured_load import judge_run as structured_judge
+    from inferencekit.rundir import walk_engine_folder
+
+    run = _mix(tmp_path, probes=False, structured=2)  # one JSON request, one tool call: alone, then through c1
+    assert run.structured_folders("eng") == [(None, "structured/alone"), ("c1", "structured/load-c1")]
+    rows, files = read_run_rows(run.path, "eng")
+    got = sorted((r["level"] or "", r["kind"], r["bucket"]) for r in rows.structured_rows)
+    # the stub answers "Hi": no JSON, so an invalid JSON reply and an unparsable call, alone and under load
+    assert got == [("", "structured_json", "invalid"), ("", "tool_call", "unparsable"),
+                   ("c1", "structured_json", "invalid"), ("c1", "tool_call", "unparsable")]
+    assert {r["path"] for r in rows.structured_rows} == {"json_schema", "response_format"}
+    inputs = [p for _, folder in run.structured_folders("eng")
+              for p in (run.path / "inputs" / "eng" / folder).glob("*.json")]
+    assert len(inputs) == 4  # every body beside its reply
+    assert [f for f, _ in run.side_replies("eng")] == ["structured/alone"] * 2 + ["structured/load-c1"] * 2
+    assert [f for f, _ in run.extra_replies("eng")] == ["structured/alone"] * 2 + ["structured/load-c1"] * 2
+    assert list(walk_engine_folder(run.path / "outputs" / "eng")) == []  # not load requests
+    rel = [p.relative_to(run.path).as_posix() for _, p in run.side_replies("eng")]
+    assert {part_folder(r, run.path) for r in rel} == {"outputs/eng/structured/alone", "outputs/eng/structured/load-c1"}
+    assert set(rel) <= set(files)
+    gate = structured_judge(rows)
+    assert gate is not None and gate.verdict == "UNPROVEN"  # 0 of 1 alone: nothing under load could drop below it

@@ -36,6 +36,9 @@ BAD_VALUES = [
     (["--max-concurrency", "4"], "give --request-rate"),
     (["--kat", "-1"], "--kat must be ≥ 0"),
     (["--kat", "500"], "--kat 500: the packaged dev set has 110"),
+    (["--structured", "-1"], "--structured must be ≥ 0"),
+    (["--structured", "500"], "--structured 500: at most 200"),
+    (["--structured", "4", "--structured-max-tokens", "0"], "--structured-max-tokens ≥ 1"),
     # failed before 19 (a traceback, or refused only after a request was sent):
     (["--max-tokens", str(2**64)], "argument --max-tokens: 18446744073709551616 is out of range"),
     (["--seed", str(2**64)], "argument --seed: 18446744073709551616 is out of range"),

@@ -31,6 +31,7 @@ from inferencekit.data.bfcl import (
     bfcl_data_dir,
     cap_draw,
     draw,
+    load_answers,
     load_subset,
     to_openai_tools,
 )
@@ -248,6 +249,21 @@ def test_load_subset_skips_blank_lines_and_refuses_unknown_subsets(tmp_path: Pat
         load_subset(tmp_path, "multi_turn_base")
     with pytest.raises(OpError, match="cannot read .*BFCL_v4_simple_python.json"):
         load_subset(tmp_path, "simple_python")
+
+
+def test_load_answers_reads_the_possible_answer_file_and_names_a_bad_line(tmp_path: Path) -> None:
+    (tmp_path / "possible_answer").mkdir()
+    answers = tmp_path / "possible_answer" / "BFCL_v4_simple_python.json"
+    answers.write_text('{"id": "simple_python_1", "ground_truth": [{"math.factorial": {"number": [5]}}]}\n\n'
+                       '{"id": "simple_python_2", "ground_truth": {}}\n')
+    with pytest.raises(OpError, match=f"{re.escape(str(answers))}:3: not an object with an id and a ground_truth"):
+        load_answers(tmp_path, "simple_python")
+    answers.write_text('{"id": "simple_python_1", "ground_truth": [{"math.factorial": {"number": [5]}}]}\n')
+    assert load_answers(tmp_path, "simple_python") == {"simple_python_1": [{"math.factorial": {"number": [5]}}]}
+    with pytest.raises(OpError, match="cannot read BFCL's possible answers .*BFCL_v4_live_simple.json"):
+        load_answers(tmp_path, "live_simple")
+    with pytest.raises(OpError, match="unknown BFCL subset"):
+        load_answers(tmp_path, "memory")
 
 
 # --------------------------------------------------------------------------- the draw

@@ -11,6 +11,10 @@ gates judge the replies from the run dir (``gates/check.py``):
   prompts (in file order), sent alone after the warm-up into ``kat/alone/`` and again inside the
   heaviest level into ``kat/load/``; the order gate asks whether each reply under load is byte-identical
   to its reply alone.
+- structured requests (``bench serve --structured N``): N greedy JSON-mode and tool-call requests
+  (``gates/probes/structured.py``), sent alone after the warm-up into ``structured/alone/`` and again inside
+  every level into ``structured/load-<level>/`` (``rundir.structured_folder``); the contract gate's run-dir part
+  compares each level's schema-valid and AST-correct rates with the rates alone.
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ from typing import Any
 from inferencekit.data.prompts import Prompt, load_prompt_set
 from inferencekit.gates.probes.order import order_body
 from inferencekit.gates.probes.plan import OPTIONAL_FIELDS, ProbeSettings, plan_probes, probe_pool
-from inferencekit.rundir import KAT_ALONE, KAT_LOAD, PROBES_FOLDER
+from inferencekit.gates.probes.structured import structured_requests
+from inferencekit.rundir import KAT_ALONE, KAT_LOAD, PROBES_FOLDER, structured_folder
 from inferencekit.shapes import ExtraRequests, ProbeRecord
 
 __all__ = ["HIDDEN_SAMPLING_PROMPTS", "hidden_probe_bodies", "kat_pool_size", "kat_probes", "load_extras"]
@@ -85,7 +90,8 @@ def _hidden_pool(prompts: Sequence[Prompt] | None, dataset: str) -> tuple[Sequen
 def load_extras(*, levels: Sequence[str], heaviest: str, probes: bool, kat: int, kat_max_tokens: int, seed: int,
                 model: str, max_tokens: int | None, extra: dict[str, Any], ctk: dict[str, Any],
                 neutral: Mapping[str, Any], top_k_off: int, prompts: Sequence[Prompt] | None = None,
-                dataset: str = "dev") -> ExtraRequests:
+                dataset: str = "dev", structured: int = 0, structured_max_tokens: int = 128,
+                named_tool_choice: bool = False, json_schema: bool = True) -> ExtraRequests:
     """The requests the gates mix into one ``bench serve`` run.
 
     Args:
@@ -97,10 +103,13 @@ def load_extras(*, levels: Sequence[str], heaviest: str, probes: bool, kat: int,
         neutral, top_k_off: the engine dialect's neutral sampling fields and its top-k-off value.
         prompts, dataset: the load's own prompts and the name of their set: a user's set (``--prompts``, sealed)
             feeds the hidden probes too when it is large enough (``_hidden_pool``).
+        structured: structured-output and tool-call requests (0: none), ``structured_max_tokens`` each, sent alone
+            and inside every level; ``named_tool_choice``, ``json_schema``: what the engine's dialect is known to take
+            (``gates/probes/structured.py`` picks each request's path by them).
 
     Raises:
-        OpError: the dev set is too small for the probes.
-        ValueError: ``kat`` exceeds the dev set's known-answer prompts.
+        OpError: the dev set is too small for the probes; structured tool calls asked and bfcl-eval not installed.
+        ValueError: ``kat`` exceeds the dev set's known-answer prompts, or ``structured`` the structured prompts.
     """
     out: ExtraRequests = {"alone": [], "by_level": {label: [] for label in levels}, "optional": list(OPTIONAL_FIELDS)}
     if probes:
@@ -118,4 +127,10 @@ def load_extras(*, levels: Sequence[str], heaviest: str, probes: bool, kat: int,
         known = kat_probes(kat, model=model, max_tokens=kat_max_tokens, extra=extra, ctk=ctk)
         out["alone"] = [{**p, "folder": KAT_ALONE} for p in known]
         out["by_level"][heaviest].extend({**p, "folder": KAT_LOAD} for p in known)
+    if structured:
+        asked = structured_requests(structured, model=model, max_tokens=structured_max_tokens, extra=extra, ctk=ctk,
+                                    named_tool_choice=named_tool_choice, json_schema=json_schema)
+        out["alone"] += [{**p, "folder": structured_folder(None)} for p in asked]
+        for label in levels:
+            out["by_level"][label].extend({**p, "folder": structured_folder(label)} for p in asked)
     return out
