@@ -234,7 +234,9 @@ def _usage_vs_stream(row: CountRow, retok_tol: float) -> str | None:
     logprob stream short at the max_tokens cut — ``"by_text"`` (the text covers usage) / ``"unsettled"``.
     One token of slack at a natural stop: an EOS counted but not streamed (a rule, not an allowance: it is
     no fallback). A stream short of usage on a text with multi-byte characters is ``"by_text"`` when the text
-    explains the gap (``merged_explained``); a gap beyond what the characters explain is ``"bad"``. At the cut
+    explains the gap (``merged_explained``), ``"unsettled"`` when the characters could hide it and no re-tokenized
+    count can tell (missing evidence is never a FAIL, nor a PASS); a gap beyond what the characters explain is
+    ``"bad"``. At the cut
     a gap over ``CUT_SLACK`` is ``"bad"``: no held-back character explains it (except past EOS on
     ``ignore_eos`` probes)."""
     u, s = row.get("usage"), row.get("streamed")
@@ -243,6 +245,11 @@ def _usage_vs_stream(row: CountRow, retok_tol: float) -> str | None:
     if merged_explained(row, retok_tol):
         # byte tokens of one character streamed as one entry (llama-server, observed)
         return "by_text"
+    slack = row.get("merge_slack", _MERGE_SLACK_UNKNOWN if row.get("multibyte") else 0)
+    if s < u and row.get("retokenized") is None and u - s <= slack:
+        # the text's multi-byte characters could hide the gap, and no re-tokenized count can say (a warm-up reply
+        # bench serve did not re-tokenize, a run dir judged offline without --tokenizer): missing evidence
+        return "unsettled"
     if not unstreamed_at_cut(row):
         return "bad"
     if u - s > CUT_SLACK and not str(row.get("key", "")).startswith("ignore_eos:"):

@@ -438,3 +438,15 @@ def test_a_merge_the_text_shows_is_allowed_one_token_per_split_character_and_nam
 def test_the_eos_slack_at_a_natural_stop_is_no_fallback():
     g = gate_token_count([row(usage=17, streamed=16, retok=16, finish="stop")], tokenizer="engine:x")
     assert g.verdict == "PASS" and g.fallbacks == ()
+
+
+def test_a_gap_multibyte_characters_could_hide_is_unsettled_without_a_retokenized_count():
+    # llama-server's warm-up reply in Chinese, judged offline (no re-tokenized count): usage 128, 72 ids streamed
+    cjk = {**row(usage=128, streamed=72, max_tokens=128), "multibyte": True, "merge_slack": 120,
+           "multibyte_chars": 60}
+    got = judge_counts([cjk])
+    assert not got["bad"] and len(got["unsettled"]) == 1
+    beyond = {**cjk, "merge_slack": 40}  # more hidden than the characters can hide: a lie in usage
+    assert judge_counts([beyond])["bad"]
+    ascii_text = row(usage=128, streamed=72, max_tokens=128)  # no multi-byte character hides anything
+    assert judge_counts([ascii_text])["bad"]
