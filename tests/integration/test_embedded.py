@@ -154,7 +154,12 @@ def test_verify_without_url_runs_the_embedded_engine_and_is_unproven(tmp_path, c
     assert parts["gates: output_length"]["verdict"] == "UNPROVEN"
     assert "ignore_eos" in parts["gates: output_length"]["reason"]
     assert len(list((run / "outputs" / "llama-cpp-python" / "probes").glob("*.json"))) == 19  # 4 groups of 4 + 3
-    assert len(list((run / "probes").glob("2*Z-*.jsonl"))) == 1  # verify's gate run (beside capabilities.jsonl)
+    # verify's gate run and its API-contract run (beside capabilities.jsonl)
+    logs = sorted((run / "probes").glob("2*Z-*.jsonl"))
+    assert len(logs) == 2
+    assert sum('"kind":"contract"' in p.read_text() for p in logs) == 1
+    assert parts["gates: contract"]["verdict"] == "UNPROVEN"  # llama-cpp-python drops n, takes no json_schema, …
+    assert "n, context: at the limit" in parts["gates: contract"]["reason"]
     # correctness under load: 4 known answers alone, then inside the heaviest level (c4), judged as the order gate
     kat = run / "outputs" / "llama-cpp-python" / "kat"
     assert len(list((kat / "alone").glob("*.json"))) == 4 and len(list((kat / "load").glob("*.json"))) == 4
