@@ -20,11 +20,7 @@ from inferencekit.report.progress import ProgressBar
 from inferencekit.rundir import RunDir
 from inferencekit.shapes import is_ok
 
-__all__ = ["CONTRACT_REQUESTS", "contract_settings", "run_contract_gate"]
-
-#: requests of one contract run besides the structured-output load (sampling 27, validation 4, accounting 4,
-#: context 2, structured 8, tools 4), for the progress bar
-CONTRACT_REQUESTS = 49
+__all__ = ["contract_settings", "run_contract_gate"]
 
 
 def contract_settings(*, json_load: int, concurrency: int, tokenizer: str | None,
@@ -55,7 +51,7 @@ async def run_contract_gate(client: Client, info: EngineInfo, run: RunDir, s: Co
     header = {"gate_run": name, "engine": engine, "model": info.model, "engine_info": info.identity(),
               "known_ignored_options": list(info.dialect.ignores), "settings": gs.header()}
     with ProbeLog(run.gate_run_log(name), header) as log, ProgressBar(quiet) as bar:
-        bar.on_level("API contract", CONTRACT_REQUESTS + s.json_load)
+        bar.on_level("API contract", s.planned_requests())
         await send_contract(client, info, log, s, tokenizer=tokenizer, extra=extra, ctk=ctk,
                             on_done=lambda r: bar.on_done("contract", is_ok(r.get("reply") or {})))
     return name, gs

@@ -121,25 +121,25 @@ def _temperature(v: Variants) -> Item:
                 "reply: temperature accepted and not applied", greedy, *hot)
 
 
-def _collapse(name: str, option: str, v: Variants, ctrl: Sequence[ProbeRecord | None], run: ProbeRun) -> Item:
+def _collapse(option: str, v: Variants, ctrl: Sequence[ProbeRecord | None], run: ProbeRun) -> Item:
     """top_k 1, top_p 0.001, min_p 1: at T=1 every seed must give the same reply, where the control (the
     temperature item's T=1 replies: the same seeds, the option off) gives different ones."""
     hot = [v.get(f"on-s{s}") for s in (1, 2, 3)]
     bad = _first_bad(hot)
     if bad:
-        return item(name, "sampling", bad[0], bad[1], *hot)
+        return item(option, "sampling", bad[0], bad[1], *hot)
     bad = _first_bad(ctrl)
     if bad:
-        return item(name, "sampling", Verdict.UNPROVEN, f"the control failed: {bad[1]}", *hot, *ctrl)
+        return item(option, "sampling", Verdict.UNPROVEN, f"the control failed: {bad[1]}", *hot, *ctrl)
     texts, controls = {_text(r) for r in hot}, {_text(r) for r in ctrl}
     if len(controls) == 1:
-        return item(name, "sampling", Verdict.UNPROVEN, "the control (T=1, seeds 1, 2, 3, no restriction) gave one "
+        return item(option, "sampling", Verdict.UNPROVEN, "the control (T=1, seeds 1, 2, 3, no restriction) gave one "
                     "reply for all three seeds, so a restriction to the top token cannot be told apart", *hot, *ctrl)
     if len(texts) == 1:
-        return item(name, "sampling", Verdict.PASS, f"{option} made three seeds give one reply (the control gave "
+        return item(option, "sampling", Verdict.PASS, f"{option} made three seeds give one reply (the control gave "
                     f"{len(controls)} different ones)", *hot, *ctrl)
     known = _known_dropped(option, run)
-    return item(name, "sampling", Verdict.UNPROVEN if known else Verdict.FAIL,
+    return item(option, "sampling", Verdict.UNPROVEN if known else Verdict.FAIL,
                 known or f"with {option} three seeds still gave {len(texts)} different replies: accepted and not "
                 "applied", *hot, *ctrl)
 
@@ -413,7 +413,7 @@ def contract_items(run: ProbeRun) -> list[Item]:
     off = v.get("frequency_penalty", {}).get("off")
     groups: list[tuple[str, Callable[[], list[Item]]]] = [
         ("temperature", lambda: [_temperature(temp)]),
-        *((name, lambda name=name: [_collapse(name, name, v.get(name, {}), ctrl, run)])
+        *((name, lambda name=name: [_collapse(name, v.get(name, {}), ctrl, run)])
           for name in ("top_k", "top_p", "min_p")),
         ("seed", lambda: [_seed(v.get("seed", {}), temp, run)]),
         ("penalties", lambda: [_penalty(n, v.get(n, {}), off, run) for n in ("frequency_penalty", "presence_penalty")]),

@@ -29,6 +29,13 @@ from inferencekit.shapes import ProbeRecord, is_ok
 
 __all__ = ["CONTRACT_FIXED", "ContractSettings", "ITEM_GROUPS", "send_contract"]
 
+#: requests each item group sends (``send_contract``), besides the structured-output load; the temperature group's
+#: four are also the controls of top_k, top_p, min_p, seed and logit_bias
+GROUP_REQUESTS = {"temperature": 4, "top_k": 3, "top_p": 3, "min_p": 3, "seed": 1, "penalties": 3, "logit_bias": 2,
+                  "n": 1, "stop": 2, "max_tokens": 1, "validation": 4, "accounting": 4, "context": 2, "json": 8,
+                  "tools": 4}
+_NEEDS_CONTROLS = ("temperature", "top_k", "top_p", "min_p", "seed", "logit_bias")
+
 CHAT = "/v1/chat/completions"
 STORY = "Write a short story about a cat."
 COUNTING = "Count from 1 to 20, separated by commas."
@@ -94,6 +101,13 @@ class ContractSettings:
     def wants(self, *groups: str) -> bool:
         """Whether any of ``groups`` is asked."""
         return self.items is None or any(g in self.items for g in groups)
+
+    def planned_requests(self) -> int:
+        """How many requests ``send_contract`` sends at most (``GROUP_REQUESTS`` of the asked groups, the
+        temperature controls when a group needs them, and the load): the progress bar's total."""
+        n = sum(k for g, k in GROUP_REQUESTS.items() if g != "temperature" and self.wants(g))
+        n += GROUP_REQUESTS["temperature"] if self.wants(*_NEEDS_CONTROLS) else 0
+        return n + (self.json_load if self.wants("json") else 0)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -168,7 +182,7 @@ async def send_contract(client: Client, info: EngineInfo, log: ProbeLog, s: Cont
     mt = s.max_tokens
     # sampling: T=0 and three seeded T=1 replies over the whole distribution (the controls of top_k/top_p/min_p)
     base: ProbeRecord | None = None
-    if s.wants("temperature", "top_k", "top_p", "min_p", "seed", "logit_bias"):
+    if s.wants(*_NEEDS_CONTROLS):
         base = await tx.send("temperature", "t0", _body(model, STORY, mt, **info.dialect.neutral_sampling))
         for seed in (1, 2, 3):
             await tx.send("temperature", f"t1-s{seed}", _body(model, STORY, mt, temperature=1.0, seed=seed, **full))

@@ -208,3 +208,13 @@ def test_a_run_with_no_contract_records_is_not_run():
     gate = judge_probes(ProbeRun({"settings": {"contract": {"items": ["stop"]}}}, []))
     assert gate.verdict == "UNPROVEN"  # stop asked and not sent: its control and request are missing
     assert judge_probes(ProbeRun({"settings": {"contract": {"items": []}}}, [])).verdict == "NOT RUN"
+
+
+def test_the_progress_total_counts_what_the_asked_groups_send():
+    from inferencekit.gates.probes.contract import ContractSettings
+
+    assert ContractSettings(json_load=96).planned_requests() == 45 + 96
+    assert ContractSettings(items=["stop"]).planned_requests() == 2
+    assert ContractSettings(items=["top_k"]).planned_requests() == 3 + 4  # with the T=1 controls
+    # a recorded full run sent every planned request (llama-server: 45 + its --json-load 8)
+    assert len([r for r in _run("llama-server").records if r.get("reply")]) == 45 + 8
