@@ -185,7 +185,7 @@ def test_open_loop_and_duration_levels(embedded_engine, tmp_path, capsys):
     rid = json.loads((run / "run.json").read_text())["bench_record"]
     out = json.loads((run / "evidence" / f"{rid}.json").read_text())["data"]
     lvl = out["levels"]["r4c2"]
-    assert lvl["spec"] == {"label": "r4c2", "mode": "open", "rate_req_s": 4.0, "arrival": "constant",
+    assert lvl["spec"] == {"label": "r4c2", "mode": "open", "point": "r4c2", "rate_req_s": 4.0, "arrival": "constant",
                            "burstiness": 1.0, "max_concurrency": 2}
     rs = sorted((json.loads(p.read_text()) for p in run.glob("outputs/*/load-r4c2/*/*.json")),
                 key=lambda r: r["scheduled_ns"])

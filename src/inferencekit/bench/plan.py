@@ -31,6 +31,10 @@ class LevelSpec:
     ``mode`` is ``closed`` (``concurrency`` streams, each sending the next request when one ends) or
     ``open`` (arrivals at ``rate`` requests/s following ``arrival``; ``concurrency`` then caps the
     requests in flight, 0 = no cap). ``label`` names ``load-<label>/``.
+
+    ``--repeats K`` runs one load point K times: each run is its own level, labelled ``<point>_rep<i>`` (i = 1..K),
+    with ``point`` the point's own label (``c4``) and ``repeat`` = i; a level run once has ``repeat`` 0 and its
+    ``point`` is its label.
     """
 
     label: str
@@ -39,9 +43,18 @@ class LevelSpec:
     rate: float = 0.0
     arrival: str = "poisson"
     burstiness: float = 1.0
+    point: str = ""
+    repeat: int = 0
+
+    @property
+    def point_label(self) -> str:
+        """The load point this level measures (its label when it is not one of several repeats)."""
+        return self.point or self.label
 
     def describe(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"label": self.label, "mode": self.mode}
+        d: dict[str, Any] = {"label": self.label, "mode": self.mode, "point": self.point_label}
+        if self.repeat:
+            d["repeat"] = self.repeat
         if self.mode == "closed":
             d["concurrency"] = self.concurrency
         else:

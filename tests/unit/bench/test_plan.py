@@ -57,7 +57,7 @@ def test_body_fixed_fields_win_over_extra_and_template_kwargs_layer():
 def test_levels_and_labels():
     lv = parse_levels([1, 4], [2.5], arrival="gamma", burstiness=0.5, max_concurrency=8)
     assert [x.label for x in lv] == ["c1", "c4", "r2.5c8"]
-    assert lv[2].describe() == {"label": "r2.5c8", "mode": "open", "rate_req_s": 2.5, "arrival": "gamma",
+    assert lv[2].describe() == {"label": "r2.5c8", "mode": "open", "point": "r2.5c8", "rate_req_s": 2.5, "arrival": "gamma",
                                 "burstiness": 0.5, "max_concurrency": 8}
     for bad in (dict(concurrency=[0], rates=None), dict(concurrency=None, rates=[0]),
                 dict(concurrency=None, rates=None), dict(concurrency=[2, 2], rates=None)):
