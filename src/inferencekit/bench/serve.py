@@ -48,7 +48,7 @@ from inferencekit.rundir import (
 )
 from inferencekit.shapes import ExtraRequests
 
-__all__ = ["EXTRA_ROLES", "run_bench", "load_level_replies", "bench_record", "prepare_serve"]
+__all__ = ["EXTRA_ROLES", "ServeSession", "run_bench", "load_level_replies", "bench_record", "prepare_serve"]
 
 Progress = Callable[[str, bool], None]
 # artifact roles of the extra requests' replies in the bench record, by folder (rundir.EXTRA_FOLDERS; the
@@ -109,87 +109,129 @@ async def run_bench(cfg: ServeConfig, client: Client, info: EngineInfo, run: Run
             folders and listed in the record, never judged here and never in a level's metrics; a resumed run
             sends only those without a reply file.
     """
-    engine = cfg.engine_label or info.engine
-    fixed = _fixed_fields(cfg, info)
-    optional = ("stream_options", *(k for k in info.dialect.count_fields if k in fixed))
-
-    body_kw: dict[str, Any] = {"model": str(info.model), "max_tokens": cfg.max_tokens, "extra": cfg.extra_body,
-                               "fixed": fixed, "chat_template_kwargs": cfg.chat_template_kwargs}
-
-    def body_for(req: PlannedRequest) -> dict[str, Any]:
-        return request_body(req, **body_kw)
-
-    planner = Planner(prompts, cfg.seed)
-    if resume:
-        for journal in run.journals(engine):
-            # a client that died mid-level left its finished exchanges here: recover them as files
-            list(materialise(run, engine, journal.parent.name.removeprefix("load-"), journal))
-        planner.restore(run.sent_keys(engine))
-    runner = LoadRunner(client, run, engine, body_for, optional=optional, on_done=on_done, extras=extras)
-    # the client processes first: a Ray cluster that cannot be reached (or is too small) stops the run before
-    # anything is sent
-    pool = open_pool(cfg) if cfg.workers > 1 or cfg.ray is not None else None
+    session = ServeSession(cfg, client, info, run, prompts, on_done=on_done, on_level=on_level, resume=resume,
+                           extras=extras)
     try:
-        return await _run_with_pool(cfg, client, info, run, prompts, engine, fixed, optional, body_kw, planner,
-                                    runner, pool, on_done, on_level, resume)
+        await session.start()
+        for spec in cfg.levels:
+            await session.run_level(spec)
+        return await session.finish()
     finally:
-        if pool is not None:
-            pool.close()
+        session.close()
 
 
-async def _run_with_pool(cfg: ServeConfig, client: Client, info: EngineInfo, run: RunDir, prompts: Sequence[Prompt],
-                         engine: str, fixed: dict[str, Any], optional: tuple[str, ...], body_kw: dict[str, Any],
-                         planner: Planner, runner: LoadRunner, pool: Any, on_done: Progress | None,
-                         on_level: Callable[[str, int], None] | None, resume: bool) -> dict[str, Any]:
-    state = run.read_run().get("bench_state") or {"levels": {}, "warmup_done": False, "superseded": []}
-    if not state.get("warmup_done") and cfg.warmup > 0:
-        if on_level:
-            on_level("warmup", cfg.warmup)
-        await runner.warmup(planner, cfg.warmup)
-    state["warmup_done"] = True
-    run.update_run(bench_state=state)
-    alone = [p for p in runner.extras["alone"] if runner.unsent(p)]
-    if alone and on_level:
-        on_level("extra requests, alone", len(alone))
-    for p in alone:
-        await runner.send_alone(p)
-    ran: list[str] = []
-    for spec in cfg.levels:
+class ServeSession:
+    """One ``bench serve`` run, level by level: ``start`` (warm-up, the extra requests sent alone), ``run_level`` for
+    each level (a finished level kept from before is skipped), ``finish`` (re-tokenized counts, the record), ``close``.
+
+    ``bench sweep`` drives it one load point at a time, choosing the next point from the last one's figures; the
+    levels it runs are appended to ``cfg.levels`` (and stored in run.json) before each is sent, so the record and a
+    resumed run see them all. Arguments as ``run_bench``'s.
+    """
+
+    def __init__(self, cfg: ServeConfig, client: Client, info: EngineInfo, run: RunDir, prompts: Sequence[Prompt], *,
+                 on_done: Progress | None = None, on_level: Callable[[str, int], None] | None = None,
+                 resume: bool = False, extras: ExtraRequests | None = None) -> None:
+        self.cfg, self.client, self.info, self.run, self.prompts = cfg, client, info, run, prompts
+        self.on_done, self.on_level, self.resume = on_done, on_level, resume
+        self.engine = cfg.engine_label or info.engine
+        self.fixed = _fixed_fields(cfg, info)
+        self.optional = ("stream_options", *(k for k in info.dialect.count_fields if k in self.fixed))
+        self.body_kw: dict[str, Any] = {"model": str(info.model), "max_tokens": cfg.max_tokens,
+                                        "extra": cfg.extra_body, "fixed": self.fixed,
+                                        "chat_template_kwargs": cfg.chat_template_kwargs}
+        body_kw = self.body_kw
+
+        def body_for(req: PlannedRequest) -> dict[str, Any]:
+            return request_body(req, **body_kw)
+
+        self.planner = Planner(prompts, cfg.seed)
+        if resume:
+            for journal in run.journals(self.engine):
+                # a client that died mid-level left its finished exchanges here: recover them as files
+                list(materialise(run, self.engine, journal.parent.name.removeprefix("load-"), journal))
+            self.planner.restore(run.sent_keys(self.engine))
+        self.runner = LoadRunner(client, run, self.engine, body_for, optional=self.optional, on_done=on_done,
+                                 extras=extras)
+        # the client processes first: a Ray cluster that cannot be reached (or is too small) stops the run before
+        # anything is sent
+        self.pool = open_pool(cfg) if cfg.workers > 1 or cfg.ray is not None else None
+        self.state: dict[str, Any] = {}
+        self.ran: list[str] = []
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+            self.pool = None
+
+    async def start(self) -> None:
+        """The warm-up (once per run) and the extra requests sent alone that have no reply yet."""
+        run, cfg = self.run, self.cfg
+        self.state = run.read_run().get("bench_state") or {"levels": {}, "warmup_done": False, "superseded": []}
+        if not self.state.get("warmup_done") and cfg.warmup > 0:
+            if self.on_level:
+                self.on_level("warmup", cfg.warmup)
+            await self.runner.warmup(self.planner, cfg.warmup)
+        self.state["warmup_done"] = True
+        run.update_run(bench_state=self.state)
+        alone = [p for p in self.runner.extras["alone"] if self.runner.unsent(p)]
+        if alone and self.on_level:
+            self.on_level("extra requests, alone", len(alone))
+        for p in alone:
+            await self.runner.send_alone(p)
+
+    def level_done(self, label: str) -> bool:
+        """True when ``label`` finished before (a resumed run keeps it) and lost no request to a dead server."""
+        st = self.state["levels"].get(label, {})
+        return st.get("state") == "done" and not any(r.get("status") == 0 for r in
+                                                      load_level_replies(self.run, self.engine, label))
+
+    async def run_level(self, spec: LevelSpec) -> LevelOutcome | None:
+        """Send one level into its folder (None when it finished before and is kept); an earlier, unfinished
+        attempt is moved to ``superseded/``."""
+        run, cfg, state = self.run, self.cfg, self.state
+        if self.level_done(spec.label):
+            return None
         st = state["levels"].get(spec.label, {})
-        if st.get("state") == "done" and not any(r.get("status") == 0 for r in
-                                                  load_level_replies(run, engine, spec.label)):
-            continue
-        if st or run.level_dir("outputs", engine, spec.label).exists():
-            moved = run.supersede_level(engine, spec.label)
+        if st or run.level_dir("outputs", self.engine, spec.label).exists():
+            moved = run.supersede_level(self.engine, spec.label)
             if moved:
                 state["superseded"].append({"level": spec.label, "to": moved})
         state["levels"][spec.label] = {"state": "running", "attempt": int(st.get("attempt", 0)) + 1}
         run.update_run(bench_state=state)
-        if on_level:
-            on_level(spec.label, (cfg.num_prompts or 0) if cfg.duration_s is None else 0)
+        if self.on_level:
+            self.on_level(spec.label, (cfg.num_prompts or 0) if cfg.duration_s is None else 0)
         seed = random.Random(f"{cfg.seed}:{spec.label}:{state['levels'][spec.label]['attempt']}").getrandbits(32)
         n_req = None if cfg.duration_s else cfg.num_prompts
-        if pool is None:
-            outcome = await runner.run_level(spec, planner, num_requests=n_req, duration_s=cfg.duration_s, seed=seed)
+        if self.pool is None:
+            outcome = await self.runner.run_level(spec, self.planner, num_requests=n_req, duration_s=cfg.duration_s,
+                                                  seed=seed)
         else:
-            outcome = await _split_level(pool, cfg, client, run, engine, spec, planner, runner, body_kw, optional,
-                                         prompts, n_req, seed, on_done)
+            outcome = await _split_level(self.pool, cfg, self.client, run, self.engine, spec, self.planner,
+                                         self.runner, self.body_kw, self.optional, self.prompts, n_req, seed,
+                                         self.on_done)
         state["levels"][spec.label].update(state="done", sent=outcome.sent, ok=outcome.ok, failed=outcome.failed,
                                            wall_s=round(outcome.wall_s, 3))
         run.update_run(bench_state=state)
-        ran.append(spec.label)
-    previous = run.read_run().get("bench_record")
-    if resume and not ran and previous and (run.evidence_dir / f"{previous}.json").is_file():
-        record: dict[str, Any] = read_json(run.evidence_dir / f"{previous}.json")
-        return record  # nothing was left to do: the record stands
-    tok = choose_tokenizer(cfg.tokenizer, client, info.dialect) if cfg.retokenize else None
-    if tok is not None:
-        for label in ran:  # levels kept from before keep their counts (and the files their record hashed)
-            counts, errors = await _retokenize(tok, load_level_replies(run, engine, label))
-            write_json(run.level_dir("outputs", engine, label) / RETOKENIZED_FILE,
-                       {"tokenizer": tok.source, "counts": dict(sorted(counts.items())),
-                        **({"errors": dict(sorted(errors.items()))} if errors else {})})
-    return bench_record(run, cfg, info, engine, retok_source=tok.source if tok else None, fixed=fixed)
+        self.ran.append(spec.label)
+        return outcome
+
+    async def finish(self) -> dict[str, Any]:
+        """Re-tokenize the levels sent in this session, then judge every level's files into the record (saved); a
+        resumed run with nothing left to send returns its stored record."""
+        run, cfg, engine = self.run, self.cfg, self.engine
+        previous = run.read_run().get("bench_record")
+        if self.resume and not self.ran and previous and (run.evidence_dir / f"{previous}.json").is_file():
+            record: dict[str, Any] = read_json(run.evidence_dir / f"{previous}.json")
+            return record  # nothing was left to do: the record stands
+        tok = choose_tokenizer(cfg.tokenizer, self.client, self.info.dialect) if cfg.retokenize else None
+        if tok is not None:
+            for label in self.ran:  # levels kept from before keep their counts (and the files their record hashed)
+                counts, errors = await _retokenize(tok, load_level_replies(run, engine, label))
+                write_json(run.level_dir("outputs", engine, label) / RETOKENIZED_FILE,
+                           {"tokenizer": tok.source, "counts": dict(sorted(counts.items())),
+                            **({"errors": dict(sorted(errors.items()))} if errors else {})})
+        return bench_record(run, cfg, self.info, engine, retok_source=tok.source if tok else None, fixed=self.fixed)
 
 
 async def _split_level(pool: Any, cfg: ServeConfig, client: Client, run: RunDir, engine: str, spec: LevelSpec,
