@@ -48,6 +48,7 @@ class ServeConfig:
     structured: int = 0  # the caller mixes in structured-output/tool-call requests alone, then inside every level
     structured_max_tokens: int = 128
     workers: int = 1  # client processes per level (bench/workers.py); with ray, Ray actors
+    repeats: int = 1  # --repeats: each load point run this many times, its levels labelled <point>_rep<i>
     ray: str | None = None  # --ray: a Ray cluster address ("default": RAY_ADDRESS or a local Ray), None = no Ray
 
     def to_json(self) -> dict[str, Any]:

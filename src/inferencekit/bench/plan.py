@@ -12,15 +12,15 @@ import math
 import random
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from inferencekit.data.prompts import Prompt
 from inferencekit.errors import OpError
 from inferencekit.rundir import SALT_PATTERN
 
-__all__ = ["LevelSpec", "PlannedRequest", "Planner", "RATE_RANGE", "SALT_PATTERN", "heaviest_level", "parse_levels",
-           "parse_slo", "request_body"]
+__all__ = ["LevelSpec", "PlannedRequest", "Planner", "RAMP_STRATEGIES", "RATE_RANGE", "SALT_PATTERN", "heaviest_level",
+           "parse_levels", "parse_slo", "ramp_level", "repeat_levels", "request_body"]
 
 
 
@@ -45,6 +45,9 @@ class LevelSpec:
     burstiness: float = 1.0
     point: str = ""
     repeat: int = 0
+    ramp: str = ""  # open loop: "linear" or "exponential" ramp-up from ramp_start to ramp_end requests/s
+    ramp_start: float = 0.0
+    ramp_end: float = 0.0
 
     @property
     def point_label(self) -> str:
@@ -60,6 +63,9 @@ class LevelSpec:
         else:
             d.update(rate_req_s=self.rate, arrival=self.arrival, burstiness=self.burstiness,
                      max_concurrency=self.concurrency or None)
+            if self.ramp:
+                d.update(ramp_up_strategy=self.ramp, ramp_up_start_rps=self.ramp_start,
+                         ramp_up_end_rps=self.ramp_end)
         return d
 
 
@@ -106,6 +112,50 @@ def parse_levels(concurrency: Sequence[int] | None, rates: Sequence[float] | Non
     if len(set(labels)) != len(labels):
         raise OpError(f"load levels repeat: {', '.join(labels)}")
     return levels
+
+
+RAMP_STRATEGIES = ("linear", "exponential")
+
+
+def ramp_level(strategy: str, start_rps: float | None, end_rps: float | None, *, arrival: str = "poisson",
+               burstiness: float = 1.0, max_concurrency: int | None = None) -> LevelSpec:
+    """The one open-loop level of ``--ramp-up-strategy S --ramp-up-start-rps A --ramp-up-end-rps B``: vLLM ``bench
+    serve``'s ramp-up (vllm/benchmarks/serve.py ``get_current_request_rate``): request i of n is sent at rate
+    ``A + (B - A)·i/(n-1)`` (linear) or ``A·(B/A)^(i/(n-1))`` (exponential), its gap drawn by ``arrival`` at that
+    rate (``bench/schedule.py`` ``ramp_offsets_s``). Labelled ``ramp-<strategy>-<A>-<B>``; ``rate`` holds B.
+
+    Raises:
+        OpError: an unknown strategy, a missing or non-positive rate, or A > B (as vLLM refuses them).
+    """
+    if strategy not in RAMP_STRATEGIES:
+        raise OpError(f"--ramp-up-strategy must be linear or exponential, got {strategy!r}")
+    if start_rps is None or end_rps is None:
+        raise OpError("--ramp-up-strategy needs --ramp-up-start-rps and --ramp-up-end-rps")
+    for name, r in (("--ramp-up-start-rps", start_rps), ("--ramp-up-end-rps", end_rps)):
+        if not (math.isfinite(r) and RATE_RANGE[0] <= r <= RATE_RANGE[1]):
+            raise OpError(f"{name} {r:g} must be within {RATE_RANGE[0]:g}..{RATE_RANGE[1]:g} requests/s")
+    if start_rps > end_rps:
+        raise OpError(f"--ramp-up-start-rps {start_rps:g} must be ≤ --ramp-up-end-rps {end_rps:g}")
+    base = parse_levels(None, [end_rps], arrival=arrival, burstiness=burstiness, max_concurrency=max_concurrency)[0]
+    label = f"ramp-{strategy[:3]}-{_num_label(start_rps)}-{_num_label(end_rps)}" + (
+        f"c{max_concurrency}" if max_concurrency else "")
+    return LevelSpec(label, "open", concurrency=base.concurrency, rate=float(end_rps), arrival=arrival,
+                     burstiness=burstiness, ramp=strategy, ramp_start=float(start_rps), ramp_end=float(end_rps))
+
+
+def repeat_levels(levels: Sequence[LevelSpec], repeats: int) -> list[LevelSpec]:
+    """``--repeats K``: each load point K times, interleaved (every point once, then every point again, ...), so a
+    drift of the server over the run spreads over all points alike. K = 1 returns the levels unchanged.
+
+    Raises:
+        OpError: K < 1.
+    """
+    if repeats < 1:
+        raise OpError(f"--repeats must be ≥ 1, got {repeats}")
+    if repeats == 1:
+        return list(levels)
+    return [replace(lv, label=f"{lv.label}_rep{i}", point=lv.label, repeat=i)
+            for i in range(1, repeats + 1) for lv in levels]
 
 
 def parse_slo(text: str | None) -> dict[str, float]:

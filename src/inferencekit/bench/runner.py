@@ -22,7 +22,7 @@ from inferencekit.api.client import Client, Exchange
 from inferencekit.bench.journal import JOURNAL_NAME, Journal, materialise
 from inferencekit.bench.pace import LoopLagMonitor, process_identity
 from inferencekit.bench.plan import LevelSpec, PlannedRequest, Planner
-from inferencekit.bench.schedule import arrival_offsets_s
+from inferencekit.bench.schedule import arrival_offsets_s, ramp_offsets_s
 from inferencekit.errors import STORAGE_ERRNOS, StorageError, storage_message
 from inferencekit.rundir import CLIENT_FILE, PROBES_FOLDER, RunDir, write_json
 from inferencekit.shapes import ExtraRequests, ProbeRecord
@@ -262,7 +262,12 @@ class LoadRunner:
                     journal: Journal, outcome: LevelOutcome, part: tuple[int, int] | None = None,
                     start_at_ns: int | None = None) -> None:
         count = n if n is not None else max(1, math.ceil(spec.rate * (duration_s or 0)))
-        offsets = arrival_offsets_s(count, spec.rate, spec.arrival, burstiness=spec.burstiness, seed=seed, part=part)
+        if spec.ramp:  # one client process sends a ramp (bench serve refuses --workers and --duration with it)
+            offsets = ramp_offsets_s(count, spec.ramp, spec.ramp_start, spec.ramp_end, spec.arrival,
+                                     burstiness=spec.burstiness, seed=seed)
+        else:
+            offsets = arrival_offsets_s(count, spec.rate, spec.arrival, burstiness=spec.burstiness, seed=seed,
+                                        part=part)
         cap = asyncio.Semaphore(spec.concurrency) if spec.concurrency else None
         tasks: list[asyncio.Task[Exchange]] = []
 

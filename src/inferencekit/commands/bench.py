@@ -12,7 +12,7 @@ from inferencekit.api.client import Client
 from inferencekit.api.endpoint import Endpoint, normalize_base_url
 from inferencekit.api.loop import run as run_loop
 from inferencekit.bench.config import FIXED_FIELDS, ServeConfig
-from inferencekit.bench.plan import parse_levels, parse_slo
+from inferencekit.bench.plan import parse_levels, parse_slo, ramp_level, repeat_levels
 from inferencekit.bench.serve import prepare_serve, run_bench
 from inferencekit.commands.gates import render_gates
 from inferencekit.data.bfcl import bfcl_data_dir
@@ -42,6 +42,15 @@ BENCH_ARGS: tuple[Arg, ...] = (
     Arg("request_rate", "array", "Open-loop levels in requests/s, e.g. 2,8.", items="number"),
     Arg("arrival", "string", "Open-loop arrival process.", default="poisson", choices=("constant", "poisson", "gamma")),
     Arg("burstiness", "number", "Gamma shape for --arrival gamma (< 1 burstier than Poisson).", default=1.0),
+    Arg("ramp_up_strategy", "string", "Open loop: one level whose request rate ramps up over its requests, as vLLM's "
+        "`bench serve --ramp-up-strategy`: request i of N is sent at --ramp-up-start-rps + (end - start)·i/(N-1) "
+        "(linear) or start·(end/start)^(i/(N-1)) (exponential), its gap drawn by --arrival at that rate. Not with "
+        "--request-rate (the ramp sets the rate), --duration or --workers.", choices=("linear", "exponential")),
+    Arg("ramp_up_start_rps", "number", "--ramp-up-strategy: the first request's rate in requests/s."),
+    Arg("ramp_up_end_rps", "number", "--ramp-up-strategy: the last request's rate in requests/s."),
+    Arg("repeats", "integer", "Run every load level this many times, interleaved (each level once, then each again, "
+        "...); each run is its own level <level>_rep<i>, and the record gives each figure's 95% interval across the "
+        "repeats (bench compare needs ≥ 3 to say 'no difference beyond noise').", default=1),
     Arg("max_concurrency", "integer", "Open loop: cap on requests in flight (0 = none); queueing behind the cap "
         "shows in the scheduled latencies.", default=0),
     Arg("num_prompts", "integer", "Requests per level.", default=32),
@@ -102,10 +111,25 @@ def config_from_args(a: dict[str, Any]) -> ServeConfig:
     """
     conc = a.get("concurrency")
     rates = a.get("request_rate")
-    if not conc and not rates:
+    ramp = a.get("ramp_up_strategy")
+    if ramp is None and (a.get("ramp_up_start_rps") is not None or a.get("ramp_up_end_rps") is not None):
+        raise OpError("--ramp-up-start-rps/--ramp-up-end-rps need --ramp-up-strategy linear|exponential")
+    if ramp is not None:
+        if rates:
+            raise OpError("--ramp-up-strategy sets the request rate itself: drop --request-rate (as vLLM bench serve "
+                          "refuses both)")
+        if a.get("duration") is not None:
+            raise OpError("--ramp-up-strategy ramps over --num-prompts requests; drop --duration")
+        if (a.get("workers") or 1) > 1 or a.get("ray") is not None:
+            raise OpError("--ramp-up-strategy is sent by one client process; drop --workers/--ray")
+    if not conc and not rates and ramp is None:
         conc = [1, 2, 4]
     levels = parse_levels(conc, rates, arrival=a["arrival"], burstiness=a["burstiness"],
-                          max_concurrency=a["max_concurrency"])
+                          max_concurrency=a["max_concurrency"]) if conc or rates else []
+    if ramp is not None:
+        levels.append(ramp_level(ramp, a.get("ramp_up_start_rps"), a.get("ramp_up_end_rps"), arrival=a["arrival"],
+                                 burstiness=a["burstiness"], max_concurrency=a["max_concurrency"]))
+    levels = repeat_levels(levels, 1 if a.get("repeats") is None else a["repeats"])
     if a.get("num_prompts") is not None and a["num_prompts"] < 1:
         raise OpError("--num-prompts must be ≥ 1")
     if a.get("duration") is not None and a["duration"] <= 0:
@@ -141,7 +165,7 @@ def config_from_args(a: dict[str, Any]) -> ServeConfig:
         safe_name(a["engine_label"], "--engine-label")
     if a.get("input_len") is not None and a["dataset"] != "random":
         raise OpError("--input-len applies only to --dataset random")
-    if a.get("max_concurrency") and not rates:
+    if a.get("max_concurrency") and not rates and ramp is None:
         raise OpError("--max-concurrency caps open-loop levels; give --request-rate (closed loop: --concurrency)")
     policy = body_policy(a.get("extra_body"), a.get("chat_template_kwargs"), fixed=FIXED_FIELDS,
                          operation="bench serve")
@@ -155,7 +179,8 @@ def config_from_args(a: dict[str, Any]) -> ServeConfig:
         timeout_s=a["timeout"], engine_label=a.get("engine_label"), probes=bool(a.get("probes")),
         kat=a.get("kat") or 0, kat_max_tokens=a.get("kat_max_tokens") or 64, workers=a.get("workers") or 1,
         ray=a.get("ray"), structured=a.get("structured") or 0,
-        structured_max_tokens=a.get("structured_max_tokens") or 128)
+        structured_max_tokens=a.get("structured_max_tokens") or 128,
+        repeats=1 if a.get("repeats") is None else a["repeats"])
 
 
 def check_export_args(a: dict[str, Any], cfg: ServeConfig) -> None:

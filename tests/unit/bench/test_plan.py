@@ -3,8 +3,16 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from inferencekit.bench.plan import SALT_PATTERN, Planner, parse_levels, parse_slo, request_body
-from inferencekit.bench.schedule import arrival_offsets_s
+from inferencekit.bench.plan import (
+    SALT_PATTERN,
+    Planner,
+    parse_levels,
+    parse_slo,
+    ramp_level,
+    repeat_levels,
+    request_body,
+)
+from inferencekit.bench.schedule import arrival_offsets_s, ramp_offsets_s, ramp_rates
 from inferencekit.data.prompts import Prompt
 from inferencekit.errors import OpError
 
@@ -57,8 +65,8 @@ def test_body_fixed_fields_win_over_extra_and_template_kwargs_layer():
 def test_levels_and_labels():
     lv = parse_levels([1, 4], [2.5], arrival="gamma", burstiness=0.5, max_concurrency=8)
     assert [x.label for x in lv] == ["c1", "c4", "r2.5c8"]
-    assert lv[2].describe() == {"label": "r2.5c8", "mode": "open", "point": "r2.5c8", "rate_req_s": 2.5, "arrival": "gamma",
-                                "burstiness": 0.5, "max_concurrency": 8}
+    assert lv[2].describe() == {"label": "r2.5c8", "mode": "open", "point": "r2.5c8", "rate_req_s": 2.5,
+                                "arrival": "gamma", "burstiness": 0.5, "max_concurrency": 8}
     for bad in (dict(concurrency=[0], rates=None), dict(concurrency=None, rates=[0]),
                 dict(concurrency=None, rates=None), dict(concurrency=[2, 2], rates=None)):
         with pytest.raises(OpError):
@@ -102,3 +110,48 @@ def test_consecutive_draws_rotate_through_the_buckets():
     pl = Planner(pool, seed=4)
     first = [pl.take().prompt.bucket for _ in range(8)]
     assert first == ["long", "medium", "short", "tiny", "long", "medium", "short", "long"]
+
+
+def test_repeats_interleave_points_and_label_each_run():
+    lv = repeat_levels(parse_levels([1, 4], [2.5]), 3)
+    assert [x.label for x in lv] == ["c1_rep1", "c4_rep1", "r2.5_rep1", "c1_rep2", "c4_rep2", "r2.5_rep2",
+                                     "c1_rep3", "c4_rep3", "r2.5_rep3"]
+    assert [x.point_label for x in lv[:3]] == ["c1", "c4", "r2.5"] and lv[5].repeat == 2
+    assert lv[4].describe() == {"label": "c4_rep2", "mode": "closed", "point": "c4", "repeat": 2, "concurrency": 4}
+    assert repeat_levels(lv[:1], 1) == lv[:1]
+    with pytest.raises(OpError, match="--repeats must be ≥ 1"):
+        repeat_levels(lv, 0)
+
+
+def test_ramp_level_as_vllm_names_it():
+    lv = ramp_level("exponential", 1, 8, arrival="constant", max_concurrency=4)
+    assert lv.label == "ramp-exp-1-8c4" and lv.mode == "open" and lv.rate == 8.0 and lv.concurrency == 4
+    assert lv.describe() == {"label": "ramp-exp-1-8c4", "mode": "open", "point": "ramp-exp-1-8c4", "rate_req_s": 8.0,
+                             "arrival": "constant", "burstiness": 1.0, "max_concurrency": 4,
+                             "ramp_up_strategy": "exponential", "ramp_up_start_rps": 1.0, "ramp_up_end_rps": 8.0}
+    with pytest.raises(OpError, match="linear or exponential"):
+        ramp_level("step", 1, 2)
+    with pytest.raises(OpError, match="within"):
+        ramp_level("linear", 0, 2)
+
+
+def test_ramp_rates_follow_vllm_linear_and_exponential():
+    # vLLM get_current_request_rate: progress i/(n-1); linear 1 + 7·i/4, exponential 1·8^(i/4)
+    assert ramp_rates(5, "linear", 1, 8).tolist() == [1.0, 2.75, 4.5, 6.25, 8.0]
+    assert np.allclose(ramp_rates(5, "exponential", 1, 8), [1.0, 8 ** 0.25, 8 ** 0.5, 8 ** 0.75, 8.0])
+    assert ramp_rates(1, "linear", 2, 4).tolist() == [2.0]
+    with pytest.raises(ValueError):
+        ramp_rates(3, "step", 1, 2)
+
+
+def test_ramp_offsets_draw_each_gap_at_its_request_rate():
+    # constant arrivals: gaps 1/2.75, 1/4.5, 1/6.25, 1/8 after a first send at 0
+    off = ramp_offsets_s(5, "linear", 1, 8, "constant")
+    assert np.allclose(off, np.cumsum([0, 1 / 2.75, 1 / 4.5, 1 / 6.25, 1 / 8]))
+    # Poisson: seeded, and the gaps shrink as the rate grows (mean gap 1/r_i)
+    many = ramp_offsets_s(4001, "linear", 1, 100, "poisson", seed=3)
+    gaps = np.diff(many)
+    assert many[0] == 0 and np.array_equal(many, ramp_offsets_s(4001, "linear", 1, 100, "poisson", seed=3))
+    assert gaps[:400].mean() > 5 * gaps[-400:].mean()
+    g = ramp_offsets_s(2001, "exponential", 2, 2, "gamma", burstiness=0.5, seed=1)  # a flat ramp: rate 2
+    assert abs(np.diff(g).mean() - 0.5) < 0.05
