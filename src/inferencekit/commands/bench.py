@@ -27,6 +27,8 @@ from inferencekit.gates.record import gates_record
 from inferencekit.options import CLIENT_ARGS, check_client_args
 from inferencekit.registry import Arg, Call, Outcome, operation
 from inferencekit.report.card import render_bench
+from inferencekit.report.export_table import FORMATS as TABLE_FORMATS
+from inferencekit.report.export_table import export_tables
 from inferencekit.report.export_vllm import FORMATS as EXPORT_FORMATS
 from inferencekit.report.export_vllm import export_run, export_targets
 from inferencekit.report.progress import ProgressBar
@@ -318,25 +320,36 @@ async def _serve(call: Call, cfg: ServeConfig, endpoint: Endpoint, run: RunDir, 
                                    resume=resume, extras=bench_extras(cfg, info, prompts))
 
 
-@operation(("bench", "export"), "Write a finished bench serve run in vLLM's result format (one file per level).",
+@operation(("bench", "export"), "Write a finished bench serve run as tables (CSV, Parquet) or in vLLM's result format.",
            description="Reads a bench serve run directory (its bench record, reply files and re-tokenized counts; "
-                       "nothing is sent) and writes each load level as vLLM's `vllm bench serve --save-result "
-                       "--save-detailed` JSON: per-request lists (ttfts, itls, latencies, start_times on "
-                       "perf_counter's clock, output_lens, errors, ...) and mean/median/std/p50/p90/p99 of TTFT, "
-                       "TPOT, ITL and E2EL computed the way vLLM computes them. Default files: "
-                       "<run-dir>/export/vllm-<level>.json. A directory that holds no finished bench serve run is "
-                       "refused (exit 2). Field mapping and the fields written as null: docs/export.md.",
-           example="inferencekit bench export runs/20261130-061502-3fa1 --level c4 --output results/vllm.json",
+                       "nothing is sent). --format csv or parquet writes two tables: one row per request (level, "
+                       "point, repeat, key, http_status, completed, error, finish_reason, start_s, ttft_ms, ttfo_ms, "
+                       "tpot_ms, e2el_ms, itl_count/itl_mean_ms/itl_max_ms, prompt_tokens, output_tokens and source, "
+                       "send_lag_ms, salt) and one row per level (every figure of the bench record, units in the "
+                       "column names: ttft_p99_ms, output_throughput_tok_s, goodput_req_s, ...); default files "
+                       "<run-dir>/export/requests.<ext> and levels.<ext>; load one with pandas.read_parquet(path). "
+                       "Needs `pip install 'inferencekit[parquet]'`. --format vllm-json writes each load level as "
+                       "vLLM's `vllm bench serve --save-result --save-detailed` JSON (default "
+                       "<run-dir>/export/vllm-<level>.json). A directory that holds no finished bench serve run is "
+                       "refused (exit 2). Columns, field mapping and the fields written as null: docs/export.md.",
+           example="inferencekit bench export runs/20261130-061502-3fa1 --format parquet --output results/run1",
            args=[Arg("run_dir", "string", "The bench serve run directory.", required=True, positional=True,
                      metavar="RUN_DIR"),
-                 Arg("format", "string", "Output format: vllm-json = vLLM's --save-result --save-detailed JSON.",
-                     default="vllm-json", choices=EXPORT_FORMATS),
-                 Arg("level", "string", "Only this level (its label, e.g. c4 or r2; default: every level)."),
-                 Arg("output", "string", "The file to write for a single level, or a template with {level} for "
-                     "several (default: <run-dir>/export/vllm-<level>.json).")])
+                 Arg("format", "string", "Output format: csv or parquet = a per-request and a per-level table; "
+                     "vllm-json = vLLM's --save-result --save-detailed JSON, one file per level.",
+                     default="vllm-json", choices=(*EXPORT_FORMATS, *TABLE_FORMATS)),
+                 Arg("level", "string", "Only this level (its label, e.g. c4 or r2; default: every level). csv and "
+                     "parquet also take a load point (c4 keeps every repeat c4_rep1, c4_rep2, ...)."),
+                 Arg("output", "string", "vllm-json: the file to write for a single level, or a template with {level} "
+                     "for several (default: <run-dir>/export/vllm-<level>.json). csv, parquet: a directory (the "
+                     "files requests.<ext> and levels.<ext> in it) or a prefix (results/run1 → "
+                     "results/run1-requests.<ext>, results/run1-levels.<ext>; default <run-dir>/export/).")])
 def bench_export(call: Call, *, run_dir: str, format: str = "vllm-json", level: str | None = None,
                  output: str | None = None) -> Outcome:
-    paths = export_run(run_dir, format, level=level, path=output, flag="--output")
+    if format in TABLE_FORMATS:
+        paths = export_tables(run_dir, format, level=level, output=output)
+    else:
+        paths = export_run(run_dir, format, level=level, path=output, flag="--output")
     payload: dict[str, Any] = {"run_dir": run_dir, "format": format, "exports": [str(p) for p in paths]}
 
     def render(console: Any) -> None:
