@@ -36,7 +36,7 @@ import orjson
 from inferencekit.errors import OpError
 from inferencekit.redact import scrub
 
-__all__ = ["CLIENT_FILE", "EXTRA_FOLDERS", "GATE_RUN_NAME", "KAT_ALONE", "KAT_LOAD", "PROBES_FOLDER",
+__all__ = ["CLIENT_FILE", "EXTRA_FOLDERS", "GATE_RUN_NAME", "KAT_ALONE", "KAT_LOAD", "PROBES_FOLDER", "TELEMETRY_FILE",
            "RETOKENIZED_FILE", "STRUCTURED_ALONE", "STRUCTURED_FOLDER", "RunDir", "structured_folder", "file_key",
            "gate_run_name", "journal_paths", "quality_sets_in",
            "walk_engine_folder",
@@ -62,6 +62,8 @@ SALT_PATTERN = re.compile(r"^\[ik-([0-9a-f]{8,32})\] ")
 RETOKENIZED_FILE = "retokenized.json"
 CAPABILITIES_FILE = "capabilities.jsonl"  # the capability probe's log under probes/ (api/probe.py)
 CLIENT_FILE = "client.json"  # a level's client pace figures (bench/pace.py)
+# a level's server telemetry: its Prometheus /metrics scraped while it ran (bench/telemetry.py gives the lines)
+TELEMETRY_FILE = "server_metrics.jsonl.gz"
 JOURNAL_GLOB = "journal*.jsonl"  # a level's journals: journal.jsonl, and journal-w<i>.jsonl per --workers process
 GATE_RUN_NAME = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{6}$")  # a gate run's name: UTC time, 6 random hex digits
 
@@ -283,6 +285,11 @@ class RunDir:
 
     def level_dir(self, kind: str, engine: str, level: str) -> Path:
         return self.path / kind / engine / f"load-{level}"
+
+    def telemetry_path(self, engine: str, level: str) -> Path:
+        """``outputs/<engine>/load-<level>/server_metrics.jsonl.gz``: one level's server telemetry
+        (``TELEMETRY_FILE``; ``bench/telemetry.py`` writes it)."""
+        return self.level_dir("outputs", safe_name(engine, "engine label"), safe_name(level, "level")) / TELEMETRY_FILE
 
     def engine_outputs(self, engine: str) -> Path:
         """``outputs/<engine>/``: every reply of one engine (fixed-length buckets, load levels, side requests)."""
