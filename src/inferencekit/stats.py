@@ -24,7 +24,8 @@ import numpy as np
 
 __all__ = ["Verdict", "VERDICTS", "PERCENTILES", "summarize", "combine_claims", "rules_out", "wilson_interval",
            "pooled_mean", "cluster_bootstrap_ci", "PairedDelta", "paired_bootstrap_delta", "margin_verdict",
-           "mcnemar_exact"]
+           "mcnemar_exact", "QUANTILE_CI_METHOD", "REPEATS_CI_METHOD", "RATIO_CI_METHOD", "QuantileCI", "quantile_ci",
+           "quantile_ci_min_n", "MeanCI", "mean_t_ci", "RatioCI", "ratio_ci"]
 
 
 
@@ -313,3 +314,198 @@ def mcnemar_exact(b: int, c: int) -> float:
     if b + c == 0:
         return 1.0
     return float(binomtest(b, b + c, 0.5).pvalue)
+
+
+# ---- confidence intervals for bench figures (issue 22): a quantile within a run, a figure across repeats,
+# the ratio of a figure between two runs
+
+QUANTILE_CI_METHOD = ("order-statistic interval (distribution-free, binomial; Conover 1999 §3.2, Hahn & Meeker 1991 "
+                      "§5.2), equal-tailed: each tail ≤ 2.5%")
+REPEATS_CI_METHOD = "Student t interval of the mean of the per-repeat figures (K ≥ 2 repeats, K − 1 degrees of freedom)"
+RATIO_CI_METHOD = ("Welch t interval on the difference of the mean logs of the per-repeat figures, exponentiated: "
+                   "a ratio of geometric means B/A (≥ 2 repeats on each side)")
+
+
+class QuantileCI(TypedDict):
+    """What ``quantile_ci`` returns: the interval ``[lo, hi]`` (the sample's unit), the 1-based ranks of the two
+    order statistics ``[l, u]`` and the interval's exact coverage P(l ≤ B < u) for B ~ Binomial(n, q)."""
+
+    ci: list[float]
+    ranks: list[int]
+    coverage: float
+
+
+def quantile_ci_min_n(q: float, confidence: float = 0.95) -> int:
+    """The smallest sample size for which ``quantile_ci(values, q, confidence)`` gives an interval.
+
+    An equal-tailed interval needs both extreme order statistics to leave each tail ≤ (1 − confidence)/2:
+    q^n ≤ α/2 and (1 − q)^n ≤ α/2. At 95%: p50 needs n ≥ 6 (0.5^6 = 0.0156; 0.5^5 = 0.031), p90 n ≥ 36,
+    p99 n ≥ 368 (0.99^368 = 0.0248; 0.99^367 = 0.0250 > 0.025).
+
+    Raises:
+        ValueError: ``q`` or ``confidence`` outside (0, 1).
+    """
+    if not 0.0 < q < 1.0 or not 0.0 < confidence < 1.0:
+        raise ValueError(f"need 0 < q < 1 and 0 < confidence < 1, got q={q!r}, confidence={confidence!r}")
+    tail = (1.0 - confidence) / 2.0
+    n = 1
+    while q ** n > tail or (1.0 - q) ** n > tail:
+        n += 1
+    return n
+
+
+def quantile_ci(values: Sequence[float] | np.ndarray, q: float, confidence: float = 0.95) -> QuantileCI | None:
+    """Distribution-free two-sided interval for the population q-quantile ξ_q from order statistics.
+
+    With x_(1) ≤ … ≤ x_(n) the sorted sample and B ~ Binomial(n, q) the number of observations below ξ_q,
+    P(x_(l) ≤ ξ_q < x_(u)) = P(l ≤ B < u) = F(u − 1) − F(l − 1), F the binomial CDF (``scipy.stats.binom``),
+    for any continuous distribution (with ties the coverage is at least this). The interval is
+    equal-tailed: l is the largest rank with P(B < l) ≤ α/2 and u the smallest with P(B ≥ u) ≤ α/2
+    (α = 1 − confidence), so each tail holds at most α/2 and the coverage is ≥ confidence (usually above it:
+    the binomial is discrete; the exact coverage is returned).
+
+    Sample sizes: the interval exists only when q^n ≤ α/2 and (1 − q)^n ≤ α/2 (``quantile_ci_min_n``). At 95%,
+    a median needs n ≥ 6 and a p99 needs n ≥ 368 (a one-sided 95% upper bound would need 299; the
+    equal-tailed two-sided interval needs more); below that this returns None, never a made-up interval.
+
+    The samples must be independent draws of one distribution: true of per-request TTFT/TPOT/E2EL within a
+    level taken as exchangeable; pooled ITL gaps are correlated within a request, so their interval is too
+    narrow (approximate).
+
+    Args:
+        values: the sample, in its unit (ms).
+        q: the quantile, in (0, 1) (0.5 for p50, 0.99 for p99).
+        confidence: the coverage asked, in (0, 1).
+
+    Returns:
+        ``{"ci": [x_(l), x_(u)], "ranks": [l, u], "coverage": P(l ≤ B < u)}``, or None when n is too small.
+
+    Raises:
+        ValueError: ``q`` or ``confidence`` outside (0, 1).
+
+    Source: W. J. Conover, *Practical Nonparametric Statistics*, 3rd ed. (1999), §3.2 (confidence interval
+    for a quantile; for n = 20, q = 0.5 it gives [x_(6), x_(15)]); G. J. Hahn & W. Q. Meeker, *Statistical
+    Intervals* (1991), §5.2 (distribution-free intervals for percentiles).
+    """
+    from scipy.stats import binom
+
+    if not 0.0 < q < 1.0 or not 0.0 < confidence < 1.0:
+        raise ValueError(f"need 0 < q < 1 and 0 < confidence < 1, got q={q!r}, confidence={confidence!r}")
+    x = np.sort(np.asarray(values, dtype=float))
+    n = int(x.size)
+    if n == 0:
+        return None
+    tail = (1.0 - confidence) / 2.0
+    k = np.arange(n)
+    below = binom.cdf(k, n, q)  # below[r − 1] = P(B ≤ r − 1) = P(B < r), ranks r = 1..n
+    above = binom.sf(k, n, q)  # above[r − 1] = P(B > r − 1) = P(B ≥ r)
+    # l: the largest rank with P(B < l) ≤ tail; u: the smallest rank with P(B ≥ u) ≤ tail
+    lows = np.nonzero(below <= tail)[0]
+    highs = np.nonzero(above <= tail)[0]
+    if lows.size == 0 or highs.size == 0:
+        return None
+    lo_r, hi_r = int(lows[-1]) + 1, int(highs[0]) + 1
+    coverage = float(1.0 - below[lo_r - 1] - above[hi_r - 1])
+    return {"ci": [float(x[lo_r - 1]), float(x[hi_r - 1])], "ranks": [lo_r, hi_r], "coverage": coverage}
+
+
+class MeanCI(TypedDict):
+    """What ``mean_t_ci`` returns: the mean of the K figures, its interval ``[lo, hi]`` (their unit), and K."""
+
+    mean: float
+    ci: list[float]
+    k: int
+
+
+def mean_t_ci(values: Sequence[float] | np.ndarray, confidence: float = 0.95) -> MeanCI | None:
+    """Student t interval for the mean of K per-repeat figures: mean ± t_{1−α/2, K−1} · s / √K.
+
+    ``s`` is the sample standard deviation (ddof = 1). Assumes the K repeats are independent draws of one
+    run-to-run distribution, roughly normal (the t interval is robust to mild skew; with K = 2 it is wide:
+    t_{0.975, 1} = 12.71).
+
+    Args:
+        values: one figure per repeat (e.g. the TTFT p50 of each repeat of a load point), its unit.
+        confidence: coverage, in (0, 1).
+
+    Returns:
+        ``{"mean", "ci": [lo, hi], "k"}``; None when K < 2 (no spread to estimate) or a value is not finite.
+
+    Raises:
+        ValueError: ``confidence`` outside (0, 1).
+
+    Source: Student (1908); e.g. Montgomery & Runger, *Applied Statistics and Probability for Engineers*,
+    §8.2 (CI on the mean of a normal distribution, variance unknown); ``scipy.stats.t``.
+    """
+    from scipy.stats import t
+
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must lie strictly between 0 and 1, got {confidence!r}")
+    x = np.asarray(values, dtype=float)
+    k = int(x.size)
+    if k < 2 or not np.isfinite(x).all():
+        return None
+    mean = float(x.mean())
+    half = float(t.ppf(0.5 + confidence / 2.0, k - 1) * x.std(ddof=1) / np.sqrt(k))
+    return {"mean": mean, "ci": [mean - half, mean + half], "k": k}
+
+
+class RatioCI(TypedDict):
+    """What ``ratio_ci`` returns: the ratio B/A of geometric means, its interval, Welch's degrees of freedom
+    (None when both sides have no spread) and the repeat counts."""
+
+    ratio: float
+    ci: list[float]
+    df: float | None
+    k_a: int
+    k_b: int
+
+
+def ratio_ci(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray,
+             confidence: float = 0.95) -> RatioCI | None:
+    """Interval for the ratio B/A of a figure across the repeats of two runs (Welch t on the logs).
+
+    d = mean(ln b) − mean(ln a); se² = s_a²/K_a + s_b²/K_b (sample variances of the logs, ddof = 1);
+    Welch–Satterthwaite df = se⁴ / ((s_a²/K_a)²/(K_a − 1) + (s_b²/K_b)²/(K_b − 1)); interval
+    exp(d ± t_{1−α/2, df} · se). The ratio is that of the geometric means of the repeats.
+
+    Assumes: every per-repeat figure is > 0; the repeats of each run are independent; their logs are roughly
+    normal (a multiplicative run-to-run noise: a latency or throughput scales, it does not shift); the two
+    runs may have unequal variances and unequal K (Welch). When both sides have zero spread the interval is
+    the point ``[r, r]`` and ``df`` is None (identical repeats: nothing to estimate).
+
+    Args:
+        a, b: one figure per repeat for run A (the baseline) and run B, same unit.
+        confidence: coverage, in (0, 1).
+
+    Returns:
+        ``{"ratio", "ci": [lo, hi], "df", "k_a", "k_b"}``; None when either side has fewer than 2 repeats or a
+        figure that is not finite and > 0.
+
+    Raises:
+        ValueError: ``confidence`` outside (0, 1).
+
+    Source: B. L. Welch, "The generalization of Student's problem when several different population variances
+    are involved", Biometrika 34 (1947); the log transform for ratios: e.g. Kohavi et al., *Trustworthy Online
+    Controlled Experiments* (2020), ch. 18 (percent change); ``scipy.stats.t``.
+    """
+    from scipy.stats import t
+
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must lie strictly between 0 and 1, got {confidence!r}")
+    xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if xa.size < 2 or xb.size < 2:
+        return None
+    if not (np.isfinite(xa).all() and np.isfinite(xb).all() and (xa > 0).all() and (xb > 0).all()):
+        return None
+    la, lb = np.log(xa), np.log(xb)
+    d = float(lb.mean() - la.mean())
+    va, vb = float(la.var(ddof=1)) / xa.size, float(lb.var(ddof=1)) / xb.size
+    se2 = va + vb
+    if se2 == 0.0:
+        r = float(np.exp(d))
+        return {"ratio": r, "ci": [r, r], "df": None, "k_a": int(xa.size), "k_b": int(xb.size)}
+    df = se2 ** 2 / (va ** 2 / (xa.size - 1) + vb ** 2 / (xb.size - 1))
+    half = float(t.ppf(0.5 + confidence / 2.0, df) * np.sqrt(se2))
+    return {"ratio": float(np.exp(d)), "ci": [float(np.exp(d - half)), float(np.exp(d + half))], "df": float(df),
+            "k_a": int(xa.size), "k_b": int(xb.size)}

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from inferencekit.bench.steady import OVERSATURATION_RULE, WINDOW_RULE
+from inferencekit.stats import QUANTILE_CI_METHOD, RATIO_CI_METHOD, REPEATS_CI_METHOD
+
 __all__ = ["METRICS_MANIFEST", "MANIFEST_VERSION"]
 
-MANIFEST_VERSION = "inferencekit.bench.metrics.v1"
+MANIFEST_VERSION = "inferencekit.bench.metrics.v2"  # v2: intervals, steady state, over-saturation (keys only added)
 
 METRICS_MANIFEST: dict[str, Any] = {
     "version": MANIFEST_VERSION,
@@ -19,6 +22,36 @@ METRICS_MANIFEST: dict[str, Any] = {
     "statistics": "mean, std (population), p50/p90/p95/p99 (numpy linear interpolation) over successful requests "
                   "(HTTP 200, no error, at least one token event: a stream with none is a 'no tokens' failure, "
                   "counted in requests.no_tokens and left out of every latency and throughput)",
+    "intervals": {
+        "within_level": {
+            "keys": "p50_ci95, p99_ci95 in the ttft_ms, tpot_ms, itl_ms and e2el_ms summaries ([lo, hi] or null); "
+                    "ci95_method: 'order-statistic'",
+            "method": QUANTILE_CI_METHOD,
+            "needs": "n ≥ 6 for p50, n ≥ 368 for p99 (null below: no interval is made up)",
+            "cannot": "see run-to-run variance (one run); pooled ITL gaps are correlated within a request, so the "
+                      "ITL interval is too narrow"},
+        "across_repeats": {
+            "keys": "data.points.<point>.figures.<figure>.ci95 (--repeats K)",
+            "method": REPEATS_CI_METHOD,
+            "needs": "K ≥ 2 repeats of the point; with K = 1 the within-level interval only, said so"},
+        "compare": {
+            "keys": "bench compare RUN_A RUN_B rows: ratio_ci95",
+            "method": RATIO_CI_METHOD,
+            "needs": "≥ 2 repeats per run for an interval, ≥ 3 per run for a 'no difference' claim"},
+    },
+    "steady_state": {
+        "keys": "levels.<label>.steady_state: window {start_s, end_s, duration_s, first_wave, requests {sent, "
+                "finished, measured}, rule, empty}, requests, ttft_ms, ttfo_ms, tpot_ms, itl_ms, e2el_ms, "
+                "throughput, goodput, throughput_note; the whole level's figures stay beside it",
+        "rule": WINDOW_RULE,
+        "source": "bench/steady.py",
+    },
+    "over_saturation": {
+        "keys": "levels.<label>.over_saturation: flag (true/false, null when not judged), applicable, over "
+                "('window' or 'level'), n, kendall_tau, p_value, slope_ms_per_s, growth_fraction, reason",
+        "rule": OVERSATURATION_RULE,
+        "source": "GuideLLM over-saturation detection (rising TTFT and concurrency slopes); Kendall 1938, Sen 1968",
+    },
     "metrics": {
         "ttft_ms": {
             "kind": "per-request", "unit": "ms",

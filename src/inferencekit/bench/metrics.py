@@ -17,10 +17,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from inferencekit.api.reply import NO_TOKENS
+from inferencekit.bench.steady import MIN_TREND_N, over_saturation, steady_window
 from inferencekit.shapes import is_ok, n_out, reply_end_ns, reply_start_ns
-from inferencekit.stats import summarize
+from inferencekit.stats import quantile_ci, summarize
 
-__all__ = ["n_out", "level_metrics", "reply_start_ns", "reply_end_ns", "meets_slo"]
+__all__ = ["CI_QUANTILES", "LATENCIES", "n_out", "level_metrics", "reply_start_ns", "reply_end_ns", "meets_slo",
+           "summary_with_ci"]
+
+#: the per-request latencies whose p50 and p99 get an order-statistic interval
+LATENCIES = ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")
+CI_QUANTILES = {"p50": 0.5, "p99": 0.99}
 
 
 def _tpot_ms(reply: Mapping[str, Any], n: int | None) -> float | None:
@@ -42,14 +48,27 @@ def _failure(r: Mapping[str, Any]) -> str | None:
     return None
 
 
+def summary_with_ci(values: Sequence[float]) -> dict[str, Any]:
+    """``stats.summarize`` plus ``p50_ci95`` and ``p99_ci95``: the distribution-free 95% order-statistic interval
+    ``[lo, hi]`` of each (``stats.quantile_ci``; null when n is too small: p50 needs 6 values, p99 368) and
+    ``ci95_method`` naming it (the manifest's ``intervals.within_level``)."""
+    out: dict[str, Any] = dict(summarize(values))
+    for name, q in CI_QUANTILES.items():
+        ci = quantile_ci(values, q)
+        out[f"{name}_ci95"] = ci["ci"] if ci else None
+    out["ci95_method"] = "order-statistic"
+    return out
+
+
 def meets_slo(values: Mapping[str, float | None], slo: Mapping[str, float]) -> bool:
     """True when every SLO key has a value at or below its limit (a missing value misses)."""
     return all(values.get(k) is not None and values[k] <= lim for k, lim in slo.items())  # type: ignore[operator]
 
 
 def level_metrics(replies: Sequence[Mapping[str, Any]], *, slo: Mapping[str, float] | None = None,
-                  retokenized: Mapping[str, int] | None = None, open_loop: bool = False) -> dict[str, Any]:
-    """Metrics of one level.
+                  retokenized: Mapping[str, int] | None = None, open_loop: bool = False,
+                  warmup_s: float | None = None, ramp: bool = False) -> dict[str, Any]:
+    """Metrics of one level: the whole level's figures, its steady-state window's, and the over-saturation flag.
 
     Args:
         replies: reply dicts (files of ``outputs/<engine>/load-<level>/``), each with its ``_key``
@@ -58,10 +77,44 @@ def level_metrics(replies: Sequence[Mapping[str, Any]], *, slo: Mapping[str, flo
             max ITL) for goodput.
         retokenized: re-tokenized output counts by file stem.
         open_loop: also report latencies from the scheduled send time.
+        warmup_s: seconds from the level's first send until a warm-up phase ends (the window starts no earlier).
+        ramp: a ``--ramp-up-strategy`` level (``LevelSpec.ramp``): its rate rises over the whole level, so it has no
+            steady window; its over-saturation flag is judged over the level (the ramp passed the capacity).
 
     Returns:
-        ``{"requests", "window_s", "throughput", "goodput", "n_out", "ttft_ms", ...}``.
+        ``{"requests", "window_s", "throughput", "goodput", "n_out", "ttft_ms", ..., "steady_state",
+        "over_saturation"}``. TTFT/TPOT/ITL/E2EL summaries carry ``p50_ci95`` and ``p99_ci95``
+        (``summary_with_ci``). ``steady_state`` is ``{"window": SteadyWindow.describe(), "requests",
+        "ttft_ms", "ttfo_ms", "tpot_ms", "itl_ms", "e2el_ms", "throughput", "goodput"?}`` (bench/steady.py:
+        latency over requests sent and ended in the window, throughput over those ended in it ÷ its length;
+        every figure null when the window is empty; throughput and goodput null, with ``throughput_note``, when fewer
+        than ``steady.MIN_TREND_N`` requests ended in it); ``over_saturation`` is ``steady.over_saturation``'s dict.
     """
+    out = _figures(replies, slo=slo, retokenized=retokenized, open_loop=open_loop)
+    window = steady_window(replies, open_loop=open_loop, warmup_s=warmup_s, ramp=ramp)
+    span = window.duration_s or None
+    lat = _figures(window.measured, slo=slo, retokenized=retokenized, open_loop=open_loop, span_s=span)
+    thr = _figures(window.finished, slo=slo, retokenized=retokenized, open_loop=open_loop, span_s=span)
+    steady: dict[str, Any] = {"window": window.describe(), "requests": lat["requests"],
+                              **{k: lat[k] for k in ("ttft_ms", "ttfo_ms", *LATENCIES)},
+                              "throughput": thr["throughput"], "throughput_note": None}
+    if "goodput" in thr:
+        steady["goodput"] = thr["goodput"]
+    if len(window.finished) < MIN_TREND_N:
+        steady["throughput_note"] = (f"{len(window.finished)} requests ended inside the window, fewer than "
+                                     f"{MIN_TREND_N}: no steady-state throughput or goodput")
+        steady["throughput"] = {k: (None if k.endswith("_s") else v) for k, v in thr["throughput"].items()}
+        if "goodput" in steady:
+            steady["goodput"] = {**thr["goodput"], "goodput_req_s": None, "goodput_fraction": None}
+    out["steady_state"] = steady
+    out["over_saturation"] = over_saturation(replies, window, open_loop=open_loop)
+    return out
+
+
+def _figures(replies: Sequence[Mapping[str, Any]], *, slo: Mapping[str, float] | None,
+             retokenized: Mapping[str, int] | None, open_loop: bool, span_s: float | None = None) -> dict[str, Any]:
+    """The figures of a set of replies; throughput over ``span_s`` seconds when given, else over first send →
+    last end."""
     slo = dict(slo or {})
     retok = retokenized or {}
     why = [(r, _failure(r)) for r in replies]
@@ -122,6 +175,8 @@ def level_metrics(replies: Sequence[Mapping[str, Any]], *, slo: Mapping[str, flo
     starts = [s for s in (reply_start_ns(r) for r in replies) if s is not None]
     ends = [e for e in (reply_end_ns(r) for r in replies) if e is not None]
     window_s = (max(ends) - min(starts)) / 1e9 if starts and ends and max(ends) > min(starts) else None
+    if span_s is not None:
+        window_s = span_s if replies else None
     per_s = (lambda x: x / window_s) if window_s else (lambda x: None)
     out: dict[str, Any] = {
         "requests": {"total": len(replies), "completed": len(ok), "failed": len(failed),
@@ -138,8 +193,8 @@ def level_metrics(replies: Sequence[Mapping[str, Any]], *, slo: Mapping[str, flo
                                                                  "disagree": disagree_streamed},
                   "retokenized_vs_usage": {"compared": compared_retok, "disagree": disagree_retok},
                   "retokenized_vs_streamed": {"compared": compared_rs, "disagree": disagree_rs}},
-        "ttft_ms": summarize(ttft), "ttfo_ms": summarize(ttfo), "tpot_ms": summarize(tpot),
-        "itl_ms": summarize(itl), "e2el_ms": summarize(e2el),
+        "ttft_ms": summary_with_ci(ttft), "ttfo_ms": summarize(ttfo), "tpot_ms": summary_with_ci(tpot),
+        "itl_ms": summary_with_ci(itl), "e2el_ms": summary_with_ci(e2el),
     }
     if slo:
         out["goodput"] = {"slo": slo, "good_requests": good, "goodput_req_s": per_s(good),

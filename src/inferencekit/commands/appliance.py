@@ -26,6 +26,7 @@ from inferencekit.bench.appliance_metadata import (
 )
 from inferencekit.bench.appliance_run import APPLIANCE_DEFAULTS, appliance_receipt, resolve_metadata, settings_from_args
 from inferencekit.bench.compare import ABSENT, Difference, compare_receipts, receipt_differences, receipt_notes
+from inferencekit.commands.serve_compare import compare_serve_runs, is_serve_run
 from inferencekit.engines.target import serve_target
 from inferencekit.errors import OpError
 from inferencekit.evidence.receipt import load_receipt, receipt_integrity
@@ -159,8 +160,16 @@ def _label(receipt: dict[str, Any], path: str) -> str:
     return str(label) if label else Path(path).name
 
 
-@operation(("bench", "compare"), "Compare two appliance receipts figure by figure (B against baseline A).",
-           description="Reads two receipts of `bench appliance` (a receipt.json or its run directory) and prints, "
+@operation(("bench", "compare"), "Compare two bench serve runs point by point, or two appliance receipts figure by "
+           "figure (B against baseline A).",
+           description="Two `bench serve` run directories: for each load point and headline figure (p50/p99 of "
+                       "TTFT, TPOT, ITL, E2EL; output and request throughput; goodput) the ratio B/A across the "
+                       "runs' repeats with its 95% interval, and a finding: 'B is 12% faster in TTFT p50 [8%, 15%]', "
+                       "'no difference beyond noise (rules out more than ±X%)' (only with ≥ 3 repeats per run: "
+                       "--repeats), or UNPROVEN with what the within-run intervals show. Runs measured differently "
+                       "(prompt file, dataset, input and output lengths, ignore_eos, temperature, request fields, "
+                       "SLO, load points) are refused with every differing field listed. "
+                       "Two receipts of `bench appliance` (a receipt.json or its run directory): prints, "
                        "for each decode workload, prefill depth (cold and warm) and concurrency level present in "
                        "both, the median and run-to-run range of each side, the ratio B/A and whether the ranges "
                        "overlap (within noise) or not (beyond noise). Receipts measured differently (protocol, "
@@ -168,14 +177,22 @@ def _label(receipt: dict[str, Any], path: str) -> str:
                        "skipped on one side) are refused with every differing field listed, unless "
                        "--allow-mismatch is given. Engine, hardware, model and verdict differences are shown as "
                        "notes. No verdict: exit 0 when compared.",
-           example="inferencekit bench compare runs/llama-server/appliance/receipt.json runs/vllm",
-           args=[Arg("a", "string", "Receipt A, the baseline: a receipt.json or a run directory holding "
-                     "appliance/receipt.json.", required=True, positional=True, metavar="A"),
-                 Arg("b", "string", "Receipt B, compared against A: a receipt.json or a run directory holding "
-                     "appliance/receipt.json.", required=True, positional=True, metavar="B"),
-                 Arg("allow_mismatch", "boolean", "Compare even when the receipts were measured differently; the "
-                     "differences are printed on stderr as a warning and kept in the output.", default=False)])
+           example="inferencekit bench compare runs/serve-before runs/serve-after",
+           args=[Arg("a", "string", "A, the baseline: a bench serve run directory, or an appliance receipt (a "
+                     "receipt.json or a run directory holding appliance/receipt.json).", required=True,
+                     positional=True, metavar="A"),
+                 Arg("b", "string", "B, compared against A: the same kind as A.", required=True, positional=True,
+                     metavar="B"),
+                 Arg("allow_mismatch", "boolean", "Compare even when the runs or receipts were measured differently; "
+                     "the differences are printed on stderr as a warning and kept in the output.", default=False)])
 def bench_compare(call: Call, *, a: str, b: str, allow_mismatch: bool = False) -> Outcome:
+    serve_a, serve_b = is_serve_run(a), is_serve_run(b)
+    if serve_a and serve_b:
+        return compare_serve_runs(a, b, allow_mismatch=allow_mismatch)
+    if serve_a or serve_b:
+        run, other = (a, b) if serve_a else (b, a)
+        raise OpError(f"{run} is a bench serve run directory but {other} is not: bench compare compares two bench "
+                      "serve runs, or two appliance receipts")
     ra, rb = load_receipt(a), load_receipt(b)
     diffs = receipt_differences(ra, rb)
     if diffs and not allow_mismatch:

@@ -230,3 +230,74 @@ def test_probe_contract_refuses_bad_flags_before_any_request(flags, msg, capsys,
     err = capsys.readouterr().err
     assert msg in err and err.count("\n") == 1, err
     assert not (tmp_path / "r").exists()
+
+
+def _serve_run(path: Path, record: dict | None, prompt_set: dict | None = None) -> Path:
+    """A bench serve run dir as `bench compare` reads it: run.json naming the record, the record in evidence/."""
+    run = RunDir(path)
+    path.mkdir(parents=True)
+    fields: dict = {"operation": "bench.serve", "prompt_set": prompt_set or {"name": "dev", "sha256": "ab"}}
+    if record is not None:
+        fields["bench_record"] = record["evidence_id"]
+        write_json(run.evidence_dir / f"{record['evidence_id']}.json", record)
+    write_json(path / "run.json", fields)
+    return path
+
+
+def _serve_record(max_tokens: int = 16) -> dict:
+    return {"kind": "bench", "evidence_id": f"ev_{max_tokens:024d}",
+            "identity": {"workload": {"dataset": "dev", "max_tokens": max_tokens}},
+            "data": {"config": {}, "levels": {"c1": {"spec": {"label": "c1", "mode": "closed", "concurrency": 1,
+                                                              "point": "c1"}}}}}
+
+
+@pytest.mark.parametrize("which, msg", [
+    ("receipt", "is a bench serve run directory but"),
+    ("unfinished", "a bench serve run dir without a bench record (the run did not finish; `inferencekit bench serve "
+                   "--resume"),
+    ("damaged", "its bench record ev_000000000000000000000016 is missing or damaged"),
+])
+def test_bench_compare_refuses_a_serve_run_it_cannot_compare(which, msg, capsys, tmp_path):
+    a = _serve_run(tmp_path / "a", _serve_record())
+    if which == "receipt":
+        b = tmp_path / "receipt.json"
+        b.write_text("{}")
+    elif which == "unfinished":
+        b = _serve_run(tmp_path / "b", None)
+    else:
+        b = _serve_run(tmp_path / "b", _serve_record())
+        (b / "evidence" / "ev_000000000000000000000016.json").write_text("[1]")
+    assert main(["bench", "compare", str(a), str(b)]) == 2
+    err = capsys.readouterr().err
+    assert msg in err and err.count("\n") == 1, err
+
+
+def test_bench_compare_refuses_serve_runs_measured_unalike_listing_the_fields(capsys, tmp_path):
+    a = _serve_run(tmp_path / "a", _serve_record(16))
+    b = _serve_run(tmp_path / "b", _serve_record(64), prompt_set={"name": "dev", "sha256": "cd"})
+    assert main(["bench", "compare", str(a), str(b)]) == 2
+    err = capsys.readouterr().err
+    assert "were not measured alike; refusing to compare them (2 differing fields):" in err
+    assert '  prompt_set.sha256: A="ab"  B="cd"' in err and "  workload.max_tokens: A=16  B=64" in err
+    assert main(["bench", "compare", str(a), str(b), "--allow-mismatch", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [d["field"] for d in out["differences"]] == ["prompt_set.sha256", "workload.max_tokens"]
+
+
+@pytest.mark.parametrize("flags,msg", [
+    ([], "bench sweep needs an SLO"),
+    (["--goodput", "0.9"], "--goodput needs --slo"),
+    (["--goodput", "1.5", "--slo", "ttft=500"], "--goodput is a fraction"),
+    (["--slo-target", "ttft_p98=500"], "use <metric>_<stat>"),
+    (["--slo-target", "ttft_p99=500", "--concurrency", "1,2", "--request-rate", "1"], "give one grid"),
+    (["--slo-target", "ttft_p99=500", "--start", "8", "--max", "4"], "need --min ≤ --start ≤ --max"),
+    (["--slo-target", "ttft_p99=500", "--axis", "concurrency", "--start", "1.5"], "whole streams"),
+    (["--slo-target", "ttft_p99=500", "--resolution", "1.5"], "--resolution must be"),
+    (["--slo-target", "ttft_p99=500", "--repeats", "0"], "--repeats must be ≥ 1"),
+    (["--slo-target", "ttft_p99=500", "--kat", "-2"], "--kat must be ≥ 0"),
+])
+def test_bench_sweep_refuses_bad_flags_before_anything_is_sent(flags, msg, capsys, tmp_path):
+    assert main(["bench", "sweep", "--base-url", "http://127.0.0.1:9", *flags, "--run-dir", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert msg in err and err.count("\n") == 1
+    assert not (tmp_path / "r").exists()
