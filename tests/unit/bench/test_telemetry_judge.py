@@ -170,12 +170,15 @@ def _seen(**kw: int) -> dict[str, int]:
 
 def test_compare_tokens_both_ways() -> None:
     zero = _seen(requests=0)
-    ok = compare_tokens(_counters(1000, 5000), _seen(usage_completion=1010, usage_prompt=4950, streamed=992), zero)
+    ok = compare_tokens(_counters(1000, 5000), _seen(usage_completion=1010, usage_prompt=4950, streamed=1010), zero)
     assert [ok[k]["status"] for k in ("generated_vs_usage", "prompt_vs_usage", "generated_vs_streamed")] == \
-        ["agree", "agree", "agree"]  # 10 ≤ 1 % of 1000; 50 ≤ 1 % of 5000; 8 EOS for 8 requests
-    bad = compare_tokens(_counters(1000, 5000), _seen(usage_completion=1011, usage_prompt=5051, streamed=981), zero)
+        ["agree", "agree", "agree"]  # 10 ≤ 1 % of 1000; 50 ≤ 1 % of 5000; 10 streamed over ≤ 10
+    bad = compare_tokens(_counters(1000, 5000), _seen(usage_completion=1011, usage_prompt=5051, streamed=1011), zero)
     assert [bad[k]["status"] for k in ("generated_vs_usage", "prompt_vs_usage", "generated_vs_streamed")] == \
-        ["disagree", "disagree", "disagree"]  # 11 > 10; 51 > 50; 1000 − 981 = 19 > 8 EOS + 10
+        ["disagree", "disagree", "disagree"]  # 11 > 10; 51 > 50; 11 more streamed than generated
+    short = compare_tokens(_counters(1000, 5000), _seen(usage_completion=1000, usage_prompt=5000, streamed=700), zero)
+    # EOS tokens and multi-byte characters sent merged make the stream short: recorded, never judged
+    assert short["generated_vs_streamed"]["status"] == "agree" and short["generated_vs_streamed"]["short_by"] == 300
     edge = compare_tokens(_counters(1000, 5000), _seen(usage_completion=1015, usage_prompt=5000),
                           _seen(requests=1, usage_completion=5))  # a straddling reply's 5 tokens widen it
     assert edge["generated_vs_usage"]["status"] == "agree"
@@ -224,22 +227,28 @@ def test_request_join_on_recorded_llama_server_replies() -> None:
 
 
 def test_request_join_flags_each_lie_and_survives_bad_types() -> None:
-    base = read_json(FIXTURES / "replies" / "llama-server" / "chat_stream.json")
+    base = read_json(FIXTURES / "replies" / "llama-server" / "chat_stream_counted.json")  # n_streamed 16
     inflated = copy.deepcopy(base)
     inflated["usage"]["completion_tokens"] += 2
     slow = copy.deepcopy(base)
     slow["server_timings"]["prompt_ms"] = base["ttft_ms"] + 5  # prefill longer than our wait for the first token
-    long_decode = copy.deepcopy(base)
-    long_decode["server_timings"]["predicted_ms"] = base["e2el_ms"]
+    long_decode = copy.deepcopy(base)  # prefill + decode 3 token times past our E2EL (2 allowed)
+    per_token = base["server_timings"]["predicted_ms"] / base["server_timings"]["predicted_n"]
+    prompt_ms = base["server_timings"]["prompt_ms"]
+    long_decode["server_timings"]["predicted_ms"] = base["e2el_ms"] - prompt_ms + 3 * per_token
+    more_streamed = copy.deepcopy(base)
+    more_streamed["server_timings"]["predicted_n"] = base["n_streamed"] - 1  # usage 16 too: counted once, as streamed
+    more_streamed["usage"]["completion_tokens"] = base["n_streamed"] - 1
     padded = copy.deepcopy(base)
     padded["usage"]["prompt_tokens"] += 1
     wrong = copy.deepcopy(base)
     wrong["server_timings"] = {"prompt_ms": "fast", "predicted_ms": 1.0, "predicted_n": 16}
     not_obj = {**copy.deepcopy(base), "server_timings": [1, 2]}
-    got = request_join([base, inflated, slow, long_decode, padded, wrong, not_obj, {"status": 500, "error": "x"}])
-    assert got["joined"] == 5 and got["malformed"] == 2
-    assert got["disagree"] == {"completion_vs_usage": 1, "prompt_vs_usage": 1, "completion_vs_streamed": 0,
-                               "prefill_time": 1, "decode_time": 1}
+    got = request_join([base, inflated, slow, long_decode, padded, more_streamed, wrong, not_obj,
+                        {"status": 500, "error": "x"}])
+    assert got["joined"] == 6 and got["malformed"] == 2
+    assert got["disagree"] == {"completion_vs_usage": 1, "prompt_vs_usage": 1, "streamed_vs_completion": 1,
+                               "prefill_time": 1, "server_time": 1}
 
 
 def test_request_join_without_timings() -> None:
@@ -272,8 +281,9 @@ def test_usage_inflate_level_is_flagged_both_ways() -> None:
     assert (t["status"], t["server"], t["client"]) == ("disagree", 64.0, 72)  # 4 × 16 generated; ⌈1.1 × 16⌉ = 18
     assert block["tokens"]["prompt_vs_usage"]["status"] == "agree"  # the cheat leaves prompt tokens alone
     assert block["per_request"]["disagree"]["completion_vs_usage"] == 4
-    assert len(block["flags"]) == 2
+    assert len(block["flags"]) == 2, block["flags"]  # the level's usage, and each reply's usage vs its timings
     assert "the server counted 64 generated tokens" in block["flags"][0]
+    assert block["tokens"]["generated_vs_streamed"]["status"] == "agree"  # the stream itself is not touched
 
 
 def test_vllm_level() -> None:
