@@ -181,7 +181,16 @@ def latency_time_chart(run: BenchRun) -> str:
     if failed:
         caption += f" {len(failed)} failed request(s): red crosses at the bottom of each panel (no latency)."
 
+    windows = _steady_windows(run)
+    if windows:
+        caption += (" Shaded: each level's steady-state window (bench/steady.py: from the end of the first wave, or "
+                    "the first end in open loop, to the last send); the table gives its figures' n and the "
+                    "over-saturation test.")
+
     def draw(axes: list[Any]) -> None:
+        for label, a, b in windows:
+            for ax in axes:
+                ax.axvspan(a, b, color=colors[label][0], alpha=0.10, linewidth=0)
         for ax, attr, name in ((axes[0], "ttft_ms", "TTFT"), (axes[1], "e2el_ms", "E2EL")):
             ys_all: list[float] = []
             for lv, rs in timed:
@@ -204,7 +213,52 @@ def latency_time_chart(run: BenchRun) -> str:
         axes[0].legend(frameon=False, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
 
     return figure(chart_id, "Latency over the run's time.", svg_of(draw, chart_id, (10.0, 5.0), nrows=2, sharex=True),
-                  caption)
+                  caption, extra=_steady_table(run))
+
+
+def _steady_windows(run: BenchRun) -> list[tuple[str, float, float]]:
+    """``(label, start, end)`` on the page's time axis of each level's recorded steady-state window
+    (``steady_state.window``: seconds from the level's first send), for the levels that have a non-empty one."""
+    out = []
+    for lv in run.levels:
+        w = sub(sub(lv.summary, "steady_state"), "window")
+        a, b = num(w.get("start_s")), num(w.get("end_s"))
+        sends = [r.send_s for r in lv.requests if r.send_s is not None]
+        if a is not None and b is not None and b > a and not w.get("empty") and sends:
+            out.append((lv.label, min(sends) + a, min(sends) + b))
+    return out
+
+
+def _oversat_text(o: dict[str, Any]) -> str:
+    if o.get("flag") is True:
+        return (f"OVER-SATURATED: queueing grows (Kendall τ {fmt(num(o.get('kendall_tau')), 2)}, p "
+                f"{fmt(num(o.get('p_value')), 4)}, growth {fmt(num(o.get('growth_fraction')), 2)}× the median, "
+                f"n={o.get('n')})")
+    if o.get("flag") is False:
+        return (f"no (τ {fmt(num(o.get('kendall_tau')), 2)}, p {fmt(num(o.get('p_value')), 4)}, "
+                f"growth {fmt(num(o.get('growth_fraction')), 2)}×, n={o.get('n')})")
+    return f"not judged: {o.get('reason') or 'not recorded'}"
+
+
+def _steady_table(run: BenchRun) -> str:
+    """Per level: the steady-state window (s from the level's first send), its requests, its TTFT p50/p99 with n,
+    and the over-saturation flag; empty string when no level records a window (an older record)."""
+    if not any(sub(lv.summary, "steady_state") for lv in run.levels):
+        return ""
+    rows = []
+    for lv in run.levels:
+        st = sub(lv.summary, "steady_state")
+        w = sub(st, "window")
+        rq = sub(w, "requests")
+        t = sub(st, "ttft_ms")
+        a, b = num(w.get("start_s")), num(w.get("end_s"))
+        span = (f"{fmt(a, 2)} – {fmt(b, 2)}" if a is not None and b is not None and not w.get("empty")
+                else f"none ({w.get('empty') or 'not recorded'})")
+        rows.append([lv.label, span, f"{rq.get('sent', '—')} / {rq.get('measured', '—')} / {rq.get('finished', '—')}",
+                     f"{fmt(num(t.get('p50')))} / {fmt(num(t.get('p99')))} (n={t.get('n', 0)})" if t.get("n")
+                     else "not measured (n=0)", _oversat_text(sub(lv.summary, "over_saturation"))])
+    return table(["level", "steady window (s from the level's first send)", "requests sent / measured / finished "
+                  "in it", "steady TTFT p50 / p99 (ms)", "over-saturated"], rows)
 
 
 # --------------------------------------------------------------------------------- throughput vs latency
@@ -227,34 +281,90 @@ def _meets_color(p: dict[str, Any]) -> str:
     return _PASS if p.get("meets") is True else _FAIL if p.get("meets") is False else _UNKNOWN
 
 
+def _ci(x: Any) -> tuple[float, float] | None:
+    if isinstance(x, list) and len(x) == 2 and num(x[0]) is not None and num(x[1]) is not None:
+        return float(x[0]), float(x[1])
+    return None
+
+
+def _ci_text(v: float | None, ci: tuple[float, float] | None, digits: int = 1) -> str:
+    if v is None:
+        return "not measured"
+    return fmt(v, digits) + (f" [{fmt(ci[0], digits)}, {fmt(ci[1], digits)}]" if ci else " (no CI)")
+
+
+class _Mark:
+    """One point of the throughput-latency chart: a level, or a load point's mean over its repeats."""
+
+    def __init__(self, name: str, labels: list[str], n: str, figs: dict[str, tuple[float | None,
+                 tuple[float, float] | None]]) -> None:
+        self.name, self.labels, self.n, self.figs = name, labels, n, figs
+
+    def get(self, key: str) -> tuple[float | None, tuple[float, float] | None]:
+        return self.figs.get(key, (None, None))
+
+
+def _marks(run: BenchRun) -> tuple[list[_Mark], bool]:
+    """The chart's points and whether they are load points over repeats (``data.points``, ``bench/repeats.py``:
+    used when some point ran ≥ 2 times; each figure the mean over repeats with its Student t 95% CI), else one per
+    level with the record's within-run order-statistic CI of each TTFT percentile (``p50_ci95``/``p99_ci95``)."""
+    points = run.data.get("points")
+    if isinstance(points, dict) and any(isinstance(p, dict) and isinstance(p.get("repeats"), int)
+                                        and p["repeats"] >= 2 for p in points.values()):
+        out = []
+        for name, p in points.items():
+            if not isinstance(p, dict):
+                continue
+            figs = sub(p, "figures")
+            got = {k: (num(sub(figs, f).get("mean")), _ci(sub(figs, f).get("ci95")))
+                   for k, f in (("thr", "output_throughput_tok_s"), ("p50", "ttft_ms.p50"), ("p99", "ttft_ms.p99"))}
+            labels = [str(x) for x in p.get("labels") or []]
+            out.append(_Mark(str(name), labels, f"{p.get('repeats')} repeats", got))
+        return out, True
+    out = []
+    for lv in run.levels:
+        t = sub(lv.summary, "ttft_ms")
+        n = sub(lv.summary, "requests").get("completed")
+        out.append(_Mark(lv.label, [lv.label], f"{n} requests" if isinstance(n, int) else "—",
+                         {"thr": (num(sub(lv.summary, "throughput").get("output_throughput_tok_s")), None),
+                          "p50": (num(t.get("p50")), _ci(t.get("p50_ci95"))),
+                          "p99": (num(t.get("p99")), _ci(t.get("p99_ci95")))}))
+    return out, False
+
+
 def throughput_latency_chart(run: BenchRun) -> str:
-    """Output tok/s against TTFT p50 (left) and p99 (right), one point per level (the record's figures), the Pareto
-    front (non-dominated: no other level has both lower TTFT and higher throughput) joined by a line; levels that
-    are sweep points are ringed green (meets the targets), red (misses) or grey (undecided)."""
+    """Output tok/s against TTFT p50 (left) and p99 (right), one mark per level (or per load point over its repeats,
+    ``_marks``), with its 95% CI where the record gives one; the Pareto front (non-dominated: no other mark has both
+    lower TTFT and higher throughput) outlined and joined by a line; sweep points ringed green (meets the targets),
+    red (misses) or grey (undecided)."""
     chart_id = "chart-throughput-latency"
     colors = level_colors(run)
     sweep = _sweep_points(run)
-    rows, pts = [], []
-    for lv in run.levels:
-        th = num((lv.summary.get("throughput") or {}).get("output_throughput_tok_s"))
-        t = lv.summary.get("ttft_ms") or {}
-        p50, p99 = num(t.get("p50")), num(t.get("p99"))
-        n = (lv.summary.get("requests") or {}).get("completed")
-        pts.append((lv, th, p50, p99, n if isinstance(n, int) else None))
-    usable = {q: [(lv, th, lat) for lv, th, p50, p99, _ in pts for lat in [p50 if q == "p50" else p99]
-                  if th is not None and lat is not None] for q in ("p50", "p99")}
-    fronts = {q: {u[i][0].label for i in pareto_front([(lat, th) for _, th, lat in u])} for q, u in usable.items()}
-    for lv, th, p50, p99, n in pts:
-        rows.append([lv.label, fmt(th), str(n) if n is not None else "—", fmt(p50), fmt(p99),
-                     str((lv.summary.get("ttft_ms") or {}).get("n", "—")),
-                     ", ".join(q for q in ("p50", "p99") if lv.label in fronts[q]) or "no",
-                     _meets_word(sweep.get(lv.label))])
-    tbl = table(["level", "output tok/s", "n (completed)", "TTFT p50 (ms)", "TTFT p99 (ms)", "TTFT n",
+    marks, by_point = _marks(run)
+
+    def sweep_of(m: _Mark) -> dict[str, Any] | None:
+        return sweep.get(m.name) or next((sweep[lb] for lb in m.labels if lb in sweep), None)
+
+    def color_of(m: _Mark) -> str:
+        return colors[m.labels[0]][0] if m.labels and m.labels[0] in colors else _UNKNOWN
+
+    usable = {q: [m for m in marks if m.get("thr")[0] is not None and m.get(q)[0] is not None] for q in ("p50", "p99")}
+    fronts = {q: {u[i].name for i in pareto_front([(m.get(q)[0] or 0.0, m.get("thr")[0] or 0.0) for m in u])}
+              for q, u in usable.items()}
+    rows = [[m.name, m.n, _ci_text(*m.get("thr")), _ci_text(*m.get("p50")), _ci_text(*m.get("p99")),
+             ", ".join(q for q in ("p50", "p99") if m.name in fronts[q]) or "no", _meets_word(sweep_of(m))]
+            for m in marks]
+    what = "load point" if by_point else "level"
+    tbl = table([what, "n", "output tok/s [95% CI]", "TTFT p50 (ms) [95% CI]", "TTFT p99 (ms) [95% CI]",
                  "on the Pareto front", "sweep point"], rows)
-    missing = [lv.label for lv, th, p50, p99, _ in pts if th is None or p50 is None]
-    caption = ("One point per level: output throughput (Σ N_out of completed requests ÷ the level's window, the "
-               "record's figure) against its TTFT percentile. The line joins the Pareto front: levels no other "
-               "level beats on both (lower TTFT and higher tok/s), outlined in black.")
+    missing = [m.name for m in marks if m.get("thr")[0] is None or m.get("p50")[0] is None]
+    caption = (f"One mark per {what}: output throughput (Σ N_out of completed requests ÷ the level's window) against "
+               "its TTFT percentile, " + ("each the mean over the point's repeats with its Student t 95% CI "
+                                          "(run-to-run spread; the record's data.points)" if by_point else
+                                          "the record's figures; horizontal bars: the within-run order-statistic 95% "
+                                          "CI of the percentile where n allows one (a p99 needs ≥ 368 values)")
+               + ". Outlined in black and joined by the dashed line: the Pareto front, marks no other beats on both "
+               "(lower TTFT and higher tok/s).")
     if sweep:
         caption += " Rings: sweep points, green meets the sweep's targets, red misses, grey undecided."
     if missing:
@@ -270,21 +380,27 @@ def throughput_latency_chart(run: BenchRun) -> str:
                 ax.text(0.5, 0.5, f"TTFT {q}: not measured", ha="center", va="center", transform=ax.transAxes,
                         color=_FAIL)
                 continue
-            for lv, th, lat in u:
-                on_front = lv.label in fronts[q]
-                ax.scatter([lat], [th], s=36, color=colors[lv.label][0], zorder=3,
-                           edgecolors="#1b1b1b" if on_front else "none", linewidths=1.2)
-                ax.annotate(_mpl(lv.label), (lat, th), xytext=(4, 4), textcoords="offset points", fontsize=8)
-                sp = sweep.get(lv.label)
+            for m in u:
+                (x, xci), (y, yci) = m.get(q), m.get("thr")
+                if x is None or y is None:
+                    continue
+                xerr = [[max(x - xci[0], 0.0)], [max(xci[1] - x, 0.0)]] if xci else None
+                yerr = [[max(y - yci[0], 0.0)], [max(yci[1] - y, 0.0)]] if yci else None
+                on_front = m.name in fronts[q]
+                ax.errorbar([x], [y], xerr=xerr, yerr=yerr, fmt="o", color=color_of(m), ecolor=color_of(m),
+                            elinewidth=1, capsize=2, markersize=6, markeredgecolor="#1b1b1b" if on_front else
+                            color_of(m), markeredgewidth=1.2 if on_front else 0.5, zorder=3)
+                ax.annotate(_mpl(m.name), (x, y), xytext=(4, 4), textcoords="offset points", fontsize=8)
+                sp = sweep_of(m)
                 if sp is not None:
-                    ring = _meets_color(sp)
-                    ax.scatter([lat], [th], s=150, facecolors="none", edgecolors=ring, linewidths=1.8, zorder=4)
-            front = sorted(((lat, th) for lv, th, lat in u if lv.label in fronts[q]))
+                    ax.scatter([x], [y], s=150, facecolors="none", edgecolors=_meets_color(sp), linewidths=1.8,
+                               zorder=4)
+            front = sorted((m.get(q)[0] or 0.0, m.get("thr")[0] or 0.0) for m in u if m.name in fronts[q])
             if len(front) > 1:
                 ax.step([x for x, _ in front], [y for _, y in front], where="post", color="#333333",
                         linewidth=1.0, linestyle="--", zorder=2, label="Pareto front")
                 ax.legend(frameon=False, fontsize=8, loc="lower right")
-            _log_if_wide(ax, [lat for _, _, lat in u])
+            _log_if_wide(ax, [m.get(q)[0] or 0.0 for m in u])
             ax.set_xlabel(f"TTFT {q} (ms)" + (", log" if ax.get_xscale() == "log" else ""))
             ax.set_ylabel("output throughput (tok/s)")
             ax.margins(0.15)

@@ -20,7 +20,9 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from inferencekit.evidence import artifact
 from inferencekit.evidence.record import compute_id
@@ -63,20 +65,30 @@ def _transplant(run_dir: Path, level: str) -> Path:
     return out
 
 
-def sweep_copy(dest: Path, *, telemetry: bool = False) -> Path:
-    """A copy of the recorded run whose record's ``data.sweep`` is the hand-written block (and, with ``telemetry``,
-    levels c1 and c2 carry the transplanted server telemetry), re-identified."""
-    run_dir = copy_run(dest)
+def rewrite_record(run_dir: Path, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    """Apply ``change`` to the run's bench record, re-identify it (``compute_id``) and point run.json at it."""
     old = record_path(run_dir)
     rec = json.loads(old.read_text())
-    rec["data"]["sweep"] = json.loads(SWEEP_BLOCK.read_text())
-    if telemetry:
-        for level in ("c1", "c2"):
-            rec["artifacts"].append(artifact(_transplant(run_dir, level), run_dir, "server telemetry"))
+    change(rec)
     rec["evidence_id"] = compute_id(rec)
     old.unlink()
     (run_dir / "evidence" / f"{rec['evidence_id']}.json").write_text(json.dumps(rec))
     run = json.loads((run_dir / "run.json").read_text())
     run["bench_record"] = rec["evidence_id"]
     (run_dir / "run.json").write_text(json.dumps(run))
+    return rec
+
+
+def sweep_copy(dest: Path, *, telemetry: bool = False) -> Path:
+    """A copy of the recorded run whose record's ``data.sweep`` is the hand-written block (and, with ``telemetry``,
+    levels c1 and c2 carry the transplanted server telemetry), re-identified."""
+    run_dir = copy_run(dest)
+
+    def change(rec: dict[str, Any]) -> None:
+        rec["data"]["sweep"] = json.loads(SWEEP_BLOCK.read_text())
+        if telemetry:
+            for level in ("c1", "c2"):
+                rec["artifacts"].append(artifact(_transplant(run_dir, level), run_dir, "server telemetry"))
+
+    rewrite_record(run_dir, change)
     return run_dir

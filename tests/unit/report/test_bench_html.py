@@ -26,6 +26,7 @@ from tests.unit.report.bench_runs import (
     TELEMETRY_FIRST_SEND_NS,
     copy_run,
     record_path,
+    rewrite_record,
     sweep_copy,
 )
 
@@ -142,11 +143,13 @@ def test_cdf_legends_give_n_and_the_records_percentiles(plain):
 
 def test_throughput_latency_marks_the_pareto_front(plain):
     fig = figure_of(plain, "chart-throughput-latency")
-    rows = re.findall(r"<tr><td>(c1|c2|r2)</td><td>([^<]*)</td><td>(\d+)</td>.*?<td>([^<]*)</td><td>([^<]*)</td></tr>",
-                      fig)
-    # c1 has both the lowest TTFT and the highest tok/s (4.36 vs 4.05, 3.77): it alone is non-dominated
-    assert [(r[0], r[1], r[2], r[3]) for r in rows] == [("c1", "4.4", "6", "p50, p99"), ("c2", "4.1", "6", "no"),
-                                                         ("r2", "3.8", "6", "no")]
+    rows = re.findall(r"<tr><td>(c1|c2|r2)</td><td>([^<]*)</td><td>([^<]*)</td><td>([^<]*)</td><td>([^<]*)</td>"
+                      r"<td>([^<]*)</td>", fig)
+    # c1 has both the lowest TTFT and the highest tok/s (4.36 vs 4.05, 3.77): it alone is non-dominated; this record
+    # predates the within-run intervals, so no TTFT has a CI
+    assert rows == [("c1", "6 requests", "4.4 (no CI)", "954.7 (no CI)", "7,051.8 (no CI)", "p50, p99"),
+                    ("c2", "6 requests", "4.1 (no CI)", "5,780.7 (no CI)", "10,105.9 (no CI)", "no"),
+                    ("r2", "6 requests", "3.8 (no CI)", "14,826.5 (no CI)", "20,910.5 (no CI)", "no")]
 
 
 def test_absent_parts_say_so_instead_of_drawing_an_axis(plain):
@@ -206,6 +209,65 @@ def test_a_run_with_no_completed_request_draws_no_empty_axes(tmp_path):
                           ("chart-latency-time", "no request has both a send time and a TTFT or E2EL")):
         fig = figure_of(page, chart_id)
         assert "not-measured" in fig and "<svg" not in fig and why in fig, chart_id
+
+
+# ------------------------------------------------------------ what newer records add: steady windows, repeats
+
+def _replies(run_dir: Path, label: str) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(run_dir.glob(f"outputs/*/load-{label}/*/*.json"))]
+
+
+def test_steady_windows_and_over_saturation_from_the_records_levels(tmp_path):
+    """The fixture's record predates the steady-state window: here bench/steady.py itself computes each level's
+    window and flag from the recorded replies, as bench serve now records them, and the page shows them."""
+    from inferencekit.bench.steady import over_saturation, steady_window
+
+    run_dir = copy_run(tmp_path / "run")
+    got = {}
+
+    def change(rec: dict) -> None:
+        for label, lv in rec["data"]["levels"].items():
+            replies = _replies(run_dir, label)
+            w = steady_window(replies, open_loop=lv["spec"]["mode"] == "open")
+            lv["steady_state"] = {"window": w.describe(), "ttft_ms": {"n": 0}}
+            lv["over_saturation"] = over_saturation(replies, w, open_loop=lv["spec"]["mode"] == "open")
+            got[label] = w.describe()
+
+    rewrite_record(run_dir, change)
+    page = bench_page(load_bench_run(run_dir))
+    fig = figure_of(page, "chart-latency-time")
+    assert "Shaded: each level" in fig
+    w = got["c1"]
+    assert (f"<tr><td>c1</td><td>{w['start_s']:,.2f} – {w['end_s']:,.2f}</td><td>{w['requests']['sent']} / "
+            f"{w['requests']['measured']} / {w['requests']['finished']}</td><td>not measured (n=0)</td>"
+            "<td>not judged: closed loop") in fig
+    assert "<td>r2</td>" in fig and "not judged: 6 completed requests with a TTFT: fewer than 10" in fig
+    assert "Shaded" not in figure_of(bench_page(load_bench_run(BENCH_RUN)), "chart-latency-time")  # older record
+
+
+def test_load_points_over_repeats_are_drawn_as_means_with_their_interval(tmp_path):
+    """bench/repeats.py's point summaries, as a --repeats 2 run records them; here c1 and c2 are relabelled as two
+    repeats of one point (hand-edited specs) to give a point with K = 2."""
+    from inferencekit.bench.repeats import point_summaries
+
+    run_dir = copy_run(tmp_path / "run")
+    out = {}
+
+    def change(rec: dict) -> None:
+        levels = rec["data"]["levels"]
+        for i, label in enumerate(("c1", "c2")):
+            levels[label]["spec"] = {**levels[label]["spec"], "point": "c", "repeat": i}
+        rec["data"]["points"] = out["points"] = point_summaries(levels)
+
+    rewrite_record(run_dir, change)
+    thr = out["points"]["c"]["figures"]["output_throughput_tok_s"]
+    assert out["points"]["c"]["repeats"] == 2 and thr["ci95"] is not None
+    assert thr["mean"] == pytest.approx((4.364050891540033 + 4.053609793263922) / 2)
+    fig = figure_of(bench_page(load_bench_run(run_dir)), "chart-throughput-latency")
+    assert "One mark per load point" in fig and "Student t 95% CI" in fig
+    assert (f"<tr><td>c</td><td>2 repeats</td><td>{thr['mean']:,.1f} [{thr['ci95'][0]:,.1f}, "
+            f"{thr['ci95'][1]:,.1f}]</td>") in fig
+    assert "<tr><td>r2</td><td>1 repeats</td><td>3.8 (no CI)</td>" in fig
 
 
 # ---------------------------------------------------------------------------------------------- server telemetry
