@@ -28,7 +28,9 @@ the path are joined with ``_``; the unit suffix of the deepest key that has one 
 (``…_ci95``: ``[lo, hi]`` or null) gives ``…_lo_<unit>`` and ``…_hi_<unit>``; another list of at most
 ``MAX_LIST`` numbers one column per element (``_0``, ``_1``, …). Strings and longer lists are left out (the record
 keeps them). A few record keys whose words would mislead the rule are named in ``_RENAMED``. Flags (true/false)
-and dimensionless statistics (Kendall's τ, a p-value) carry no unit. The figures are the record's, not recomputed.
+and dimensionless statistics (Kendall's τ, a p-value) carry no unit. The server telemetry block's families keep
+the engine's own metric name and take a unit only from the block's ``unit`` field (``_UNIT_FIELD``). The figures
+are the record's, not recomputed.
 """
 
 from __future__ import annotations
@@ -62,15 +64,30 @@ REQUEST_COLUMNS: tuple[tuple[str, str], ...] = (
     ("output_tokens", "Int64"), ("output_tokens_source", "str"),
 )
 
-_UNITS = ("_tok_s", "_req_s", "_ms", "_ns", "_s", "_tokens", "_requests", "_fraction", "_count", "_bytes")
-_COUNT_CONTAINERS = {"requests": "_requests", "n_out": "_requests"}  # leaves under these count requests
+_UNITS = ("_tok_s", "_req_s", "_ms", "_ns", "_s", "_tokens", "_requests", "_fraction", "_count", "_bytes", "_mb",
+          "_kib")
+# a block that says its unit in a "unit" field (a server histogram: bench/telemetry_judge.py writes "s" for a
+# `_seconds` family): its figures take that unit. Nothing else is read from a Prometheus family's name: engines do
+# not keep the convention (llama-server's `llamacpp:prompt_tokens_seconds` gauge is tokens/s, its HELP says)
+_UNIT_FIELD = {"s": "_s", "ms": "_ms", "tokens": "_tokens", "bytes": "_bytes"}
+# leaves under these containers count what the container names (nearest container wins)
+_COUNT_CONTAINERS = {"requests": "_requests", "n_out": "_requests", "per_request": "_requests", "tokens": "_tokens"}
 _SKIP = {("requests", "errors"), ("spec",)}  # error texts as keys; the spec has its own columns
 _RENAMED = {("requests", "no_tokens"): "no_token_requests",  # a count of requests, not of tokens
             ("requests", "transport_failures"): "transport_failed_requests",
             ("throughput", "output_tokens"): "output_tokens", ("throughput", "prompt_tokens"): "prompt_tokens",
-            ("client", "processes"): "client_processes_count", ("window", "first_wave"): "window_first_wave_requests"}
-_INTERVAL = re.compile(r"(^|_)ci\d*$")  # a confidence interval [lo, hi] (or null): columns ..._lo_<unit>, ..._hi_<unit>
+            ("client", "processes"): "client_processes_count", ("client", "kib_per_stream"): "client_per_stream_kib",
+            ("window", "first_wave"): "window_first_wave_requests",
+            # the server block (bench/telemetry_judge.py): scrape counts, and counts of requests in a token block
+            ("server", "scrapes"): "server_scrapes_count", ("server", "ok"): "server_ok_scrapes_count",
+            ("server", "failed"): "server_failed_scrapes_count", ("tokens", "straddling"): "tokens_straddling_requests",
+            ("client", "requests"): "client_requests", ("client", "no_usage"): "client_no_usage_requests",
+            ("client", "no_streamed"): "client_no_streamed_requests",
+            ("per_request", "prefill_share_mean"): "per_request_prefill_share_mean_fraction"}
+# a confidence interval or a histogram bucket, [lo, hi] (or null): columns ..._lo_<unit>, ..._hi_<unit>
+_INTERVAL = re.compile(r"(^|_)(ci\d*|bucket)$")
 _LEAD = ("requests", "window_s", "throughput", "goodput", "ttft_ms", "ttfo_ms", "tpot_ms", "itl_ms", "e2el_ms")
+_LABELS = {"level": "str", "point": "str", "mode": "str", "arrival": "str", "repeat": "Int64"}
 _SPEC_RENAMED = {"concurrency": "concurrency_requests", "max_concurrency": "max_concurrency_requests"}
 
 
@@ -138,8 +155,10 @@ def request_row(reply: Mapping[str, Any], spec: Mapping[str, Any], *, origin_ns:
     }
 
 
-def _unit_of(key: str) -> str | None:
-    return next((u for u in _UNITS if key.endswith(u) and len(key) > len(u)), None)
+def _unit_of(key: str) -> tuple[str, str] | None:
+    """``(key without its unit, unit suffix)`` when ``key`` ends in one of ``_UNITS``."""
+    u = next((u for u in _UNITS if key.endswith(u) and len(key) > len(u)), None)
+    return (key[: -len(u)], u) if u else None
 
 
 def _leaves(d: Mapping[str, Any], path: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], Any]]:
@@ -147,10 +166,11 @@ def _leaves(d: Mapping[str, Any], path: tuple[str, ...]) -> Iterator[tuple[tuple
         if not isinstance(k, str) or not re.fullmatch(r"[A-Za-z0-9_.:\-]+", k):
             continue  # free text used as a key (an error message): not a column
         p = (*path, k)
-        if p in _SKIP or isinstance(v, str):
+        if p in _SKIP or isinstance(v, str) or k == "unit":  # a "unit" leaf is said in the column's name
             continue
         if isinstance(v, Mapping):
-            yield from _leaves(v, p)
+            unit = _UNIT_FIELD.get(str(v.get("unit")))
+            yield from _leaves(v, (*path, k + unit) if unit and _unit_of(k) is None else p)
         elif _INTERVAL.search(k) and (v is None or isinstance(v, list) and len(v) == 2):
             lo, hi = v or (None, None)
             yield (*p, "lo"), lo
@@ -168,25 +188,26 @@ def _column(path: tuple[str, ...]) -> str:
     tail = (path[-2], path[-1]) if len(path) > 1 else None
     if tail in _RENAMED:
         return "_".join([*(re.sub(r"[^A-Za-z0-9_]", "_", k) for k in path[:-2]), _RENAMED[tail]])
-    parts = [re.sub(r"[^A-Za-z0-9_]", "_", k) for k in path]
+    raw = list(path)
     unit = ""
-    if parts[-1] == "n":  # stats.summarize's sample count
-        parts[-1], unit = "count", ""
-        parts = [p[: -len(u)] if (u := _unit_of(p)) else p for p in parts]
+    if raw[-1] in ("n", "count") and len(raw) > 1:  # a summary's or a histogram's sample count
+        raw = [r[0] if (r := _unit_of(k)) else k for k in raw[:-1]]
+        unit = "_count"
     else:
-        for i in range(len(parts) - 1, -1, -1):
-            if (u := _unit_of(parts[i])) is not None:
-                parts[i], unit = parts[i][: -len(u)], u
+        for i in range(len(raw) - 1, -1, -1):
+            if (found := _unit_of(raw[i])) is not None:
+                raw[i], unit = found
                 break
-        else:  # the nearest container that says what its leaves count
-            at = next((i for i in range(len(parts) - 2, -1, -1) if parts[i] in _COUNT_CONTAINERS), None)
-            if at is not None:
-                unit = _COUNT_CONTAINERS[parts[at]]
-                if parts[at] == unit[1:]:
-                    parts = parts[:at] + parts[at + 1:]
-    # drop a parent that the rest of the name already says (throughput.request_throughput → request_throughput)
-    kept = [p for i, p in enumerate(parts)
-            if i == len(parts) - 1 or f"_{p}_" not in "_" + "_".join(parts[i + 1:]) + "_"]
+    parts = [re.sub(r"[^A-Za-z0-9_]", "_", k) for k in raw]
+    if not unit:
+        # the nearest container that says what its leaves count
+        at = next((i for i in range(len(parts) - 2, -1, -1) if parts[i] in _COUNT_CONTAINERS), None)
+        if at is not None:
+            unit = _COUNT_CONTAINERS[parts[at]]
+            if parts[at] == unit[1:]:
+                parts = parts[:at] + parts[at + 1:]
+    # drop a parent that its child already says (throughput.request_throughput → request_throughput)
+    kept = [p for i, p in enumerate(parts) if i == len(parts) - 1 or f"_{p}_" not in f"_{parts[i + 1]}_"]
     return "_".join(kept) + unit
 
 
@@ -240,10 +261,10 @@ def _pandas(fmt: str) -> Any:
     return pd
 
 
-def _frame(pd: Any, rows: Sequence[Mapping[str, Any]], dtypes: Mapping[str, str] | None = None,
-           first: Sequence[str] = ()) -> Any:
-    """A DataFrame of ``rows`` (columns ``first``, then in first-seen order); ``dtypes`` given, else flags as nullable
-    ``boolean``, integers as nullable ``Int64`` and other numbers (or a column null throughout) as ``float64``."""
+def _frame(pd: Any, rows: Sequence[Mapping[str, Any]], dtypes: Mapping[str, str], first: Sequence[str] = ()) -> Any:
+    """A DataFrame of ``rows`` (columns ``first``, then in first-seen order); a column's dtype from ``dtypes``, else
+    flags as nullable ``boolean``, integers as nullable ``Int64`` and other numbers (or a column null throughout) as
+    ``float64``."""
     cols: dict[str, None] = dict.fromkeys(first)
     for r in rows:
         cols.update(dict.fromkeys(r))
@@ -251,7 +272,7 @@ def _frame(pd: Any, rows: Sequence[Mapping[str, Any]], dtypes: Mapping[str, str]
     for c in cols:
         vals = [r.get(c) for r in rows]
         known = [v for v in vals if v is not None]
-        if dtypes is not None:
+        if c in dtypes:
             dtype: str | None = dtypes[c]
         elif known and all(isinstance(v, bool) for v in known):
             dtype = "boolean"
@@ -323,7 +344,7 @@ def table_frames(run_dir: str | Path, level: str | None = None) -> tuple[Any, An
     requests = _frame(pd, rows, dict(REQUEST_COLUMNS)) if rows else pd.DataFrame(
         {c: pd.Series(dtype=t) for c, t in REQUEST_COLUMNS})
     first = [c for lb in chosen for c in spec_columns(lb, entries[lb])]
-    levels = _frame(pd, [level_row(lb, entries[lb]) for lb in chosen], first=list(dict.fromkeys(first)))
+    levels = _frame(pd, [level_row(lb, entries[lb]) for lb in chosen], _LABELS, first=list(dict.fromkeys(first)))
     about = {"run_dir": str(run.path), "evidence_id": rec.get("evidence_id"), "engine": engine, "levels": chosen}
     return requests, levels, about
 

@@ -23,6 +23,7 @@ from inferencekit.api.detect import EngineInfo
 from inferencekit.bench.config import ServeConfig
 from inferencekit.bench.plan import LevelSpec
 from inferencekit.bench.serve import bench_record
+from inferencekit.bench.telemetry import server_block
 from inferencekit.cli import main
 from inferencekit.errors import OpError
 from inferencekit.report.export_table import (
@@ -201,6 +202,30 @@ def test_every_level_figure_names_its_unit(run: RunDir) -> None:
             "goodput_fraction", "completed_requests", "failed_requests", "window_s", "output_tokens"} <= set(df.columns)
 
 
+def test_recorded_run_tables_agree_with_its_record(tmp_path: Path) -> None:
+    """A real recorded run (tests/fixtures/bench_run: llama-cpp-python, levels c1, c2, r2, 6 requests each): the
+    per-request rows rebuild the record's level figures (medians, counts, token totals)."""
+    src = FIXTURES / "bench_run"
+    req, lev = export_tables(src, "parquet", output=str(tmp_path) + "/")  # never into the fixture
+    rq, lv = pd.read_parquet(req), pd.read_parquet(lev).set_index("level")
+    rec = json.loads(next((src / "evidence").glob("ev_*.json")).read_text())["data"]["levels"]
+    assert list(lv.index) == list(rec) == ["c1", "c2", "r2"]
+    for label, entry in rec.items():
+        rows = rq[rq["level"] == label]
+        assert len(rows) == entry["requests"]["total"] == lv.loc[label, "total_requests"]
+        assert int(rows["completed"].sum()) == entry["requests"]["completed"]
+        out_tokens = entry["throughput"]["output_tokens"]
+        assert int(rows["output_tokens"].sum()) == out_tokens == lv.loc[label, "output_tokens"]
+        for metric in ("ttft", "tpot", "e2el"):
+            assert rows[f"{metric}_ms"].median() == pytest.approx(entry[f"{metric}_ms"]["p50"], rel=1e-12)
+            assert lv.loc[label, f"{metric}_p50_ms"] == entry[f"{metric}_ms"]["p50"]
+        assert int(rows["itl_count"].sum()) == entry["itl_ms"]["n"]
+    assert (lv.loc["r2", "mode"], lv.loc["r2", "rate_req_s"]) == ("open", 2.0)
+    open_loop = rq["level"] == "r2"
+    assert rq.loc[open_loop, "send_lag_ms"].notna().all() and rq.loc[~open_loop, "send_lag_ms"].isna().all()
+    assert not (src / "export").exists()
+
+
 def test_request_columns_carry_units() -> None:
     row = request_row(dict(STREAM, _key="p0"), {"label": "c2", "mode": "closed"}, origin_ns=T0)
     plain = {"level", "point", "repeat", "key", "bucket", "request_id", "endpoint", "http_status", "completed", "error",
@@ -238,14 +263,72 @@ def test_flatten_is_generic_for_figures_added_later() -> None:
     entry = {"spec": {"label": "c4"}, "requests": {"errors": {"HTTP 500: boom": 2}, "completed": 5},
              "ttft_ms": {"n": 5, "p99": 10.0, "p99_ci95": [8.0, 12.5], "p50_ci95": None, "hist": [1, 2, 3, 4, 5]},
              "steady": {"window_s": 3.5, "ttft_ms": {"p50": 4.0}, "oversaturated": False},
-             "telemetry": {"vllm:num_preemptions_total": 3, "kv_cache_usage_fraction": {"max": 0.75}},
              "client": {"reasons": ["x"], "valid": None}, "note": "text is left out"}
     assert flatten_figures(entry) == {
         "completed_requests": 5, "ttft_count": 5, "ttft_p99_ms": 10.0, "ttft_p99_ci95_lo_ms": 8.0,
         "ttft_p99_ci95_hi_ms": 12.5, "ttft_p50_ci95_lo_ms": None, "ttft_p50_ci95_hi_ms": None,
-        "steady_window_s": 3.5, "steady_ttft_p50_ms": 4.0, "steady_oversaturated": False,
-        "telemetry_vllm_num_preemptions_total": 3, "telemetry_kv_cache_usage_max_fraction": 0.75,
-        "client_valid": None}
+        "steady_window_s": 3.5, "steady_ttft_p50_ms": 4.0, "steady_oversaturated": False, "client_valid": None}
+
+
+def test_flatten_names_the_server_block() -> None:
+    """The server block's shape (bench/telemetry_judge.py ``judge_level``): a family keeps the engine's own name and
+    takes a unit only from the block's ``unit`` field (a ``_seconds`` histogram); sample counts are ``_count``, a
+    bucket is an interval, the token comparison counts tokens and its ``requests`` count requests."""
+    server = {"telemetry": "ok", "scrapes": 12, "ok": 11, "failed": 1, "window_s": 5.5,
+              "counters": {"vllm:generation_tokens_total": {"delta": 640.0}},
+              "histograms": {"vllm:time_to_first_token_seconds": {"count": 8.0, "sum": 1.2, "mean": 0.15,
+                                                                   "p50": 0.1, "p50_bucket": [0.08, 0.1],
+                                                                   "unit": "s"},
+                             "vllm:request_params_n": {"count": 8.0, "p50": 0.5, "unit": None}},
+              "gauges": {"vllm:kv_cache_usage_perc": {"min": 0.0, "mean": 0.2, "max": 0.4, "n": 11}},
+              "tokens": {"generated_vs_usage": {"status": "agree", "server": 640.0, "client": 640, "tolerance": 6.4,
+                                                "counters": ["vllm:generation_tokens_total"]},
+                         "client": {"requests": 8, "usage_completion": 640, "no_usage": 0},
+                         "straddling": 0, "side_requests": 2},
+              "per_request": {"joined": 8, "malformed": 0, "prefill_share_mean": 0.4,
+                              "ttft_split": {"prefill_ms": {"n": 8, "p50": 30.0}}, "disagree": {"decode_time": 1}},
+              "flags": []}
+    ttft = "server_histograms_vllm_time_to_first_token_seconds"
+    assert flatten_figures({"server": server}) == {
+        "server_scrapes_count": 12, "server_ok_scrapes_count": 11, "server_failed_scrapes_count": 1,
+        "server_window_s": 5.5, "server_counters_vllm_generation_tokens_total_delta": 640.0,
+        f"{ttft}_count": 8.0, f"{ttft}_sum_s": 1.2, f"{ttft}_mean_s": 0.15, f"{ttft}_p50_s": 0.1,
+        f"{ttft}_p50_bucket_lo_s": 0.08, f"{ttft}_p50_bucket_hi_s": 0.1,
+        "server_histograms_vllm_request_params_n_count": 8.0, "server_histograms_vllm_request_params_n_p50": 0.5,
+        "server_gauges_vllm_kv_cache_usage_perc_min": 0.0, "server_gauges_vllm_kv_cache_usage_perc_mean": 0.2,
+        "server_gauges_vllm_kv_cache_usage_perc_max": 0.4, "server_gauges_vllm_kv_cache_usage_perc_count": 11,
+        "server_generated_vs_usage_server_tokens": 640.0, "server_generated_vs_usage_client_tokens": 640,
+        "server_generated_vs_usage_tolerance_tokens": 6.4, "server_tokens_client_requests": 8,
+        "server_client_usage_completion_tokens": 640, "server_tokens_client_no_usage_requests": 0,
+        "server_tokens_straddling_requests": 0, "server_tokens_side_requests": 2,
+        "server_per_request_joined_requests": 8, "server_per_request_malformed_requests": 0,
+        "server_per_request_prefill_share_mean_fraction": 0.4, "server_per_request_ttft_split_prefill_count": 8,
+        "server_per_request_ttft_split_prefill_p50_ms": 30.0, "server_per_request_disagree_decode_time_requests": 1}
+
+
+@pytest.mark.parametrize(("run_name", "engine"), [("llama-server", "llama-server"), ("vllm", "vllm")])
+def test_recorded_server_blocks_flatten_with_units(run_name: str, engine: str) -> None:
+    """The server blocks of real runs (tests/fixtures/telemetry/runs: llama-server and vLLM-CPU, level c4): every
+    column says its unit, but for the engine's own families (their unit is the engine's HELP text), and the values
+    come through unchanged."""
+    block = server_block(RunDir(FIXTURES / "telemetry" / "runs" / run_name), engine, "c4")
+    assert block is not None
+    flat = flatten_figures({"server": block})
+    units = ("_ms", "_s", "_tokens", "_requests", "_count", "_fraction")
+    own = ("server_counters_", "server_gauges_", "server_histograms_")
+    assert [c for c in flat if not c.endswith(units) and not c.startswith(own)] == []
+    t = block["tokens"]["generated_vs_usage"]
+    assert flat["server_generated_vs_usage_server_tokens"] == t["server"]
+    assert flat["server_generated_vs_usage_client_tokens"] == t["client"]
+    assert flat["server_scrapes_count"] == block["scrapes"]
+    if engine == "llama-server":
+        assert t["server"] == 144  # test_telemetry_judge: exact on an honest engine
+        assert flat["server_gauges_llamacpp_requests_processing_max"] == 4.0  # --concurrency 4 on --parallel 4
+        assert flat["server_per_request_joined_requests"] == 6
+    else:
+        h = block["histograms"]["vllm:time_to_first_token_seconds"]
+        assert flat["server_histograms_vllm_time_to_first_token_seconds_p99_s"] == h["p99"]
+        assert flat["server_histograms_vllm_time_to_first_token_seconds_count"] == h["count"] == 8
 
 
 def test_refuses_what_is_not_a_finished_bench_run(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
