@@ -21,6 +21,9 @@ reads those lines and the level's reply files, and returns the ``server`` block 
   tokens included: seen on vLLM 0.32, 2 × 520-token prompts with 512 cached counted 1040) /
   ``llamacpp:prompt_tokens_total + llamacpp:prompt_tokens_cached_total`` (llama-server's own HELP: "excluding cached
   tokens") / ``sglang:prompt_tokens_total``.
+* **TTFT, level scope** (vLLM, SGLang): the mean TTFT from the server's TTFT histogram (its sum is exact, not
+  bucketed) against ours over the same requests, with the server's mean queue, prefill and decode times beside it
+  (``ttft_breakdown``): what of our TTFT lies outside the server (HTTP, network, the client);
 * **per request** (llama-server's ``timings``, recorded as ``server_timings``): our TTFT split into the server's
   prefill (``prompt_ms``) and the rest (network, queueing before a slot, the client), and the server's counts against
   the reply's ``usage`` and our streamed count.
@@ -64,9 +67,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from inferencekit.shapes import reply_end_ns, reply_start_ns
 from inferencekit.stats import summarize
 
-__all__ = ["GENERATION_COUNTERS", "PROMPT_COUNTERS", "QUANTILE_METHOD", "TelemetryParseError", "client_tokens",
-           "compare_tokens", "histogram_quantile", "judge_level", "level_deltas", "parse_exposition", "quantile_bucket",
-           "request_join", "token_tolerance"]
+__all__ = ["GENERATION_COUNTERS", "PHASE_HISTOGRAMS", "PROMPT_COUNTERS", "QUANTILE_METHOD", "TelemetryParseError",
+           "client_tokens", "compare_tokens", "histogram_quantile", "judge_level", "level_deltas", "parse_exposition",
+           "quantile_bucket", "request_join", "token_tolerance", "ttft_breakdown"]
 
 QUANTILE_METHOD = ("bucket-interpolated, as Prometheus histogram_quantile: linear inside the bucket holding the "
                    "rank; first bucket's lower edge 0; a rank in +Inf gives the highest finite bound")
@@ -363,6 +366,48 @@ def request_join(replies: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
             "disagree": disagree, "examples": {k: v for k, v in examples.items() if v}}
 
 
+# server histograms (seconds) of a request's phases, by engine namespace: (TTFT, queue, prefill, decode, E2EL)
+PHASE_HISTOGRAMS: tuple[tuple[str, ...], ...] = (
+    ("vllm:time_to_first_token_seconds", "vllm:request_queue_time_seconds", "vllm:request_prefill_time_seconds",
+     "vllm:request_decode_time_seconds", "vllm:e2e_request_latency_seconds"),
+    ("sglang:time_to_first_token_seconds", "sglang:queue_time_seconds", "", "", "sglang:e2e_request_latency_seconds"),
+)
+TTFT_MEAN_SLACK = (0.01, 1.0)  # server mean TTFT may pass ours by 1 % + 1 ms (rounding of the seconds it sums)
+
+
+def ttft_breakdown(histograms: Mapping[str, Any], replies: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """Level-scope split of the mean TTFT from the server's histograms (vLLM, SGLang; exact: a histogram's sum is
+    not bucketed): ``{"requests", "client_ttft_mean_ms", "server_ttft_mean_ms", "server_queue_mean_ms",
+    "server_prefill_mean_ms", "server_decode_mean_ms", "client_e2el_mean_ms", "server_e2el_mean_ms",
+    "outside_server_mean_ms" (ours − the server's TTFT: HTTP, network, the client), "consistent"}``. Only when the
+    server's TTFT histogram counted exactly the requests the client timed in the window (else the means are of
+    different requests: None). ``consistent`` is False when the server's mean TTFT exceeds ours by more than 1 % + 1 ms
+    (vLLM measures from the request's arrival to the first token's output, both inside our TTFT)."""
+    for names in PHASE_HISTOGRAMS:
+        ttft = histograms.get(names[0])
+        if not ttft or ttft.get("count") in (None, 0):
+            continue
+        timed = [t for r in replies if (t := _num(r.get("ttft_ms"))) is not None and r.get("status") == 200]
+        if round(ttft["count"]) != len(timed):
+            return None
+        e2el = [t for r in replies if (t := _num(r.get("e2el_ms"))) is not None and r.get("status") == 200]
+
+        def mean_ms(name: str) -> float | None:
+            h = histograms.get(name) if name else None
+            return h["sum"] / h["count"] * 1000.0 if h and h.get("count") else None
+
+        client = sum(timed) / len(timed)
+        server = mean_ms(names[0])
+        assert server is not None
+        return {"requests": len(timed), "client_ttft_mean_ms": client, "server_ttft_mean_ms": server,
+                "server_queue_mean_ms": mean_ms(names[1]), "server_prefill_mean_ms": mean_ms(names[2]),
+                "server_decode_mean_ms": mean_ms(names[3]),
+                "client_e2el_mean_ms": sum(e2el) / len(e2el) if e2el else None,
+                "server_e2el_mean_ms": mean_ms(names[4]), "outside_server_mean_ms": client - server,
+                "consistent": server <= client * (1 + TTFT_MEAN_SLACK[0]) + TTFT_MEAN_SLACK[1]}
+    return None
+
+
 def _window(lines: Sequence[Mapping[str, Any]], wall: bool) -> tuple[int, int] | None:
     ok = _ok_scrapes(lines)
     key = "t_unix_ns" if wall else "t_ns"
@@ -395,6 +440,12 @@ def judge_level(label: str, lines: Sequence[Mapping[str, Any]], level_replies: S
         tokens = compare_tokens(block["counters"], seen, straddle)
         block["tokens"] = {**tokens, "client": seen, "straddling": straddle["requests"],
                            "side_requests": len(inside) - len(level_replies)}
+        split = ttft_breakdown(block["histograms"], inside) if not across else None
+        block["ttft_breakdown"] = split
+        if split is not None and not split["consistent"]:
+            flags.append(f"level {label}: the server's mean TTFT {split['server_ttft_mean_ms']:.1f} ms exceeds the "
+                         f"client's {split['client_ttft_mean_ms']:.1f} ms over the same {split['requests']} requests "
+                         "(tolerance 1 % + 1 ms)")
         for key, res in tokens.items():
             if res["status"] == "disagree":
                 what, src = key.split("_vs_")
