@@ -264,9 +264,22 @@ def _steady_table(run: BenchRun) -> str:
 # --------------------------------------------------------------------------------- throughput vs latency
 
 def _sweep_points(run: BenchRun) -> dict[str, dict[str, Any]]:
+    """Sweep points by their label and by each of their level labels (a point over ``--repeats`` has several)."""
     pts = (run.sweep or {}).get("points")
-    return {str(p["label"]): p for p in pts if isinstance(p, dict) and isinstance(p.get("label"), str)} \
-        if isinstance(pts, list) else {}
+    out: dict[str, dict[str, Any]] = {}
+    for p in pts if isinstance(pts, list) else []:
+        if isinstance(p, dict) and isinstance(p.get("label"), str) and not p.get("hold"):
+            out.setdefault(p["label"], p)
+            for lb in p.get("levels") or []:
+                if isinstance(lb, str):
+                    out.setdefault(lb, p)
+    return out
+
+
+def _uncertain(p: dict[str, Any]) -> bool:
+    """A point whose figures' intervals straddle a limit: ``certain`` False (an early draft of the format) or
+    ``"uncertain"`` (``bench/sweep_point.py``: ``pass``/``fail``/``uncertain``)."""
+    return p.get("certain") is False or p.get("certain") == "uncertain"
 
 
 def _meets_word(p: dict[str, Any] | None) -> str:
@@ -274,7 +287,7 @@ def _meets_word(p: dict[str, Any] | None) -> str:
     if p is None:
         return "—"
     word = "meets" if p.get("meets") is True else "misses" if p.get("meets") is False else "undecided"
-    return word + ("" if p.get("certain") is not False else " (uncertain)")
+    return word + (" (uncertain)" if _uncertain(p) else "")
 
 
 def _meets_color(p: dict[str, Any]) -> str:
@@ -411,25 +424,40 @@ def throughput_latency_chart(run: BenchRun) -> str:
 
 # --------------------------------------------------------------------------------------------- the sweep
 
+GOODPUT = "goodput fraction"
+
+
 def _fig(p: dict[str, Any], key: str) -> tuple[float | None, tuple[float, float] | None]:
-    f = (p.get("figures") or {}).get(key) if isinstance(p.get("figures"), dict) else None
-    if not isinstance(f, dict):
-        return None, None
-    ci = f.get("ci95")
-    lo_hi = (num(ci[0]), num(ci[1])) if isinstance(ci, list) and len(ci) == 2 else (None, None)
-    return num(f.get("value")), (lo_hi if None not in lo_hi else None)  # type: ignore[return-value]
+    """``(value, 95% CI)`` of one target's figure at a sweep point: ``figures[key]`` (``value``, ``ci95``); for
+    goodput the point's ``goodput`` block (``fraction``, ``ci95``: ``bench/sweep_point.py``) or
+    ``figures["goodput_fraction"]``."""
+    if key == GOODPUT:
+        g = sub(p, "goodput")
+        if g:
+            return num(g.get("fraction")), _ci(g.get("ci95"))
+        key = "goodput_fraction"
+    f = sub(sub(p, "figures"), key)
+    return num(f.get("value")), _ci(f.get("ci95"))
 
 
 def _targets(sweep: dict[str, Any]) -> list[tuple[str, str, float | None]]:
-    """``(figure key, what, limit)`` per panel: each percentile target, then goodput's fraction when set."""
+    """``(figure key, what, limit)`` per panel: each percentile target, then goodput's fraction when set.
+
+    A target is ``{"name", "metric", "stat", "limit_ms"}`` (``bench/sweep.py`` ``Target.to_json``: its figure is
+    ``figures[name]``), or ``{"key", "stat", "limit"}`` (figure ``figures["<key>_<stat>"]``)."""
     out = []
     for t in sweep.get("targets") or []:
-        if isinstance(t, dict) and isinstance(t.get("key"), str) and isinstance(t.get("stat"), str):
-            out.append((f"{t['key']}_{t['stat']}", f"{t['key'].removesuffix('_ms').upper()} {t['stat']} (ms)",
-                        num(t.get("limit"))))
+        if not isinstance(t, dict) or not isinstance(t.get("stat"), str):
+            continue
+        metric = t.get("metric", t.get("key"))
+        if not isinstance(metric, str):
+            continue
+        name = t["name"] if isinstance(t.get("name"), str) else f"{metric}_{t['stat']}"
+        what = f"{metric.removesuffix('_ms').upper()} {t['stat']} (ms)"
+        out.append((name, what, num(t.get("limit_ms", t.get("limit")))))
     g = sweep.get("goodput")
     if isinstance(g, dict):
-        out.append(("goodput_fraction", "goodput fraction (of requests)", num(g.get("min_fraction"))))
+        out.append((GOODPUT, "goodput fraction (of requests)", num(g.get("min_fraction"))))
     return out
 
 
@@ -446,22 +474,20 @@ def sweep_chart(run: BenchRun) -> str:
     axis = sweep.get("axis")
     unit = {"rate": "request rate (req/s)", "concurrency": "concurrency (streams)"}.get(str(axis), f"{axis}")
     points = sorted((p for p in sweep.get("points") or [] if isinstance(p, dict) and num(p.get("value")) is not None),
-                    key=lambda p: float(p["value"]))
+                    key=lambda p: (float(p["value"]), bool(p.get("hold"))))
     targets = _targets(sweep)
     b = sub(sweep, "boundary")
     bval = num(b.get("value")) if b.get("found") else None
-    bci = b.get("ci95")
-    bci = (num(bci[0]), num(bci[1])) if isinstance(bci, list) and len(bci) == 2 else (None, None)
+    bci = _ci(b.get("ci95")) or (None, None)
     rows = []
     for p in points:
         figs = []
         for key, _, _ in targets:
             v, ci = _fig(p, key)
-            figs.append("not measured" if v is None else fmt(v, 3 if key == "goodput_fraction" else 1)
-                        + (f" [{fmt(ci[0], 3 if key == 'goodput_fraction' else 1)}, "
-                           f"{fmt(ci[1], 3 if key == 'goodput_fraction' else 1)}]" if ci else " (no CI)"))
+            figs.append(_ci_text(v, ci, 3 if key == GOODPUT else 1))
         corr = sub(p, "correctness")
-        rows.append([str(p.get("label")), fmt(num(p.get("value")), 2), str(p.get("order", "—")), *figs,
+        rows.append([str(p.get("label")) + (" (hold: the boundary run again)" if p.get("hold") else ""),
+                     fmt(num(p.get("value")), 2), str(p.get("order", "—")), *figs,
                      _meets_word(p), f"{corr.get('verdict', 'NOT RUN')}" + (f": {corr['reason']}"
                                                                            if corr.get("reason") else "")])
     tbl = table(["point", unit, "search order", *[f"{w} [95% CI]" for _, w, _ in targets], "targets",
@@ -470,14 +496,16 @@ def sweep_chart(run: BenchRun) -> str:
     if b.get("found") and bval is not None:
         btxt = (f"boundary: {fmt(bval, 2)} {unit.split('(')[-1].rstrip(')')}"
                 + (f" [{fmt(bci[0], 2)}, {fmt(bci[1], 2)}] (95% CI)" if None not in bci else " (no CI)")
-                + f"; monotone: {'yes' if b.get('monotone') else 'no'}")
+                + f"; monotone: {'yes' if b.get('monotone') else 'no'}"
+                + ("" if b.get("held") is None else f"; held when run again: {'yes' if b.get('held') else 'NO'}"))
     else:
         btxt = "boundary: not found"
     if b.get("reason"):
         btxt += f" ({b['reason']})"
     caption = (f"{len(points)} point(s) along {unit}" + (f", resolution {fmt(res, 3)}" if res is not None else "")
                + ". Each panel: one target's figure per point with its 95% CI, the limit dashed; green meets every "
-               "target, red misses one, grey undecided (hollow: not certain). " + btxt + ".")
+               "target, red misses one, grey undecided (hollow: its interval straddles a limit; a diamond: the "
+               "boundary run once more to check it holds). " + btxt + ".")
     if not points or not targets:
         return figure(chart_id, "Sweep and SLO boundary.", None, caption,
                       "not measured: the sweep block has " + ("no points" if not points else "no targets") + ".", tbl)
@@ -495,14 +523,15 @@ def sweep_chart(run: BenchRun) -> str:
                     continue
                 drew = True
                 err = [[max(v - ci[0], 0.0)], [max(ci[1] - v, 0.0)]] if ci else None
-                hollow = p.get("certain") is False
-                ax.errorbar([x], [v], yerr=err, fmt="o", color=color, ecolor=color, capsize=3, markersize=6,
+                hollow = _uncertain(p)
+                ax.errorbar([x], [v], yerr=err, fmt="D" if p.get("hold") else "o", color=color, ecolor=color,
+                            capsize=3, markersize=6,
                             markerfacecolor="white" if hollow else color, zorder=3)
                 ax.annotate(_mpl(str(p.get("label"))), (x, v), xytext=(4, 4), textcoords="offset points",
                             fontsize=7)
             if limit is not None:
                 ax.axhline(limit, color="#333333", linestyle="--", linewidth=1,
-                           label=f"limit {fmt(limit, 3 if key == 'goodput_fraction' else 1)}")
+                           label=f"limit {fmt(limit, 3 if key == GOODPUT else 1)}")
             if bval is not None:
                 ax.axvline(bval, color="#4477aa", linewidth=1.4, label=f"boundary {fmt(bval, 2)}")
                 if None not in bci:

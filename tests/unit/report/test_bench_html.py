@@ -171,11 +171,12 @@ def test_the_sweep_chart_draws_points_targets_and_boundary(swept, sweep_dir):
     fig = figure_of(swept, "chart-sweep")
     assert 'class="ik-chart"' in fig and fig.count("<svg") == 1
     assert "boundary: 1.00 streams [1.00, 2.00] (95% CI); monotone: yes" in fig
-    assert "<td>c1</td><td>1.00</td><td>1</td><td>7,051.8 (no CI)</td><td>83.0 [60.5, 84.3]</td><td>meets</td>" in fig
+    assert ("<td>c1</td><td>1.00</td><td>1</td><td>7,051.8 (no CI)</td><td>83.0 [60.5, 84.3]</td>"
+            "<td>meets (uncertain)</td><td>NOT RUN: this recording sent no known answers (--kat 0)</td>") in fig
     assert "<td>misses (uncertain)</td><td>FAIL: hand-written: 1 of 4 known answers wrong at this load</td>" in fig
     assert "limit 8,000.0" in fig and "limit 90.0" in fig  # the targets' limits in each panel's legend
     thr = figure_of(swept, "chart-throughput-latency")
-    assert "<td>meets</td>" in thr and "<td>misses (uncertain)</td>" in thr and "Rings: sweep points" in thr
+    assert "<td>meets (uncertain)</td>" in thr and "<td>misses (uncertain)</td>" in thr and "Rings: sweep points" in thr
     assert swept.count("<svg") == 8  # and the server telemetry
 
 
