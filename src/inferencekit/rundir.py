@@ -291,6 +291,24 @@ class RunDir:
         (``TELEMETRY_FILE``; ``bench/telemetry.py`` writes it)."""
         return self.level_dir("outputs", safe_name(engine, "engine label"), safe_name(level, "level")) / TELEMETRY_FILE
 
+    def telemetry_lines(self, engine: str, level: str) -> list[dict[str, Any]] | None:
+        """The JSON lines of one level's server telemetry (``telemetry_path``; their kinds: ``bench/telemetry.py``),
+        or None when the level has none (telemetry off, an older run) or it cannot be read; a damaged line is
+        skipped."""
+        try:
+            raw = gzip.decompress(self.telemetry_path(engine, level).read_bytes())
+        except (OSError, EOFError, gzip.BadGzipFile, zlib.error):
+            return None
+        out: list[dict[str, Any]] = []
+        for line in raw.splitlines():
+            try:
+                val = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(val, dict):
+                out.append(val)
+        return out
+
     def engine_outputs(self, engine: str) -> Path:
         """``outputs/<engine>/``: every reply of one engine (fixed-length buckets, load levels, side requests)."""
         return self.path / "outputs" / safe_name(engine, "engine label")

@@ -208,21 +208,9 @@ def _write(run: RunDir, engine: str, label: str, lines: list[dict[str, Any]]) ->
 
 
 def read_telemetry(run: RunDir, engine: str, label: str) -> list[dict[str, Any]] | None:
-    """The lines of a level's telemetry file, or None when it has none (telemetry off, or an older run)."""
-    path = run.telemetry_path(engine, label)
-    try:
-        text = gzip.decompress(path.read_bytes())
-    except (OSError, EOFError, gzip.BadGzipFile):
-        return None
-    out = []
-    for raw in text.splitlines():
-        try:
-            val = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(val, dict):
-            out.append(val)
-    return out
+    """The lines of a level's telemetry file (``RunDir.telemetry_lines``), or None when it has none (telemetry off, or
+    an older run)."""
+    return run.telemetry_lines(engine, label)
 
 
 def server_block(run: RunDir, engine: str, label: str) -> dict[str, Any] | None:

@@ -154,3 +154,17 @@ def test_file_kept_when_the_level_raises(tmp_path: Path) -> None:
         run_level(tmp_path, metrics, body=broken)
     lines = read_telemetry(RunDir(tmp_path / "run"), "eng", "c1")
     assert lines is not None and lines[-1]["ok"] >= 1
+
+
+def test_reader_skips_damaged_lines_and_refuses_damaged_files(tmp_path: Path) -> None:
+    import gzip
+
+    from inferencekit.rundir import write_bytes
+
+    run = RunDir.create(tmp_path / "run")
+    path = run.telemetry_path("eng", "c1")
+    write_bytes(path, gzip.compress(b'{"kind": "header"}\n{"kind": "scr\n[1, 2]\n{"kind": "summary"}\n'))
+    assert run.telemetry_lines("eng", "c1") == [{"kind": "header"}, {"kind": "summary"}]
+    write_bytes(path, b"not gzip")
+    assert run.telemetry_lines("eng", "c1") is None
+    assert run.telemetry_lines("eng", "c2") is None
