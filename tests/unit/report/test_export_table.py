@@ -233,6 +233,18 @@ def test_request_columns_carry_units() -> None:
     assert [c for c in row if c not in plain and not re.search(r"_(ms|s|tokens|count)$", c)] == []
 
 
+def test_wrong_types_in_a_reply_are_missing_values_not_exceptions() -> None:
+    bad = dict(STREAM, _key="p9", status="200", usage=["16"], itl_ms=[50.0, "x", None, True, 70.0], ttft_ms="fast",
+               finish_reason=7, error={"e": 1}, sent_ns="now", n_streamed=True)
+    row = request_row(bad, {"label": "c2", "mode": "open"}, origin_ns=T0)
+    assert (row["http_status"], row["completed"], row["ttft_ms"], row["tpot_ms"], row["start_s"]) == (
+        None, False, None, None, None)
+    assert (row["finish_reason"], row["error"], row["prompt_tokens"], row["output_tokens"], row["send_lag_ms"]) == (
+        None, None, None, None, None)
+    assert (row["itl_count"], row["itl_mean_ms"], row["itl_max_ms"]) == (2, 60.0, 70.0)  # the two numbers only
+    assert row["e2el_ms"] == 1113.242284
+
+
 def test_level_filter_by_label_and_by_point(run: RunDir, tmp_path: Path) -> None:
     req, lev = export_tables(run.path, "parquet", level="r2.5", output=str(tmp_path / "one") + "/")
     assert (req, lev) == (tmp_path / "one" / "requests.parquet", tmp_path / "one" / "levels.parquet")
