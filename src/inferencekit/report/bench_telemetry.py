@@ -1,6 +1,7 @@
 """The server-telemetry chart of the bench report page: the engine's own metrics over the run's time.
 
-Reads each level's ``outputs/<engine>/load-<level>/server_metrics.jsonl.gz`` (``rundir.TELEMETRY_FILE``; the line
+Reads each level's ``outputs/<engine>/load-<level>/server_metrics.jsonl.gz`` (``rundir.TELEMETRY_FILE``, through
+``RunDir.telemetry_lines``; the line
 kinds are ``bench/telemetry.py``'s: ``header``, ``scrape`` with ``t_ns``/``t_unix_ns`` and parsed ``families``,
 ``no_telemetry``, ``summary``). Drawn, on the page's time axis (the scrape's ``t_ns`` is the reply files'
 ``sent_ns`` clock; ``t_unix_ns`` when the replies are on the wall clock of ``--workers``/``--ray``):
@@ -22,21 +23,14 @@ any level the chart says "no server telemetry recorded" and draws no axis; every
 
 from __future__ import annotations
 
-import gzip
-import zlib
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
-
-import orjson
 
 from inferencekit.report.bench_charts import figure, fmt, level_colors, svg_of, table
 from inferencekit.report.bench_data import BenchRun, num
+from inferencekit.rundir import TELEMETRY_FILE
 
-TELEMETRY_FILE = "server_metrics.jsonl.gz"  # rundir.TELEMETRY_FILE: bench/telemetry.py writes it in each level folder
-
-__all__ = ["CHART_ID", "GENERATED", "KV", "RUNNING", "TELEMETRY_FILE", "WAITING", "level_series", "read_lines",
-           "telemetry_chart"]
+__all__ = ["CHART_ID", "GENERATED", "KV", "RUNNING", "WAITING", "level_series", "telemetry_chart"]
 
 CHART_ID = "chart-server-telemetry"
 # sample names, first present wins (vLLM, llama-server, SGLang)
@@ -45,26 +39,6 @@ WAITING = ("vllm:num_requests_waiting", "llamacpp:requests_deferred", "sglang:nu
 KV = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "llamacpp:kv_cache_usage_ratio",
       "sglang:token_usage")
 GENERATED = ("vllm:generation_tokens_total", "llamacpp:tokens_predicted_total", "sglang:generation_tokens_total")
-
-
-def read_lines(path: Path) -> list[dict[str, Any]] | None:
-    """The JSON objects of one telemetry file (gzip JSON lines), None when there is no file; a damaged file gives
-    what could be read (a line that is not a JSON object is skipped)."""
-    if not path.is_file():
-        return None
-    try:
-        raw = gzip.decompress(path.read_bytes()) if path.name.endswith(".gz") else path.read_bytes()
-    except (OSError, EOFError, gzip.BadGzipFile, zlib.error):
-        return []
-    out = []
-    for line in raw.splitlines():
-        try:
-            obj = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(obj, dict):
-            out.append(obj)
-    return out
 
 
 def _value(families: Mapping[str, Any], names: Sequence[str]) -> tuple[str, float] | None:
@@ -130,14 +104,17 @@ def telemetry_chart(run: BenchRun) -> str:
     caption = ("What the server itself reported while the levels ran (its Prometheus /metrics, scraped by the client), "
                "as opposed to the client-side figures everywhere else on this page.")
     per_level: list[tuple[str, dict[str, Any] | None]] = []
+    unreadable = set()
     for lv in run.levels:
-        lines = read_lines(run.run.level_dir("outputs", run.engine, lv.label) / TELEMETRY_FILE)
+        lines = run.run.telemetry_lines(run.engine, lv.label)
+        if lines is None and run.run.telemetry_path(run.engine, lv.label).is_file():
+            unreadable.add(lv.label)
         per_level.append((lv.label, None if lines is None else
                           level_series(lines, run.origin_ns or 0, run.wall_clock)))
     rows = []
     for label, s in per_level:
         if s is None:
-            rows.append([label, "no file", "—", "—", "—"])
+            rows.append([label, "unreadable file" if label in unreadable else "no file", "—", "—", "—"])
         else:
             rows.append([label, f"{s['ok']} of {s['scrapes']}",
                          f"{fmt(s['interval_s'], 2)}" if s["interval_s"] is not None else "—",
@@ -145,6 +122,10 @@ def telemetry_chart(run: BenchRun) -> str:
                          s["no_telemetry"] or "—"])
     tbl = table(["level", "good scrapes (n)", "interval (s)", "series drawn (sample names)", "no telemetry because"],
                 rows)
+    if unreadable and all(s is None for _, s in per_level):
+        return figure(CHART_ID, title, None, caption, "not measured: the telemetry file of "
+                      f"{', '.join(sorted(unreadable))} cannot be read (not gzip JSON lines), and no other level has "
+                      "one.", tbl)
     if all(s is None for _, s in per_level):
         return figure(CHART_ID, title, None, caption,
                       f"no server telemetry recorded: no level of {run.engine} has a {TELEMETRY_FILE} (bench serve "

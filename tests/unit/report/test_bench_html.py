@@ -6,6 +6,7 @@ against hand-computed values for the pure helpers; the browser check is test_ben
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 from pathlib import Path
@@ -17,7 +18,7 @@ from inferencekit.errors import OpError
 from inferencekit.report.bench_charts import CHART_IDS
 from inferencekit.report.bench_data import ecdf, load_bench_run, pareto_front, thin
 from inferencekit.report.bench_html import bench_page, describe_level, write_bench_html
-from inferencekit.report.bench_telemetry import level_series, read_lines
+from inferencekit.report.bench_telemetry import level_series
 from tests.cli_run import run_cli
 from tests.unit.report.bench_runs import (
     BENCH_RUN,
@@ -275,7 +276,8 @@ def test_load_points_over_repeats_are_drawn_as_means_with_their_interval(tmp_pat
 
 @pytest.mark.parametrize(("level", "scrapes", "running_max"), [("c1", 71, 1.0), ("c2", 97, 2.0)])
 def test_level_series_of_recorded_llama_server_telemetry(level, scrapes, running_max):
-    lines = read_lines(TELEMETRY / f"{level}.{TELEMETRY_FILE}")
+    raw = gzip.decompress((TELEMETRY / f"{level}.{TELEMETRY_FILE}").read_bytes())
+    lines = [json.loads(x) for x in raw.splitlines()]
     s = level_series(lines, TELEMETRY_FIRST_SEND_NS[level], wall=False)
     assert (s["scrapes"], s["ok"], s["interval_s"], s["no_telemetry"]) == (scrapes, scrapes, 0.5, None)
     assert s["names"] == {"running": "llamacpp:requests_processing", "waiting": "llamacpp:requests_deferred",
@@ -289,10 +291,12 @@ def test_level_series_of_recorded_llama_server_telemetry(level, scrapes, running
     assert len(s["gen_rate"]) == scrapes - 1 and rate_dt == pytest.approx(96.0, abs=1e-9)
 
 
-def test_read_lines_of_a_missing_or_damaged_file(tmp_path):
-    assert read_lines(tmp_path / TELEMETRY_FILE) is None
-    (tmp_path / TELEMETRY_FILE).write_bytes(b"not gzip")
-    assert read_lines(tmp_path / TELEMETRY_FILE) == []
+def test_a_damaged_telemetry_file_is_named_not_drawn(tmp_path):
+    run_dir = copy_run(tmp_path / "run")
+    (run_dir / "outputs" / "llama-cpp-python" / "load-c1" / TELEMETRY_FILE).write_bytes(b"not gzip")
+    fig = figure_of(bench_page(load_bench_run(run_dir)), "chart-server-telemetry")
+    assert "not-measured" in fig and "cannot be read" in fig
+    assert "<td>c1</td><td>unreadable file</td>" in fig and "<td>c2</td><td>no file</td>" in fig
 
 
 def test_the_telemetry_chart_draws_the_recorded_scrapes(swept):
