@@ -69,7 +69,7 @@ from inferencekit.stats import summarize
 
 __all__ = ["GENERATION_COUNTERS", "PHASE_HISTOGRAMS", "PROMPT_COUNTERS", "QUANTILE_METHOD", "TelemetryParseError",
            "client_tokens", "compare_tokens", "histogram_quantile", "judge_level", "level_deltas", "parse_exposition",
-           "quantile_bucket", "request_join", "token_tolerance", "ttft_breakdown"]
+           "quantile_bucket", "request_join", "token_tolerance", "ttft_breakdown", "ttft_inconsistent"]
 
 QUANTILE_METHOD = ("bucket-interpolated, as Prometheus histogram_quantile: linear inside the bucket holding the "
                    "rank; first bucket's lower edge 0; a rank in +Inf gives the highest finite bound")
@@ -379,9 +379,9 @@ def ttft_breakdown(histograms: Mapping[str, Any], replies: Sequence[Mapping[str,
     """Level-scope split of the mean TTFT from the server's histograms (vLLM, SGLang; exact: a histogram's sum is
     not bucketed): ``{"requests", "client_ttft_mean_ms", "server_ttft_mean_ms", "server_queue_mean_ms",
     "server_prefill_mean_ms", "server_decode_mean_ms", "client_e2el_mean_ms", "server_e2el_mean_ms",
-    "outside_server_mean_ms" (ours − the server's TTFT: HTTP, network, the client), "consistent"}``. Only when the
-    server's TTFT histogram counted exactly the requests the client timed in the window (else the means are of
-    different requests: None). ``consistent`` is False when the server's mean TTFT exceeds ours by more than 1 % + 1 ms
+    "outside_server_mean_ms" (ours − the server's TTFT: HTTP, network, the client)}``. Only when the server's TTFT
+    histogram counted exactly the requests the client timed in the window (else the means are of different requests:
+    None). ``ttft_inconsistent`` says whether the server's mean may not be: it exceeds ours by more than 1 % + 1 ms
     (vLLM measures from the request's arrival to the first token's output, both inside our TTFT)."""
     for names in PHASE_HISTOGRAMS:
         ttft = histograms.get(names[0])
@@ -403,9 +403,14 @@ def ttft_breakdown(histograms: Mapping[str, Any], replies: Sequence[Mapping[str,
                 "server_queue_mean_ms": mean_ms(names[1]), "server_prefill_mean_ms": mean_ms(names[2]),
                 "server_decode_mean_ms": mean_ms(names[3]),
                 "client_e2el_mean_ms": sum(e2el) / len(e2el) if e2el else None,
-                "server_e2el_mean_ms": mean_ms(names[4]), "outside_server_mean_ms": client - server,
-                "consistent": server <= client * (1 + TTFT_MEAN_SLACK[0]) + TTFT_MEAN_SLACK[1]}
+                "server_e2el_mean_ms": mean_ms(names[4]), "outside_server_mean_ms": client - server}
     return None
+
+
+def ttft_inconsistent(split: Mapping[str, Any]) -> bool:
+    """True when the server's mean TTFT passes ours by more than 1 % + 1 ms (``ttft_breakdown``)."""
+    return bool(split["server_ttft_mean_ms"] > split["client_ttft_mean_ms"] * (1 + TTFT_MEAN_SLACK[0])
+                + TTFT_MEAN_SLACK[1])
 
 
 def _window(lines: Sequence[Mapping[str, Any]], wall: bool) -> tuple[int, int] | None:
@@ -417,10 +422,11 @@ def _window(lines: Sequence[Mapping[str, Any]], wall: bool) -> tuple[int, int] |
 def judge_level(label: str, lines: Sequence[Mapping[str, Any]], level_replies: Sequence[Mapping[str, Any]],
                 side_replies: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The ``server`` block of one level: ``level_deltas``, the level-scope token comparison (``tokens``), the
-    per-request join (``per_request``), and ``flags`` (one sentence per disagreement beyond tolerance; empty when
-    none). ``side_replies`` are the engine's other replies (warm-up, extra requests): those inside the scrape window
-    count, those across its edge widen the tolerance. Clock: the scrapes' ``t_ns`` (the client's perf_counter, as
-    ``sent_ns``), or ``t_unix_ns`` when the replies carry ``clock_offset_ns`` (several client processes)."""
+    per-request join (``per_request``), ``ttft_breakdown`` (absent when the server has no TTFT histogram), and
+    ``flags`` (one sentence per disagreement beyond tolerance; empty when none). ``side_replies`` are the engine's
+    other replies (warm-up, extra requests): those inside the scrape window count, those across its edge widen the
+    tolerance. Clock: the scrapes' ``t_ns`` (the client's perf_counter, as ``sent_ns``), or ``t_unix_ns`` when the
+    replies carry ``clock_offset_ns`` (several client processes)."""
     block = level_deltas(lines)
     req = request_join(level_replies)
     block["per_request"] = req
@@ -441,8 +447,9 @@ def judge_level(label: str, lines: Sequence[Mapping[str, Any]], level_replies: S
         block["tokens"] = {**tokens, "client": seen, "straddling": straddle["requests"],
                            "side_requests": len(inside) - len(level_replies)}
         split = ttft_breakdown(block["histograms"], inside) if not across else None
-        block["ttft_breakdown"] = split
-        if split is not None and not split["consistent"]:
+        if split is not None:
+            block["ttft_breakdown"] = split
+        if split is not None and ttft_inconsistent(split):
             flags.append(f"level {label}: the server's mean TTFT {split['server_ttft_mean_ms']:.1f} ms exceeds the "
                          f"client's {split['client_ttft_mean_ms']:.1f} ms over the same {split['requests']} requests "
                          "(tolerance 1 % + 1 ms)")
