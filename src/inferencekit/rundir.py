@@ -37,7 +37,8 @@ from inferencekit.errors import OpError
 from inferencekit.redact import scrub
 
 __all__ = ["CLIENT_FILE", "EXTRA_FOLDERS", "GATE_RUN_NAME", "KAT_ALONE", "KAT_LOAD", "PROBES_FOLDER", "TELEMETRY_FILE",
-           "RETOKENIZED_FILE", "STRUCTURED_ALONE", "STRUCTURED_FOLDER", "RunDir", "structured_folder", "file_key",
+           "RETOKENIZED_FILE", "STRUCTURED_ALONE", "STRUCTURED_FOLDER", "RunDir", "kat_folder", "structured_folder",
+           "file_key",
            "gate_run_name", "journal_paths", "quality_sets_in",
            "walk_engine_folder",
            "write_json", "read_json", "write_bytes", "new_run_id", "safe_name", "default_runs_root",
@@ -62,6 +63,7 @@ SALT_PATTERN = re.compile(r"^\[ik-([0-9a-f]{8,32})\] ")
 RETOKENIZED_FILE = "retokenized.json"
 CAPABILITIES_FILE = "capabilities.jsonl"  # the capability probe's log under probes/ (api/probe.py)
 CLIENT_FILE = "client.json"  # a level's client pace figures (bench/pace.py)
+SWEEP_FILE = "sweep.json"  # a bench sweep's points, their judgements and the boundary (bench/sweep_run.py)
 # a level's server telemetry: its Prometheus /metrics scraped while it ran (bench/telemetry.py gives the lines)
 TELEMETRY_FILE = "server_metrics.jsonl.gz"
 JOURNAL_GLOB = "journal*.jsonl"  # a level's journals: journal.jsonl, and journal-w<i>.jsonl per --workers process
@@ -75,6 +77,13 @@ EXTRA_FOLDERS = (PROBES_FOLDER, KAT_ALONE, KAT_LOAD)
 # and again inside every level into ``structured/load-<level>`` (one folder per level, named as the level's own).
 STRUCTURED_FOLDER = "structured"
 STRUCTURED_ALONE = f"{STRUCTURED_FOLDER}/alone"
+
+
+def kat_folder(level: str | None) -> str:
+    """The folder of the known-answer copies sent inside a load level: ``kat/load`` for the one level ``bench serve
+    --kat`` sends them into (``level`` None), ``kat/load-<level>`` for each level of a ``bench sweep``, which sends
+    them inside every point."""
+    return KAT_LOAD if level is None else f"{KAT_LOAD}-{safe_name(level, 'level')}"
 
 
 def structured_folder(level: str | None) -> str:
@@ -405,8 +414,15 @@ class RunDir:
         return out + [(d.name[len("load-"):], f"{STRUCTURED_FOLDER}/{d.name}")
                       for d in sorted(base.glob("load-*")) if d.is_dir()]
 
+    def kat_level_folders(self, engine: str) -> list[tuple[str, str]]:
+        """``(level, folder)`` of each ``kat/load-<level>`` folder of ``engine`` (``bench sweep``), by folder name."""
+        base = self.path / "outputs" / engine / "kat"
+        return [(d.name[len("load-"):], f"kat/{d.name}") for d in sorted(base.glob("load-*")) if d.is_dir()] \
+            if base.is_dir() else []
+
     def _extra_folders(self, engine: str) -> list[str]:
-        return [*EXTRA_FOLDERS, *(folder for _, folder in self.structured_folders(engine))]
+        return [*EXTRA_FOLDERS, *(folder for _, folder in self.kat_level_folders(engine)),
+                *(folder for _, folder in self.structured_folders(engine))]
 
     def extra_replies(self, engine: str) -> list[tuple[str, Path]]:
         """``(folder, reply file)`` of every extra request a load mixed in (``EXTRA_FOLDERS``, then the structured
@@ -476,6 +492,11 @@ class RunDir:
     @property
     def evidence_dir(self) -> Path:
         return self.path / "evidence"
+
+    @property
+    def sweep_path(self) -> Path:
+        """``sweep.json``: a ``bench sweep`` run's points and boundary (``bench/sweep_run.py``)."""
+        return self.path / SWEEP_FILE
 
     @property
     def engine_dir(self) -> Path:

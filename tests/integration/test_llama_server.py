@@ -350,3 +350,21 @@ def test_completions_ttft_contains_prompt_ms(llama_server_engine, tmp_path) -> N
     for r in replies:
         assert r["ttft_ms"] >= r["server_timings"]["prompt_ms"] > 0, r["_rel"]
         assert r["usage"]["completion_tokens"] == r["server_timings"]["predicted_n"] == 16
+
+
+def test_bench_serve_export_parquet_loads_in_pandas(llama_server_engine, tmp_path):
+    """``bench serve --export parquet``: the finished run as two tables, one line to load each in pandas."""
+    pd = pytest.importorskip("pandas", reason="the parquet extra (pandas, pyarrow) is not installed")
+    run = tmp_path / "r"
+    code, out = run_cli(["bench", "serve", "--base-url", llama_server_engine.url, "--concurrency", "1,2",
+                         "--num-prompts", "3", "--max-tokens", "4", "--warmup", "0", "--export", "parquet",
+                         "--run-dir", str(run)])
+    assert bench_ok(code, out), out
+    assert out["exports"] == [str(run / "export" / "requests.parquet"), str(run / "export" / "levels.parquet")]
+    requests = pd.read_parquet(run / "export" / "requests.parquet")
+    levels = pd.read_parquet(run / "export" / "levels.parquet")
+    assert len(requests) == 6 and sorted(set(requests["level"])) == ["c1", "c2"]
+    assert {"ttft_ms", "e2el_ms", "output_tokens", "start_s"} <= set(requests.columns)
+    for lbl, v in out["levels"].items():
+        row = levels[levels["level"] == lbl].iloc[0]
+        assert row["ttft_p50_ms"] == v["ttft_ms"]["p50"] and row["completed_requests"] == 3

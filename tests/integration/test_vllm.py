@@ -185,3 +185,17 @@ def test_contract_on_vllm(vllm_engine, tmp_path) -> None:
                                                              "response_format type 'bogus'"))
     assert items["tool_choice named"]["calls"] == ["get_time"]
     assert items["tool calls streamed vs not"]["verdict"] == "PASS"
+
+
+def test_sweep_resets_vllms_prefix_cache_between_points(vllm_engine, tmp_path) -> None:
+    """``bench sweep --reset-cache``: vLLM's POST /reset_prefix_cache (served because `engine up` sets
+    VLLM_SERVER_DEV_MODE=1) before every point, recorded per point in sweep.json."""
+    run = tmp_path / "sweep"
+    code, out = run_cli(["bench", "sweep", "--base-url", vllm_engine.url, "--concurrency", "1,2", "--reset-cache",
+                         "--slo-target", "ttft_p50=600000", "--kat", "0", "--num-prompts", "4", "--max-tokens", "4",
+                         "--warmup", "0", "--run-dir", str(run)])
+    assert out is not None, code
+    doc = json.loads((run / "sweep.json").read_text())
+    assert doc["cache_reset"]["asked"] is True
+    done = {"reset": True, "path": "/reset_prefix_cache", "status": 200}
+    assert doc["cache_reset"]["points"] == [{"level": "c1", **done}, {"level": "c2", **done}]

@@ -50,6 +50,7 @@ class ServeConfig:
     workers: int = 1  # client processes per level (bench/workers.py); with ray, Ray actors
     repeats: int = 1  # --repeats: each load point run this many times, its levels labelled <point>_rep<i>
     ray: str | None = None  # --ray: a Ray cluster address ("default": RAY_ADDRESS or a local Ray), None = no Ray
+    metrics_interval_s: float = 1.0  # --metrics-interval: scrape the server's /metrics every so many s (0 = off)
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)

@@ -29,8 +29,10 @@ from inferencekit.bench.manifest import METRICS_MANIFEST
 from inferencekit.bench.metrics import level_metrics
 from inferencekit.bench.pace_judge import judge_client_pace
 from inferencekit.bench.plan import LevelSpec, PlannedRequest, Planner, request_body
+from inferencekit.bench.repeats import interval_notes, point_summaries
 from inferencekit.bench.runner import LevelOutcome, LoadRunner
 from inferencekit.bench.split import Share, split_level
+from inferencekit.bench.telemetry import level_telemetry, server_block
 from inferencekit.bench.workers import ProcessPool, WorkerTask, run_level_split
 from inferencekit.data.datasets import build_dynamic
 from inferencekit.data.prompts import Prompt
@@ -158,6 +160,7 @@ class ServeSession:
         self.pool = open_pool(cfg) if cfg.workers > 1 or cfg.ray is not None else None
         self.state: dict[str, Any] = {}
         self.ran: list[str] = []
+        self.retokenized: set[str] = set()
 
     def close(self) -> None:
         if self.pool is not None:
@@ -203,35 +206,51 @@ class ServeSession:
             self.on_level(spec.label, (cfg.num_prompts or 0) if cfg.duration_s is None else 0)
         seed = random.Random(f"{cfg.seed}:{spec.label}:{state['levels'][spec.label]['attempt']}").getrandbits(32)
         n_req = None if cfg.duration_s else cfg.num_prompts
-        if self.pool is None:
-            outcome = await self.runner.run_level(spec, self.planner, num_requests=n_req, duration_s=cfg.duration_s,
-                                                  seed=seed)
-        else:
-            outcome = await _split_level(self.pool, cfg, self.client, run, self.engine, spec, self.planner,
-                                         self.runner, self.body_kw, self.optional, self.prompts, n_req, seed,
-                                         self.on_done)
+        async with level_telemetry(self.client, run, self.engine, spec.label, interval_s=cfg.metrics_interval_s):
+            if self.pool is None:
+                outcome = await self.runner.run_level(spec, self.planner, num_requests=n_req,
+                                                      duration_s=cfg.duration_s, seed=seed)
+            else:
+                outcome = await _split_level(self.pool, cfg, self.client, run, self.engine, spec, self.planner,
+                                             self.runner, self.body_kw, self.optional, self.prompts, n_req, seed,
+                                             self.on_done)
         state["levels"][spec.label].update(state="done", sent=outcome.sent, ok=outcome.ok, failed=outcome.failed,
                                            wall_s=round(outcome.wall_s, 3))
         run.update_run(bench_state=state)
         self.ran.append(spec.label)
         return outcome
 
-    async def finish(self) -> dict[str, Any]:
+    async def retokenize(self) -> str | None:
+        """Re-tokenized counts of the levels sent in this session (off the timing path; levels kept from before keep
+        their counts, and the files their record hashed); the tokenizer's source, None without one."""
+        if not self.cfg.retokenize:
+            return None
+        tok = choose_tokenizer(self.cfg.tokenizer, self.client, self.info.dialect)
+        if tok is None:
+            return None
+        for label in self.ran:
+            if label in self.retokenized:
+                continue
+            counts, errors = await _retokenize(tok, load_level_replies(self.run, self.engine, label))
+            write_json(self.run.level_dir("outputs", self.engine, label) / RETOKENIZED_FILE,
+                       {"tokenizer": tok.source, "counts": dict(sorted(counts.items())),
+                        **({"errors": dict(sorted(errors.items()))} if errors else {})})
+            self.retokenized.add(label)
+        return tok.source
+
+    async def finish(self, extra_data: dict[str, Any] | None = None,
+                     extra_artifacts: Sequence[tuple[Path, str]] = ()) -> dict[str, Any]:
         """Re-tokenize the levels sent in this session, then judge every level's files into the record (saved); a
-        resumed run with nothing left to send returns its stored record."""
+        resumed run with nothing left to send returns its stored record. ``extra_data``, ``extra_artifacts``: as
+        ``bench_record``'s."""
         run, cfg, engine = self.run, self.cfg, self.engine
         previous = run.read_run().get("bench_record")
         if self.resume and not self.ran and previous and (run.evidence_dir / f"{previous}.json").is_file():
             record: dict[str, Any] = read_json(run.evidence_dir / f"{previous}.json")
             return record  # nothing was left to do: the record stands
-        tok = choose_tokenizer(cfg.tokenizer, self.client, self.info.dialect) if cfg.retokenize else None
-        if tok is not None:
-            for label in self.ran:  # levels kept from before keep their counts (and the files their record hashed)
-                counts, errors = await _retokenize(tok, load_level_replies(run, engine, label))
-                write_json(run.level_dir("outputs", engine, label) / RETOKENIZED_FILE,
-                           {"tokenizer": tok.source, "counts": dict(sorted(counts.items())),
-                            **({"errors": dict(sorted(errors.items()))} if errors else {})})
-        return bench_record(run, cfg, self.info, engine, retok_source=tok.source if tok else None, fixed=self.fixed)
+        source = await self.retokenize()
+        return bench_record(run, cfg, self.info, engine, retok_source=source, fixed=self.fixed,
+                            extra_data=extra_data, extra_artifacts=extra_artifacts)
 
 
 async def _split_level(pool: Any, cfg: ServeConfig, client: Client, run: RunDir, engine: str, spec: LevelSpec,
@@ -274,8 +293,12 @@ def open_pool(cfg: ServeConfig) -> Any:
 
 
 def bench_record(run: RunDir, cfg: ServeConfig, info: EngineInfo, engine: str, *, retok_source: str | None,
-                 fixed: dict[str, Any]) -> dict[str, Any]:
-    """Judge the files of a finished run into the ``bench`` record (pure but for reading files and saving)."""
+                 fixed: dict[str, Any], extra_data: dict[str, Any] | None = None,
+                 extra_artifacts: Sequence[tuple[Path, str]] = ()) -> dict[str, Any]:
+    """Judge the files of a finished run into the ``bench`` record (pure but for reading files and saving).
+
+    ``extra_data``: more keys for the record's data (``bench sweep`` adds ``sweep``); ``extra_artifacts``: more
+    files the record lists and hashes, ``(path, role)``."""
     levels: dict[str, Any] = {}
     metrics: list[dict[str, Any]] = []
     artifacts: list[dict[str, str]] = []
@@ -303,6 +326,11 @@ def bench_record(run: RunDir, cfg: ServeConfig, info: EngineInfo, engine: str, *
             invalid.append(spec.label)
             limitations += [f"level {spec.label} is invalid, the client set its pace: {x}" for x in pace["reasons"]]
         levels[spec.label] = {"spec": spec.describe(), **m, "client": pace}
+        server = server_block(run, engine, spec.label)  # the server's /metrics over the level (bench/telemetry.py)
+        if server is not None:
+            levels[spec.label]["server"] = server
+            artifacts.append(artifact(run.path / server["file"], run.path, "server telemetry"))
+            limitations += [f"server telemetry disagrees with the client: {f}" for f in server["flags"]]
         if client_file.is_file():
             artifacts.append(artifact(client_file, run.path, "client pace figures"))
         total += m["requests"]["total"]
@@ -364,6 +392,7 @@ def bench_record(run: RunDir, cfg: ServeConfig, info: EngineInfo, engine: str, *
         extra_counts[folder] = extra_counts.get(folder, 0) + 1
         role = "structured request reply" if folder.startswith(f"{STRUCTURED_FOLDER}/") else "extra request reply"
         artifacts.append(artifact(path, run.path, EXTRA_ROLES.get(folder, role)))
+    artifacts += [artifact(path, run.path, role) for path, role in extra_artifacts]
     failed = total - ok
     if failed:
         limitations.append(f"{failed} of {total} requests failed (see each level's errors); `inferencekit bench serve "
@@ -377,6 +406,8 @@ def bench_record(run: RunDir, cfg: ServeConfig, info: EngineInfo, engine: str, *
                    f"{_fmt(v['throughput']['output_throughput_tok_s'])} tok/s"
                    for lbl, v in levels.items())
                + (f"; extra requests (judged by the gates): {extra_counts}" if extra_counts else ""))
+    points = point_summaries(levels)  # each load point across its --repeats, with 95% intervals (bench/repeats.py)
+    limitations += interval_notes(points, levels)
     run_json = run.read_run()
     rec = build_record(
         kind="bench", claim_class="observed", summary=summary,
@@ -391,7 +422,7 @@ def bench_record(run: RunDir, cfg: ServeConfig, info: EngineInfo, engine: str, *
               "dropped_fields": sorted(dropped), "fallbacks": fallbacks, "retokenize_refused": sorted(refused),
               "pins": run_json.get("pins"), "history": run_json.get("bench_state"),
               "resumes": run_json.get("resumes", []), "metrics_manifest": METRICS_MANIFEST,
-              "extra_requests": extra_counts})
+              "extra_requests": extra_counts, "points": points, **(extra_data or {})})
     save_record(rec, run)
     run.update_run(bench_record=rec["evidence_id"])
     return rec

@@ -21,6 +21,7 @@ from inferencekit.commands import (  # noqa: F401
     probe,
     quality,
     report,
+    sweep,
     verify,
 )
 from inferencekit.registry import Call, Outcome, operation, schema

@@ -36,7 +36,7 @@ from inferencekit.rundir import RunDir, safe_name
 from inferencekit.stats import combine_claims
 from inferencekit.verify import bench_extras
 
-__all__ = ["BENCH_ARGS", "bench_export", "bench_serve", "check_export_args", "config_from_args"]
+__all__ = ["BENCH_ARGS", "bench_export", "bench_serve", "check_export_args", "config_from_args", "judge_extras"]
 
 BENCH_ARGS: tuple[Arg, ...] = (
     Arg("concurrency", "array", "Closed-loop levels: streams kept busy, e.g. 1,4,16 (default 1,2,4 when no "
@@ -96,12 +96,18 @@ BENCH_ARGS: tuple[Arg, ...] = (
     Arg("ray", "string", "Place the client processes as Ray actors on a Ray cluster, one per node where there are "
         "several: ADDRESS as for ray.init (e.g. ray://head:10001 or auto); the flag alone uses RAY_ADDRESS or "
         "starts a local Ray. Needs `pip install 'inferencekit[ray]'`.", const="default", metavar="ADDRESS"),
+    Arg("metrics_interval", "number", "Scrape the server's Prometheus /metrics every SECONDS during each level "
+        "into the level's server_metrics.jsonl.gz (0 = off); its deltas and the client-vs-server token check go in "
+        "the record (docs/load-generation.md, \"Server telemetry\").", default=1.0, metavar="SECONDS"),
     Arg("run_dir", "string", "Run directory (default: runs/<run-id>)."),
-    Arg("export", "string", "After the run, also write each level in this format: vllm-json = vLLM's `vllm bench "
-        "serve --save-result --save-detailed` JSON (default file <run-dir>/export/vllm-<level>.json; the same as "
-        "`inferencekit bench export`).", choices=EXPORT_FORMATS),
-    Arg("export_path", "string", "--export: the file to write for a single level, or a template with {level} "
-        "(e.g. out/vllm-{level}.json) for several."),
+    Arg("export", "string", "After the run, also write it in this format: vllm-json = vLLM's `vllm bench serve "
+        "--save-result --save-detailed` JSON per level (default file <run-dir>/export/vllm-<level>.json); csv or "
+        "parquet = a per-request table and a per-level table with units in the column names (default "
+        "<run-dir>/export/requests.* and levels.*). The same as `inferencekit bench export`.",
+        choices=(*EXPORT_FORMATS, *TABLE_FORMATS)),
+    Arg("export_path", "string", "--export: vllm-json: the file to write for a single level, or a template with "
+        "{level} (e.g. out/vllm-{level}.json) for several; csv/parquet: a directory or a file prefix "
+        "(results/run1 → results/run1-requests.csv)."),
 )
 
 
@@ -163,6 +169,8 @@ def config_from_args(a: dict[str, Any]) -> ServeConfig:
         require_ray()
     if a["temperature"] < 0:
         raise OpError(f"--temperature must be ≥ 0, got {a['temperature']}")
+    if a.get("metrics_interval") is not None and not 0 <= a["metrics_interval"] <= 3600:
+        raise OpError(f"--metrics-interval takes seconds from 0 (off) to 3600, got {a['metrics_interval']}")
     if a.get("engine_label") is not None:
         safe_name(a["engine_label"], "--engine-label")
     if a.get("input_len") is not None and a["dataset"] != "random":
@@ -182,7 +190,8 @@ def config_from_args(a: dict[str, Any]) -> ServeConfig:
         kat=a.get("kat") or 0, kat_max_tokens=a.get("kat_max_tokens") or 64, workers=a.get("workers") or 1,
         ray=a.get("ray"), structured=a.get("structured") or 0,
         structured_max_tokens=a.get("structured_max_tokens") or 128,
-        repeats=1 if a.get("repeats") is None else a["repeats"])
+        repeats=1 if a.get("repeats") is None else a["repeats"],
+        metrics_interval_s=1.0 if a.get("metrics_interval") is None else float(a["metrics_interval"]))
 
 
 def check_export_args(a: dict[str, Any], cfg: ServeConfig) -> None:
@@ -193,7 +202,7 @@ def check_export_args(a: dict[str, Any], cfg: ServeConfig) -> None:
     """
     if a.get("export_path") is not None and not a.get("export"):
         raise OpError("--export-path needs --export (e.g. --export vllm-json)")
-    if a.get("export"):
+    if a.get("export") in EXPORT_FORMATS:
         export_targets([lv.label for lv in cfg.levels], a.get("export_path"), Path("."), flag="--export-path")
 
 
@@ -260,7 +269,7 @@ def bench_serve(call: Call, **a: Any) -> Outcome:
     except OpError:
         run.discard_if_empty()
         raise
-    gates = _judge_extras(run, cfg, record)
+    gates = judge_extras(run, cfg, record)
     verdict = combine_claims([v for v in (record.get("verdict"), gates and gates["verdict"]) if v]) \
         if record.get("verdict") or gates else None
     payload = {"evidence_id": record["evidence_id"], "run_dir": str(run.path), "verdict": verdict,
@@ -280,7 +289,7 @@ def bench_serve(call: Call, **a: Any) -> Outcome:
     return Outcome(payload, verdict, render)
 
 
-def _judge_extras(run: RunDir, cfg: ServeConfig, record: dict[str, Any]) -> dict[str, Any] | None:
+def judge_extras(run: RunDir, cfg: ServeConfig, record: dict[str, Any]) -> dict[str, Any] | None:
     """``--kat``, ``--structured``: the ``gates`` record of the order gate on the known answers and of the contract
     gate on the structured requests mixed into the load (None without either); the bench record lists them, the
     gates judge them, and their verdict is the command's. The hidden probes of ``--probes`` are judged by ``gates
@@ -299,7 +308,8 @@ def _export(call: Call, run: RunDir, fmt: str, path: str | None) -> dict[str, An
     """``--export``: write the finished run's levels; a file that cannot be written is reported (the run and its
     record stand, so it is not a user error after the fact): ``{"exports": [...]}`` and maybe ``export_error``."""
     try:
-        paths = export_run(run.path, fmt, path=path)
+        paths = export_tables(run.path, fmt, output=path) if fmt in TABLE_FORMATS else export_run(run.path, fmt,
+                                                                                                  path=path)
     except OpError as e:
         print(f"inferencekit: warning: --export {fmt}: {e} (the run is complete; retry with `inferencekit bench "
               f"export {run.path}`)", file=sys.stderr)

@@ -178,7 +178,8 @@ def recipe(engine: str, port: int, *, threads: int | None = None, parallel: int 
                 # tool_choice named / required are guided only with a parser set (docs/engines.md); SmolLM2 writes
                 # no <tool_call> tags, so "auto" stays text
                 "--enable-auto-tool-choice", "--tool-call-parser", "hermes", *extra)
+        # VLLM_SERVER_DEV_MODE serves POST /reset_prefix_cache, which bench sweep --reset-cache calls between points
         env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1",
-               "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
+               "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"), "VLLM_SERVER_DEV_MODE": "1"}
         return Recipe(engine, argv, env, ready_timeout_s=300.0, model_name="smollm2-135m-instruct-f32")
     raise OpError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")

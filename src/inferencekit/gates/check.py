@@ -224,12 +224,18 @@ def load_probe_records(run: RunDir, engine: str) -> tuple[list[ProbeRecord], lis
     return records, files
 
 
+def _kat_folders(run: RunDir, engine: str) -> list[tuple[str, str | None]]:
+    """``(folder, level or None)`` of every known-answer folder under load: ``kat/load`` (the one level of ``bench
+    serve --kat``), then each ``kat/load-<level>`` (every point of ``bench sweep``)."""
+    return [(KAT_LOAD, None), *((folder, level) for level, folder in run.kat_level_folders(engine))]
+
+
 def load_kat_records(run: RunDir, engine: str) -> list[ProbeRecord]:
-    """The known-answer replies a load mixed in (``kat/alone/``, ``kat/load/``) as probe records (kind ``kat``, id
-    ``<folder>/<key>``), for what they share with the hidden probes: the fields the client dropped on an HTTP 400
-    (``dropped_note``)."""
+    """The known-answer replies a load mixed in (``kat/alone/``, ``kat/load/``, ``kat/load-<level>/``) as probe
+    records (kind ``kat``, id ``<folder>/<key>``), for what they share with the hidden probes: the fields the client
+    dropped on an HTTP 400 (``dropped_note``)."""
     records: list[ProbeRecord] = []
-    for folder in (KAT_ALONE, KAT_LOAD):
+    for folder in (KAT_ALONE, *(f for f, _ in _kat_folders(run, engine))):
         for path in run.extra_files(engine, folder, gz=True):
             reply = read_json(path)
             if isinstance(reply, dict):
@@ -238,20 +244,38 @@ def load_kat_records(run: RunDir, engine: str) -> list[ProbeRecord]:
     return records
 
 
-def read_kat(run: RunDir, engine: str) -> tuple[list[dict[str, Any]], list[str], str | None]:
-    """``compare_sample`` rows (alone first, then under load) of every known-answer request of ``engine``, the reply
-    files read (relative paths) and the level the load copies ran in (None when none did)."""
+def read_kat(run: RunDir, engine: str, levels: Sequence[str] | None = None
+             ) -> tuple[list[dict[str, Any]], list[str], str | None]:
+    """``compare_sample`` rows (alone first, then each copy under load) of every known-answer request of ``engine``,
+    the reply files read (relative paths) and the level(s) the load copies ran in (None when none did).
+
+    ``levels``: only the copies sent inside these levels (``bench sweep`` judges each point on its own); default
+    every level's. A request sent alone but in none of them is a row with no copy under load (UNMEASURED).
+    """
     alone = {file_key(p): p for p in run.extra_files(engine, KAT_ALONE, gz=True)}
-    load = {file_key(p): p for p in run.extra_files(engine, KAT_LOAD, gz=True)}
-    rows, files, level = [], [], None
-    for key in sorted(set(alone) | set(load)):
+    loads: list[tuple[str | None, dict[str, Path]]] = []
+    for folder, level in _kat_folders(run, engine):
+        files = {file_key(p): p for p in run.extra_files(engine, folder, gz=True)}
+        if files and (levels is None or (level is not None and level in levels)):
+            loads.append((level, files))
+    rows, files_read = [], []
+    seen_levels: list[str] = []
+    for key in sorted(set(alone).union(*(set(f) for _, f in loads))):
         a = read_json(alone[key]) if key in alone else None
-        b = read_json(load[key]) if key in load else None
-        level = level or (b or {}).get("level")
-        files += [_rel(run, p) for p in (alone.get(key), load.get(key)) if p is not None]
-        rows.append(compare_sample(key, [("alone", a if isinstance(a, dict) else None),
-                                         ("under load", b if isinstance(b, dict) else None)]))
-    return rows, files, level
+        variants: list[tuple[str, dict[str, Any] | None]] = [("alone", a if isinstance(a, dict) else None)]
+        files_read += [_rel(run, alone[key])] if key in alone else []
+        for level, by_key in loads:
+            b = read_json(by_key[key]) if key in by_key else None
+            where = level or ((b or {}).get("level") if isinstance(b, dict) else None)
+            if where and where not in seen_levels:
+                seen_levels.append(where)
+            if key in by_key:
+                files_read.append(_rel(run, by_key[key]))
+            variants.append((f"inside {where}" if level else "under load", b if isinstance(b, dict) else None))
+        if len(variants) == 1:
+            variants.append(("under load", None))
+        rows.append(compare_sample(key, variants))
+    return rows, files_read, ", ".join(seen_levels) or None
 
 
 def read_structured(run: RunDir, engine: str) -> tuple[list[dict[str, Any]], list[str]]:

@@ -41,9 +41,11 @@ def test_verify_says_which_record_covers_what(bench_run, capsys) -> None:
     code, doc, card = _verify(rid, capsys)
     assert code == 0 and doc["intact"] is True
     (row,) = doc["records"]
-    assert row["kind"] == "bench" and row["files"] == 2 * N + 1  # replies, request bodies, the level's client.json
+    # replies, request bodies, the level's client.json and its server telemetry (the fault server has no /metrics:
+    # the file says so)
+    assert row["kind"] == "bench" and row["files"] == 2 * N + 2
     assert row["part"] == "inputs/openai/load-c1, outputs/openai/load-c1"
-    assert f"{rid}  bench: inputs/openai/load-c1, outputs/openai/load-c1 — {2 * N + 1} file(s)" in card
+    assert f"{rid}  bench: inputs/openai/load-c1, outputs/openai/load-c1 — {2 * N + 2} file(s)" in card
     assert "intact" in card
 
 

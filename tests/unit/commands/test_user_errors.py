@@ -301,3 +301,14 @@ def test_bench_sweep_refuses_bad_flags_before_anything_is_sent(flags, msg, capsy
     err = capsys.readouterr().err
     assert msg in err and err.count("\n") == 1
     assert not (tmp_path / "r").exists()
+
+
+def test_bench_sweep_resume_refuses_other_runs_and_new_settings(capsys, tmp_path):
+    other = RunDir.create(tmp_path / "serve")
+    other.update_run(operation="bench.serve", bench_config={"levels": []})
+    assert main(["bench", "sweep", "--resume", str(other.path)]) == 2
+    assert "--resume finishes bench sweep runs" in capsys.readouterr().err
+    sweep = RunDir.create(tmp_path / "sweep")
+    sweep.update_run(operation="bench.sweep", bench_config={"levels": []}, sweep_settings={"space": {}})
+    assert main(["bench", "sweep", "--resume", str(sweep.path), "--max", "8", "--kat", "2"]) == 2
+    assert "drop --kat, --max" in capsys.readouterr().err
