@@ -486,11 +486,14 @@ def sweep_chart(run: BenchRun) -> str:
             v, ci = _fig(p, key)
             figs.append(_ci_text(v, ci, 3 if key == GOODPUT else 1))
         corr = sub(p, "correctness")
+        n_req = p.get("requests")
         rows.append([str(p.get("label")) + (" (hold: the boundary run again)" if p.get("hold") else ""),
-                     fmt(num(p.get("value")), 2), str(p.get("order", "—")), *figs,
+                     fmt(num(p.get("value")), 2), str(p.get("order", "—")),
+                     (f"{n_req}" + (f" ({p['failed']} failed)" if p.get("failed") else "")) if n_req is not None
+                     else "—", *figs,
                      _meets_word(p), f"{corr.get('verdict', 'NOT RUN')}" + (f": {corr['reason']}"
                                                                            if corr.get("reason") else "")])
-    tbl = table(["point", unit, "search order", *[f"{w} [95% CI]" for _, w, _ in targets], "targets",
+    tbl = table(["point", unit, "search order", "requests (n)", *[f"{w} [95% CI]" for _, w, _ in targets], "targets",
                  "correctness at this load"], rows)
     res = num(sweep.get("resolution"))
     if b.get("found") and bval is not None:

@@ -130,6 +130,10 @@ def telemetry_chart(run: BenchRun) -> str:
         return figure(CHART_ID, title, None, caption,
                       f"no server telemetry recorded: no level of {run.engine} has a {TELEMETRY_FILE} (bench serve "
                       "scrapes the server's /metrics when it serves one).")
+    reasons = sorted({s["no_telemetry"] for _, s in per_level if s is not None and s["no_telemetry"]})
+    if reasons and all(s is None or (s["no_telemetry"] and not s["ok"]) for _, s in per_level):
+        return figure(CHART_ID, title, None, caption, "no server telemetry recorded: the server answered no scrape "
+                      f"of its /metrics ({'; '.join(reasons)}).", tbl)
     if run.clock != "common":
         return figure(CHART_ID, title, None, caption, "not drawn: the levels' replies are on different clocks, so the "
                       "scrapes cannot be placed on this page's time axis.", tbl)

@@ -29,6 +29,9 @@ from inferencekit.evidence.record import compute_id
 from tests.paths import FIXTURES
 
 BENCH_RUN = FIXTURES / "bench_run"
+# a real `bench sweep` run dir on the embedded engine: --concurrency 1,2,4 --num-prompts 4 --max-tokens 8 --warmup 1
+# --seed 7 --slo-target ttft_p50=2500 --kat 0 --no-count-tokens (the engine log left out); boundary 1 stream
+SWEEP_RUN = FIXTURES / "bench_sweep_run"
 SWEEP_BLOCK = FIXTURES / "bench_sweep_block.json"
 TELEMETRY = FIXTURES / "bench_telemetry" / "llama-server"
 TELEMETRY_FILE = "server_metrics.jsonl.gz"

@@ -22,6 +22,7 @@ from inferencekit.report.bench_telemetry import level_series
 from tests.cli_run import run_cli
 from tests.unit.report.bench_runs import (
     BENCH_RUN,
+    SWEEP_RUN,
     TELEMETRY,
     TELEMETRY_FILE,
     TELEMETRY_FIRST_SEND_NS,
@@ -172,13 +173,33 @@ def test_the_sweep_chart_draws_points_targets_and_boundary(swept, sweep_dir):
     fig = figure_of(swept, "chart-sweep")
     assert 'class="ik-chart"' in fig and fig.count("<svg") == 1
     assert "boundary: 1.00 streams [1.00, 2.00] (95% CI); monotone: yes" in fig
-    assert ("<td>c1</td><td>1.00</td><td>1</td><td>7,051.8 (no CI)</td><td>83.0 [60.5, 84.3]</td>"
+    assert ("<td>c1</td><td>1.00</td><td>1</td><td>6</td><td>7,051.8 (no CI)</td><td>83.0 [60.5, 84.3]</td>"
             "<td>meets (uncertain)</td><td>NOT RUN: this recording sent no known answers (--kat 0)</td>") in fig
     assert "<td>misses (uncertain)</td><td>FAIL: hand-written: 1 of 4 known answers wrong at this load</td>" in fig
     assert "limit 8,000.0" in fig and "limit 90.0" in fig  # the targets' limits in each panel's legend
     thr = figure_of(swept, "chart-throughput-latency")
     assert "<td>meets (uncertain)</td>" in thr and "<td>misses (uncertain)</td>" in thr and "Rings: sweep points" in thr
     assert swept.count("<svg") == 8  # and the server telemetry
+
+
+def test_a_recorded_bench_sweep_is_drawn_from_its_own_document():
+    run = load_bench_run(SWEEP_RUN)
+    assert run.integrity == [] and [lv.label for lv in run.levels] == ["c1", "c2", "c4"]
+    page = bench_page(run)
+    fig = figure_of(page, "chart-sweep")
+    assert 'class="ik-chart"' in fig and fig.count("<svg") == 1
+    assert ("boundary: 1.00 streams (no CI); monotone: yes; held when run again: yes (meets the SLO at 1 streams, "
+            "misses it at 2 streams)") in fig
+    # each point's TTFT p50 is its level's: numpy over the level's reply files (4 requests: no interval)
+    for lv, word in zip(run.levels, ("meets (uncertain)", "misses (uncertain)", "misses (uncertain)")):
+        p50 = float(np.percentile([r.ttft_ms for r in lv.completed], 50))
+        value = {"c1": 1, "c2": 2, "c4": 4}[lv.label]
+        assert (f"<td>{lv.label}</td><td>{value:.2f}</td><td>{value - 1 if value < 4 else 2}</td><td>4</td>"
+                f"<td>{p50:,.1f} (no CI)</td><td>{word}</td><td>NOT RUN: no known answers were sent (--kat 0)</td>"
+                ) in fig
+    assert "limit 2,500.0" in fig and "boundary 1.00" in fig
+    thr = figure_of(page, "chart-throughput-latency")
+    assert "Rings: sweep points" in thr and "<td>meets (uncertain)</td>" in thr
 
 
 def test_the_page_is_the_same_bytes_each_time(sweep_dir, swept):

@@ -19,7 +19,7 @@ from PIL import Image
 from inferencekit.report.bench_charts import CHART_IDS
 from inferencekit.report.bench_html import write_bench_html
 from tests.conftest import _missing
-from tests.unit.report.bench_runs import sweep_copy
+from tests.unit.report.bench_runs import SWEEP_RUN, sweep_copy
 
 CHROMIUM = Path("/usr/bin/chromium")
 # The machine's network is closed: without these, Chromium stalls on first-run, sync and update fetches.
@@ -81,3 +81,23 @@ def test_dumped_dom_has_every_chart(page: Path, tmp_path: Path) -> None:
     sweep = dom[dom.index('<figure id="chart-sweep"'):]
     texts = re.findall(r"<text\b[^>]*>([^<]*)</text>", sweep[:sweep.index("</svg>")])
     assert {"limit 8,000.0", "limit 90.0", "boundary 1.00", "c1", "c2"} <= set(texts)
+
+
+def test_a_recorded_sweep_page_has_every_chart(tmp_path: Path) -> None:
+    """The page of a real `bench sweep` run dir: every chart drawn but the server's telemetry (the embedded engine
+    serves no /metrics), which says so."""
+    page = write_bench_html(SWEEP_RUN, tmp_path / "sweep.html")
+    proc = chromium(tmp_path, "--dump-dom", page.as_uri())
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    dom = proc.stdout
+    for chart_id in CHART_IDS:
+        m = re.search(rf'<figure id="{chart_id}" class="([^"]*)"', dom)
+        assert m is not None, chart_id
+        fig = dom[m.start():dom.index("</figure>", m.start())]
+        if chart_id == "chart-server-telemetry":
+            assert m.group(1) == "ik-chart not-measured" and "no server telemetry recorded" in fig
+        else:
+            assert m.group(1) == "ik-chart" and fig.count("<svg") == 1, chart_id
+    sweep = dom[dom.index('<figure id="chart-sweep"'):]
+    texts = re.findall(r"<text\b[^>]*>([^<]*)</text>", sweep[:sweep.index("</svg>")])
+    assert {"limit 2,500.0", "boundary 1.00", "c1", "c2", "c4"} <= set(texts)
