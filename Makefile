@@ -17,7 +17,7 @@ PIP_FLAGS := --disable-pip-version-check --no-input --progress-bar off
 
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-unit lint venv llama-server vllm engines chromium bench-client bench-peers bench-gates bench-timing bench-equivalence bench-contract fuzz zoo clean
+.PHONY: demo test test-unit lint venv llama-server vllm engines chromium bench-client bench-peers bench-gates bench-timing bench-equivalence bench-contract bench-sweep fuzz zoo clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -121,6 +121,12 @@ bench-equivalence: venv llama-server
 BENCH_CONTRACT_ARGS ?= --runs 10
 bench-contract: venv llama-server $(if $(findstring vllm,$(BENCH_CONTRACT_ARGS)),vllm)
 	$(PY) benchmarks/contract_runs.py $(BENCH_CONTRACT_ARGS)
+
+# Issue 22's live checks on llama-server (~15 min): two sweeps land inside each other's boundary interval; bench
+# compare finds no difference between two runs of one server and detects --parallel 1 (benchmarks/sweep_runs.py).
+BENCH_SWEEP_ARGS ?=
+bench-sweep: venv llama-server
+	$(PY) benchmarks/sweep_runs.py $(BENCH_SWEEP_ARGS)
 
 # Client TTFT and decode rate against llama-server's own timings of the same requests (~4 min; benchmarks/README.md).
 bench-timing: venv llama-server $(if $(findstring vllm,$(BENCH_TIMING_ARGS)),vllm)

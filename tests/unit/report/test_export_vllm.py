@@ -290,7 +290,7 @@ def test_bench_serve_refuses_one_export_file_for_several_levels(capsys, tmp_path
     assert not (tmp_path / "r").exists()  # refused before a run dir or a request
     assert main([*base, "--export-path", str(tmp_path / "x.json")]) == 2
     assert "--export-path needs --export" in capsys.readouterr().err
-    assert main([*base, "--export", "csv"]) == 2
+    assert main([*base, "--export", "xlsx"]) == 2
     assert "invalid choice" in capsys.readouterr().err
 
 
