@@ -39,6 +39,7 @@ BAD_VALUES = [
     (["--structured", "-1"], "--structured must be ≥ 0"),
     (["--structured", "500"], "--structured 500: at most 200"),
     (["--repeats", "0"], "--repeats must be ≥ 1"),
+    (["--metrics-interval", "-1"], "--metrics-interval takes seconds from 0"),
     (["--ramp-up-strategy", "linear", "--ramp-up-start-rps", "1"], "needs --ramp-up-start-rps and --ramp-up-end-rps"),
     (["--ramp-up-strategy", "linear", "--ramp-up-start-rps", "4", "--ramp-up-end-rps", "2"], "must be ≤"),
     (["--ramp-up-strategy", "linear", "--ramp-up-start-rps", "1", "--ramp-up-end-rps", "2", "--request-rate", "3"],
