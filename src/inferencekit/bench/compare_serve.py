@@ -144,12 +144,15 @@ def _pct(*xs: float) -> list[str]:
 
 def _difference(name: str, better: str, r: float, lo: float, hi: float) -> tuple[str, str]:
     """("B is 12% faster in TTFT p50 [8%, 15%]", "12% faster [8%, 15%]") for a ratio r with interval [lo, hi] not
-    holding 1."""
+    holding 1; a ratio ≥ 2 as a factor: "B is 28.5× slower in TTFT p50 [12.7×, 63.8×]"."""
     if better == "lower":
         word = "faster" if r < 1 else "slower"
     else:
         word = "higher" if r > 1 else "lower"
-    x, a, b = _pct(1 - r, 1 - hi, 1 - lo) if r < 1 else _pct(r - 1, lo - 1, hi - 1)
+    if r >= 2:  # "B is 28× slower [13×, 64×]": a percent over 100 reads badly
+        x, a, b = (f"{v:.3g}×" for v in (r, lo, hi))
+    else:
+        x, a, b = _pct(1 - r, 1 - hi, 1 - lo) if r < 1 else _pct(r - 1, lo - 1, hi - 1)
     return f"B is {x} {word} in {name} [{a}, {b}]", f"{x} {word} [{a}, {b}]"
 
 
@@ -171,7 +174,8 @@ def _row(point: str, figure: str, unit: str, better: str, fa: Mapping[str, Any],
         "b": {"repeats": len(vb), "mean": mb, "ci95": fb.get("ci95"), "method": fb.get("method")},
         "ratio_b_over_a": (mb / ma) if isinstance(ma, (int, float)) and isinstance(mb, (int, float)) and ma > 0
         else None,
-        "ratio_ci95": None, "method": None, "finding": "not judged", "statement": "", "short": "not judged"}
+        "ratio_ci95": None, "method": None, "finding": "not judged", "statement": "", "short": "not judged",
+        "rules_out": None}
     if not va or not vb:
         row["statement"] = f"{name}: no value on {'A' if not va else 'B'}: not compared"
         return row
@@ -187,7 +191,7 @@ def _row(point: str, figure: str, unit: str, better: str, fa: Mapping[str, Any],
             row.update(finding="differs", statement=long, short=short)
         elif len(va) >= MIN_NO_DIFF_REPEATS and len(vb) >= MIN_NO_DIFF_REPEATS:
             x = _pct(max(1 - lo, hi - 1))[0]
-            row.update(finding="no difference", short=f"no difference (±{x})",
+            row.update(finding="no difference", short=f"no difference (±{x})", rules_out=max(1 - lo, hi - 1),
                        statement=f"{name}: no difference beyond noise (rules out more than ±{x})")
         else:
             row.update(finding="UNPROVEN", short=f"UNPROVEN (< {MIN_NO_DIFF_REPEATS} repeats)",
@@ -225,7 +229,8 @@ def compare_points(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[dict[str,
 
     Each row: ``{"point", "figure", "name", "unit", "better": "lower" | "higher", "a": {"repeats", "mean",
     "ci95", "method"}, "b": {...}, "ratio_b_over_a", "ratio_ci95": [lo, hi] | None, "method", "finding",
-    "statement", "short"}``;
+    "statement", "short", "rules_out"}``; ``rules_out`` (a "no difference" row only) is the relative change the
+    interval rules out, max(1 − lo, hi − 1): a gate can hold it to a margin;
     ``finding`` one of ``differs``, ``no difference``, ``UNPROVEN``, ``differs (within-run)``, ``not judged``
     (rules in the module docstring); ``statement`` the sentence the card prints; ``short`` the table cell.
     """

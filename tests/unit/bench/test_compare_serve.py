@@ -61,6 +61,7 @@ def test_same_server_three_repeats_no_difference_and_its_bound():
     x = math.exp(T_975_4 * math.sqrt(2 * logs.var(ddof=1) / 3)) - 1  # the interval's upper end − 1
     assert r["ratio_ci95"][1] == pytest.approx(1 + x)
     assert r["statement"] == f"TTFT p50: no difference beyond noise (rules out more than ±{100 * x:.1f}%)"
+    assert r["rules_out"] == pytest.approx(x)
     assert {r["finding"] for r in rows} == {"no difference"}
     assert len(rows) == 2 * 10  # 2 points × (8 latency figures + 2 throughputs); no goodput without --slo
 
@@ -91,7 +92,7 @@ def test_two_repeats_cannot_claim_no_difference():
     assert r["finding"] == "UNPROVEN" and "needs ≥ 3 repeats per run (2 and 2)" in r["statement"]
     # a difference can still be shown with two repeats per run
     far = row(compare_points(side(repeats=2), side(scale=2.0, repeats=2)), "c1", "e2el_ms.p50")
-    assert far["finding"] == "differs" and far["statement"].startswith("B is 100% slower in E2EL p50")
+    assert far["finding"] == "differs" and far["statement"].startswith("B is 2× slower in E2EL p50 [")
 
 
 def test_one_run_per_side_is_unproven_with_what_the_within_run_intervals_show():
