@@ -223,6 +223,24 @@ def test_a_level_with_no_completed_request_is_named_not_drawn(tmp_path):
     assert "6 failed request(s): red crosses" in figure_of(page, "chart-latency-time")
 
 
+def test_levels_on_different_clocks_are_laid_end_to_end(tmp_path):
+    """A level whose replies carry clock_offset_ns (--workers) is on the wall clock, the others on perf_counter: the
+    page cannot put them on one axis, so each level starts 1 s after the previous one ended, and says so."""
+    run_dir = copy_run(tmp_path / "run")
+    for p in sorted((run_dir / "outputs" / "llama-cpp-python" / "load-c2").glob("*/*.json")):
+        r = json.loads(p.read_text())
+        r["clock_offset_ns"] = 1_796_000_000_000_000_000
+        p.write_text(json.dumps(r))
+    run = load_bench_run(run_dir)
+    assert run.clock == "per-level" and run.origin_ns is None
+    starts = [min(r.send_s for r in lv.requests) for lv in run.levels]
+    assert starts[0] == 0.0 and starts[0] < starts[1] < starts[2]
+    c1_end = max(r.send_s + r.e2el_ms / 1000 for r in run.levels[0].requests)
+    assert starts[1] == pytest.approx(c1_end + 1.0, abs=0.05)  # the last event ends a little after E2EL
+    fig = figure_of(bench_page(run), "chart-latency-time")
+    assert "gaps between levels are not real" in fig and "levels laid end to end" in fig
+
+
 def test_a_run_with_no_completed_request_draws_no_empty_axes(tmp_path):
     run_dir = copy_run(tmp_path / "run")
     for p in sorted((run_dir / "outputs").glob("*/load-*/*/*.json")):
