@@ -122,7 +122,17 @@ def _measured(run: BenchRun) -> str:
             f"the record's data.metrics_manifest): {_e(defs or '—')}."
             + (f" The smallest level has {n_min} completed request(s): a p99 over fewer than 100 values is close "
                "to the maximum." if n_min < 100 else "")
+            + _intervals(man)
             + " The server's own telemetry, where drawn, is labelled as the server's.</p>")
+
+
+def _intervals(man: dict[str, Any]) -> str:
+    """The manifest's interval methods in one sentence (manifest v2 ``intervals``), or "" for an older record."""
+    iv = sub(man, "intervals")
+    parts = [f"{what}: {sub(iv, key).get('method')} (needs {sub(iv, key).get('needs', '—')})"
+             for key, what in (("within_level", "within a level"), ("across_repeats", "across repeats"))
+             if sub(iv, key).get("method")]
+    return (" 95% intervals — " + _e("; ".join(parts)) + ".") if parts else ""
 
 
 def _pct(summary: dict[str, Any], metric: str) -> str:

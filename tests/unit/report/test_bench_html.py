@@ -182,6 +182,11 @@ def test_the_sweep_chart_draws_points_targets_and_boundary(swept, sweep_dir):
     assert swept.count("<svg") == 8  # and the server telemetry
 
 
+def plain_page_head() -> str:
+    page = bench_page(load_bench_run(BENCH_RUN))
+    return page[:page.index('id="distributions"')]
+
+
 def test_a_recorded_bench_sweep_is_drawn_from_its_own_document():
     run = load_bench_run(SWEEP_RUN)
     assert run.integrity == [] and [lv.label for lv in run.levels] == ["c1", "c2", "c4"]
@@ -198,6 +203,9 @@ def test_a_recorded_bench_sweep_is_drawn_from_its_own_document():
                 f"<td>{p50:,.1f} (no CI)</td><td>{word}</td><td>NOT RUN: no known answers were sent (--kat 0)</td>"
                 ) in fig
     assert "limit 2,500.0" in fig and "boundary 1.00" in fig
+    head = page[:page.index('id="distributions"')]
+    assert "inferencekit.bench.metrics.v2" in head and "95% intervals — within a level: order-statistic interval" in head
+    assert "95% intervals" not in plain_page_head()  # the older record's manifest names no interval method
     thr = figure_of(page, "chart-throughput-latency")
     assert "Rings: sweep points" in thr and "<td>meets (uncertain)</td>" in thr
 
