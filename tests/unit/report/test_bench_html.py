@@ -204,7 +204,8 @@ def test_a_recorded_bench_sweep_is_drawn_from_its_own_document():
                 ) in fig
     assert "limit 2,500.0" in fig and "boundary 1.00" in fig
     head = page[:page.index('id="distributions"')]
-    assert "inferencekit.bench.metrics.v2" in head and "95% intervals — within a level: order-statistic interval" in head
+    assert "inferencekit.bench.metrics.v2" in head
+    assert "95% intervals — within a level: order-statistic interval" in head
     assert "95% intervals" not in plain_page_head()  # the older record's manifest names no interval method
     thr = figure_of(page, "chart-throughput-latency")
     assert "Rings: sweep points" in thr and "<td>meets (uncertain)</td>" in thr
