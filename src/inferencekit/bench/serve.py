@@ -318,7 +318,8 @@ def bench_record(run: RunDir, cfg: ServeConfig, info: EngineInfo, engine: str, *
         if isinstance(errs, dict):
             refused.update({f"load-{spec.label}/{k}": str(v) for k, v in errs.items()})
             retok_name = retok_name or rt.get("tokenizer")
-        m = level_metrics(replies, slo=cfg.slo, retokenized=(rt or {}).get("counts"), open_loop=spec.mode == "open")
+        m = level_metrics(replies, slo=cfg.slo, retokenized=(rt or {}).get("counts"), open_loop=spec.mode == "open",
+                          ramp=bool(spec.ramp))
         client_file = run.level_dir("outputs", engine, spec.label) / CLIENT_FILE
         pace = judge_client_pace((read_json(client_file) or {}).get("processes") or [], replies,
                                  rate=spec.rate if spec.mode == "open" else None, streams=spec.concurrency or None)
