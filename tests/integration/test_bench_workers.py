@@ -106,12 +106,17 @@ def assert_done_or_only_client_paced(code: int, out: dict, stderr: str) -> None:
 
     On this 2-core machine the event-loop lag of a client process can pass the pace judge's 5 ms floor (seen:
     p99 5.1 ms), which makes the level invalid and the run UNPROVEN (exit 3). That is the self-check working,
-    a timing outcome; the tests do not assert it either way. Everything else must be clean."""
+    a timing outcome; the tests do not assert it either way. Everything else must be clean, apart from the notes
+    every single-run record carries about its intervals (run once; too few values for a p99 interval) and an
+    over-saturation flag, which is also a timing outcome of a busy machine."""
     assert code in (0, 3), stderr
     if code == 3:
         assert out["verdict"] == "UNPROVEN", out
-        assert out["limitations"] and all(re.match(r"level \S+ is invalid, the client set its pace: ", x)
-                                          for x in out["limitations"]), out["limitations"]
+        paced = [x for x in out["limitations"] if re.match(r"level \S+ is invalid, the client set its pace: ", x)]
+        assert paced, out["limitations"]
+        other = [x for x in out["limitations"] if x not in paced]
+        assert all(re.match(r"load point\(s\) .* ran once: |no 95% interval for |level \S+ is over-saturated: ", x)
+                   for x in other), other
     else:
         assert out["verdict"] is None, out
 

@@ -74,8 +74,10 @@ def test_bench_serve_two_levels_writes_every_request_and_a_checkable_record(embe
     assert run_json["pins"]["engine_identity"]["engine"] == "llama-cpp-python"
 
     code, res, _ = run_cli(capsys, "evidence", "verify", rid)
-    # 12 request/reply files + 2 retokenized tables + 2 client.json (the client's self-check per level)
-    assert code == 0 and res["intact"] and res["artifacts_checked"] == 12 + 2 + 2
+    # 12 request/reply files + 2 retokenized tables + 2 client.json (the client's self-check per level) + 2 telemetry
+    # files (server_metrics.jsonl.gz: this server has no /metrics, so each records no_telemetry with the reason)
+    assert len(list(run.glob("outputs/*/load-*/server_metrics.jsonl.gz"))) == 2
+    assert code == 0 and res["intact"] and res["artifacts_checked"] == 12 + 2 + 2 + 2
     code, again, err = run_cli(capsys, "bench", "serve", "--resume", str(run))  # to the stored URL
     # nothing was left to do: the record stands, and with it its verdict (exit 3 when a busy machine set a level's pace)
     assert code == code_first and again["evidence_id"] == rid, err

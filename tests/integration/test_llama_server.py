@@ -118,8 +118,11 @@ def test_bench_serve_layout_and_evidence(layout_run, capsys) -> None:
     assert main(["evidence", "verify", payload["evidence_id"], "--json", "--quiet"]) == 0
     verdict = json.loads(capsys.readouterr().out)
     assert verdict["intact"] is True
-    # request + reply per request, and per level the retokenized table and client.json (the client's self-check)
-    assert verdict["artifacts_checked"] == 2 * LAYOUT_N * len(LAYOUT_LEVELS) + 2 * len(LAYOUT_LEVELS)
+    # request + reply per request, and per level the retokenized table, client.json (the client's self-check) and
+    # the server telemetry (server_metrics.jsonl.gz, scraped from llama-server's /metrics)
+    for lbl in LAYOUT_LEVELS:
+        assert (run_dir / "outputs" / "llama-server" / f"load-{lbl}" / "server_metrics.jsonl.gz").is_file()
+    assert verdict["artifacts_checked"] == 2 * LAYOUT_N * len(LAYOUT_LEVELS) + 3 * len(LAYOUT_LEVELS)
 
 
 def test_bench_serve_loses_no_request(layout_run) -> None:

@@ -113,8 +113,10 @@ def test_bench_serve_layout_and_evidence(vllm_run, capsys) -> None:
     assert main(["evidence", "verify", payload["evidence_id"], "--json", "--quiet"]) == 0
     verdict = json.loads(capsys.readouterr().out)
     assert verdict["intact"] is True
-    # requests, replies, and per level the retokenized table and client.json (the client's self-check)
-    assert verdict["artifacts_checked"] == 2 * N * len(LEVELS) + 2 * len(LEVELS)
+    # requests, replies, and per level the retokenized table, client.json (the client's self-check) and the server
+    # telemetry scraped from vLLM's /metrics (server_metrics.jsonl.gz)
+    assert len(list(run_dir.glob("outputs/*/load-*/server_metrics.jsonl.gz"))) == len(LEVELS)
+    assert verdict["artifacts_checked"] == 2 * N * len(LEVELS) + 3 * len(LEVELS)
 
 
 def test_streamed_token_ids_equal_usage(vllm_run) -> None:

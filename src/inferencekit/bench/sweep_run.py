@@ -189,14 +189,14 @@ async def run_sweep(sw: SweepSettings, cfg: ServeConfig, client: Client, info: E
             points.append(held)
             if on_point:
                 on_point(held)
-            for p in points:
-                if p["value"] == bound["value"] and not p.get("hold"):
-                    p["held"] = held["meets"]
-            bound = boundary(sw.space, [p for p in points if not p.get("hold")])
         await session.retokenize()
         for p in points:  # re-judged with the re-tokenized counts (TPOT's N_out) now on disk
             replies, retok = _level_inputs(run, session.engine, p["levels"])
             p.update(judge_point(replies, sw.targets, slo=sw.slo, min_goodput=sw.min_goodput, retokenized=retok))
+        for h in (p for p in points if p.get("hold")):
+            for p in points:
+                if p["value"] == h["value"] and not p.get("hold"):
+                    p["held"] = h["meets"]
         bound = boundary(sw.space, [p for p in points if not p.get("hold")])
         doc = {"format": SWEEP_FORMAT, "axis": sw.space.axis, "space": sw.space.to_json(),
                "targets": [t.to_json() for t in sw.targets], "resolution": sw.space.resolution,
@@ -204,7 +204,9 @@ async def run_sweep(sw: SweepSettings, cfg: ServeConfig, client: Client, info: E
                "repeats": sw.repeats, "points": points, "boundary": bound, "stopped": stopped,
                "cache_reset": {"asked": sw.reset_cache, "points": cache_resets} if sw.reset_cache else
                {"asked": False, "note": "the prefix cache was not reset between points (--reset-cache not given); "
-                                        "every request is salted or new, so no prompt is served from it"}}
+                                        "every load request is new or salted at its start, so none of the measured "
+                                        "requests is served from it (the known answers repeat by design and are "
+                                        "not in the figures)"}}
         path = run.sweep_path
         write_json(path, doc, indent=True)
         return await session.finish(extra_data={"sweep": doc}, extra_artifacts=[(path, "sweep")])
