@@ -1,15 +1,20 @@
-"""What a load run sends: load levels, the prompt draw, and request bodies. Pure and seeded.
+"""What a load run sends: load levels, the prompt draw, and request bodies. Seeded, except the salts.
 
-Prompts are drawn in one seeded order for the whole run and never repeat unmarked: the first use of
-a prompt is sent as is; every later use (in any level, or after the warm-up) carries a unique tag
-``[ik-<salt>] `` at the start of its first user message, so neither an exact nor a prefix cache
-can serve it. The tag is recorded as ``salt`` and the file gets a ``~k`` suffix (k-th reuse).
+Prompts are drawn in one seeded order for the whole run. Every load request carries a tag
+``[ik-<salt>] `` at the start of its first user message (or text prompt), the salt 64 bits from the
+operating system's CSPRNG (``secrets``), fresh per request and per run: no exact or prefix cache can
+serve it, not even one left by an earlier run (every run of the dev set sends the same texts, so a
+second ``bench serve`` would otherwise measure llama-server's or vLLM's prompt cache). MLPerf
+Endpoints asks the same of any prefix reuse: a per-query random salt of at least 64 bits. The salt is
+recorded as ``salt`` in the request and reply files; a prompt's later uses in the run get a ``~k``
+file suffix. The one exception is a prompt set drawn afresh per run (``Planner.salt_first_use``).
 """
 
 from __future__ import annotations
 
 import math
 import random
+import secrets
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -19,8 +24,8 @@ from inferencekit.data.prompts import Prompt
 from inferencekit.errors import OpError
 from inferencekit.rundir import SALT_PATTERN
 
-__all__ = ["LevelSpec", "PlannedRequest", "Planner", "RAMP_STRATEGIES", "RATE_RANGE", "SALT_PATTERN", "heaviest_level",
-           "parse_levels", "parse_slo", "ramp_level", "repeat_levels", "request_body"]
+__all__ = ["LevelSpec", "PlannedRequest", "Planner", "RAMP_STRATEGIES", "RATE_RANGE", "SALT_BITS", "SALT_PATTERN",
+           "heaviest_level", "new_salt", "parse_levels", "parse_slo", "ramp_level", "repeat_levels", "request_body"]
 
 
 
@@ -184,9 +189,19 @@ def parse_slo(text: str | None) -> dict[str, float]:
     return out
 
 
+SALT_BITS = 64  # MLPerf Endpoints' minimum for a per-query salt in front of reusable content
+
+
+def new_salt() -> str:
+    """A fresh reuse tag, ``ik-<16 hex>``: ``SALT_BITS`` bits from ``secrets`` (the OS CSPRNG), never from the
+    run's seed, so two runs with one seed never send the same bytes."""
+    return f"ik-{secrets.token_hex(SALT_BITS // 8)}"
+
+
 @dataclass(frozen=True, slots=True)
 class PlannedRequest:
-    """One request to send: ``key`` names its files (``<id>`` or ``<id>~k``)."""
+    """One request to send: ``key`` names its files (``<id>`` or ``<id>~k``); ``salt`` its tag (``new_salt``),
+    None only for a request built elsewhere without one."""
 
     key: str
     prompt: Prompt
@@ -198,13 +213,16 @@ class Planner:
     """Seeded prompt draw for a whole run, balanced over buckets; ``take()`` returns the next request.
 
     ``used`` counts earlier uses per prompt id (restored from disk on resume with ``restore``).
+    ``salt_first_use``: salt a prompt's first use too (the default: a fixed prompt set sends the same texts in
+    every run). False only for a prompt set drawn afresh per run (``--dataset random`` mixes a per-run nonce into its
+    draw, see ``bench/serve.py``), whose token-exact lengths a tag would change; its later uses are salted.
     """
 
     prompts: Sequence[Prompt]
     seed: int
     used: Counter[str] = field(default_factory=Counter)
+    salt_first_use: bool = True
     _order: list[int] = field(default_factory=list)
-    _rng: random.Random = field(default_factory=random.Random)
 
     def __post_init__(self) -> None:
         if not self.prompts:
@@ -219,13 +237,11 @@ class Planner:
         for pile in piles:
             rng.shuffle(pile)
         self._order = [pile[k] for k in range(max(map(len, piles))) for pile in piles if k < len(pile)]
-        self._rng = random.Random(f"{self.seed}:salts:{sum(self.used.values())}")
 
     def restore(self, keys: Iterable[str]) -> None:
         """Count uses recorded on disk (file stems ``<id>`` / ``<id>~k``) so the draw continues after them."""
         for k in keys:
             self.used[k.split("~", 1)[0]] += 1
-        self._rng = random.Random(f"{self.seed}:salts:{sum(self.used.values())}")
 
     def take(self) -> PlannedRequest:
         n = sum(self.used.values())
@@ -233,8 +249,8 @@ class Planner:
         k = self.used[p.id]
         self.used[p.id] += 1
         if k == 0:
-            return PlannedRequest(p.id, p, None)
-        return PlannedRequest(f"{p.id}~{k}", p, f"ik-{self._rng.getrandbits(48):012x}")
+            return PlannedRequest(p.id, p, new_salt() if self.salt_first_use else None)
+        return PlannedRequest(f"{p.id}~{k}", p, new_salt())
 
 
 def _tag_messages(messages: Sequence[dict[str, Any]], tag: str) -> list[dict[str, Any]]:

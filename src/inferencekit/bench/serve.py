@@ -12,6 +12,7 @@ schedule cannot restart half-way).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import random
 import sys
 from collections.abc import Callable, Sequence
@@ -28,7 +29,7 @@ from inferencekit.bench.journal import materialise
 from inferencekit.bench.manifest import METRICS_MANIFEST
 from inferencekit.bench.metrics import level_metrics
 from inferencekit.bench.pace_judge import judge_client_pace
-from inferencekit.bench.plan import LevelSpec, PlannedRequest, Planner, request_body
+from inferencekit.bench.plan import LevelSpec, PlannedRequest, Planner, new_salt, request_body
 from inferencekit.bench.repeats import interval_notes, point_summaries
 from inferencekit.bench.runner import LevelOutcome, LoadRunner
 from inferencekit.bench.split import Share, split_level
@@ -147,7 +148,7 @@ class ServeSession:
         def body_for(req: PlannedRequest) -> dict[str, Any]:
             return request_body(req, **body_kw)
 
-        self.planner = Planner(prompts, cfg.seed)
+        self.planner = Planner(prompts, cfg.seed, salt_first_use=cfg.dataset != "random")
         if resume:
             for journal in run.journals(self.engine):
                 # a client that died mid-level left its finished exchanges here: recover them as files
@@ -271,7 +272,8 @@ async def _split_level(pool: Any, cfg: ServeConfig, client: Client, run: RunDir,
     def make_task(share: Share) -> WorkerTask:
         return WorkerTask(share=share, url=client.endpoint.root, api_key_env=client.endpoint.api_key_env,
                           timeout_s=cfg.timeout_s, engine=engine, run_path=str(run.path) if pool.shared_fs else None,
-                          prompts=list(prompts), planner_seed=planner.seed, used_keys=used, body=body_kw,
+                          prompts=list(prompts), planner_seed=planner.seed, used_keys=used,
+                          salt_first_use=planner.salt_first_use, body=body_kw,
                           optional=optional, rejected_fields=sorted(client.rejected_fields), duration_s=cfg.duration_s,
                           extras=extras if share.worker == 0 else None, requests=dealt.get(share.worker),
                           read_timeout_s=client.read_timeout_s, fresh_connections=client.fresh_connections)
@@ -456,7 +458,13 @@ async def prepare_serve(cfg: ServeConfig, client: Client, run: RunDir, model: st
     if static is None:
         n = (cfg.num_prompts or 32) * len(cfg.levels) + cfg.warmup
         tok = choose_tokenizer(cfg.tokenizer, client, info.dialect)
-        prompts, desc = await build_dynamic(cfg.dataset, n=n, seed=cfg.seed, tokenizer=tok, client=client,
+        seed: int = cfg.seed
+        if cfg.dataset == "random":
+            # drawn afresh per run (a 64-bit CSPRNG nonce beside the seed, pinned so a resume draws the same set):
+            # the same --seed in a second run must not send texts a prompt cache still holds (bench/plan.py)
+            nonce = run.read_run().get("pins", {}).get("prompt_nonce") or run.pin("prompt_nonce", new_salt())
+            seed = int.from_bytes(hashlib.sha256(f"{cfg.seed}:{nonce}".encode()).digest()[:8], "big")
+        prompts, desc = await build_dynamic(cfg.dataset, n=n, seed=seed, tokenizer=tok, client=client,
                                             input_len=cfg.input_len, max_tokens=cfg.max_tokens)
     else:
         prompts, desc = static

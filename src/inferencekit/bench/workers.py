@@ -65,6 +65,7 @@ class WorkerTask:
     prompts: list[Prompt]
     planner_seed: int
     used_keys: list[str]
+    salt_first_use: bool
     body: dict[str, Any]  # request_body's keyword arguments (model, max_tokens, extra, fixed, chat_template_kwargs)
     optional: tuple[str, ...]
     rejected_fields: list[str]
@@ -104,7 +105,7 @@ class LevelWorker:
         if t.requests is not None:  # count mode: the parent drew exactly the level's requests and dealt them
             source: Any = ListPlanner(t.requests)
         else:  # duration mode: this process's every k-th draw of the run's sequence, drawn here
-            planner = Planner(t.prompts, t.planner_seed)
+            planner = Planner(t.prompts, t.planner_seed, salt_first_use=t.salt_first_use)
             planner.restore(t.used_keys)
             source = StridedPlanner(planner, share.worker, share.of)
 

@@ -66,7 +66,8 @@ BENCH_ARGS: tuple[Arg, ...] = (
     Arg("ignore_eos", "boolean", "Ask the server to generate exactly --max-tokens (check `inferencekit probe`: "
         "some servers drop it silently).", default=False),
     Arg("temperature", "number", "Sampling temperature.", default=0.0),
-    Arg("seed", "integer", "Seed for the prompt order, salts and arrivals (default: drawn and recorded)."),
+    Arg("seed", "integer", "Seed for the prompt order and arrivals (default: drawn and recorded); the salts "
+        "come from the OS CSPRNG."),
     Arg("slo", "string", "Goodput SLOs in ms, e.g. ttft=500,tpot=50 (keys ttft, ttfo, tpot, itl, e2el)."),
     Arg("count_tokens", "boolean", "Ask the engine for per-event token counts (token ids or logprob entries) to "
         "check N_out against usage.", default=True),

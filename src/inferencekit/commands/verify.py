@@ -33,7 +33,8 @@ APPLIANCE_VERIFY_ARGS = (
            args=[*CLIENT_ARGS,
                  Arg("profile", "string", "quick (≤ 5 min on the embedded engine), standard, or full.",
                      default="quick", choices=tuple(PROFILES)),
-                 Arg("seed", "integer", "Seed for prompt order and salts (default: drawn and recorded)."),
+                 Arg("seed", "integer", "Seed for the prompt order (default: drawn and recorded); the salts "
+                     "come from the OS CSPRNG."),
                  Arg("run_dir", "string", "Run directory (default: runs/<run-id>)."),
                  Arg("reference_url", "string", "A reference engine (same model, trusted) for the rare_tokens gate: "
                      "misses it shares are not counted; without one a miss is UNPROVEN."),

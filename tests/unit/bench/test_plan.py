@@ -1,4 +1,5 @@
-from collections import Counter
+import json
+import re
 
 import numpy as np
 import pytest
@@ -20,14 +21,19 @@ POOL = [Prompt(f"p{i}", "short", ({"role": "system", "content": "sys"}, {"role":
         for i in range(3)]
 
 
-def test_first_use_is_plain_every_reuse_is_salted_and_suffixed():
+def test_every_request_is_salted_afresh_and_reuses_are_suffixed():
     pl = Planner(POOL, seed=7)
     reqs = [pl.take() for _ in range(7)]
-    assert [r.salt for r in reqs[:3]] == [None, None, None]
     assert sorted(r.key for r in reqs[:3]) == ["p0", "p1", "p2"]
-    assert all(r.salt and r.key.endswith(("~1", "~2")) for r in reqs[3:])
+    assert all(r.key.endswith(("~1", "~2")) for r in reqs[3:])
     assert reqs[6].key == reqs[0].key + "~2"
-    assert len({r.salt for r in reqs[3:]}) == 4
+    # a 64-bit salt on every request, the first use too, all distinct
+    assert all(r.salt and re.fullmatch(r"ik-[0-9a-f]{16}", r.salt) for r in reqs)
+    assert len({r.salt for r in reqs}) == 7
+    # the same seed draws the same prompts in the same order, but never the same salts: a second run cannot be
+    # served from a prompt cache the first one filled
+    again = [Planner(POOL, seed=7).take()]
+    assert again[0].key == reqs[0].key and again[0].salt != reqs[0].salt
 
 
 def test_salt_tag_goes_to_the_first_user_message_only():
@@ -97,11 +103,11 @@ def test_constant_arrivals_are_exact_and_random_ones_keep_the_mean_rate():
     assert np.array_equal(arrival_offsets_s(5, 1.0, "poisson", seed=9), arrival_offsets_s(5, 1.0, "poisson", seed=9))
 
 
-def test_planner_never_repeats_unsalted_inside_a_long_run():
+def test_planner_never_sends_the_same_body_twice_inside_a_long_run():
     pl = Planner(POOL, seed=11)
-    reqs = [pl.take() for _ in range(30)]
-    plain = Counter(r.prompt.id for r in reqs if r.salt is None)
-    assert set(plain.values()) == {1}
+    bodies = [request_body(pl.take(), model="m", max_tokens=4) for _ in range(30)]
+    assert len({json.dumps(b["messages"]) for b in bodies}) == 30
+    assert all(SALT_PATTERN.match(b["messages"][1]["content"]) for b in bodies)
 
 
 def test_consecutive_draws_rotate_through_the_buckets():
@@ -155,3 +161,12 @@ def test_ramp_offsets_draw_each_gap_at_its_request_rate():
     assert gaps[:400].mean() > 5 * gaps[-400:].mean()
     g = ramp_offsets_s(2001, "exponential", 2, 2, "gamma", burstiness=0.5, seed=1)  # a flat ramp: rate 2
     assert abs(np.diff(g).mean() - 0.5) < 0.05
+
+
+def test_a_set_drawn_afresh_per_run_keeps_its_first_uses_untagged():
+    """``--dataset random`` (token-exact lengths, drawn with a per-run nonce): a tag would change its lengths, so only
+    its later uses are salted."""
+    pl = Planner(POOL, seed=7, salt_first_use=False)
+    reqs = [pl.take() for _ in range(5)]
+    assert [r.salt is None for r in reqs] == [True, True, True, False, False]
+    assert request_body(reqs[0], model="m", max_tokens=4)["messages"] == list(reqs[0].prompt.messages)

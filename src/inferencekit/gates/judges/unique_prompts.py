@@ -51,9 +51,11 @@ def request_row(source: str, engine: str, level: str, prompt: str, body: Any, *,
         body: the parsed request body (``from_inputs``), else the parsed reply file.
 
     Returns:
-        ``{"source", "engine", "level", "key", "salt", "prompt"}``: ``key`` is the sha256 of the canonical JSON
-        (evidence/canonical.py) of the body's ``messages`` (else its ``prompt``) and ``salt`` the reuse tag at the
-        start of that text; from a reply file (the text sent is not there) the key is ``"<id>|<salt>"``.
+        ``{"source", "engine", "level", "key", "salt", "prompt", "reuse"}``: ``key`` is the sha256 of the canonical
+        JSON (evidence/canonical.py) of the body's ``messages`` (else its ``prompt``) and ``salt`` the tag at the
+        start of that text; from a reply file (the text sent is not there) the key is ``"<id>|<salt>"``. ``reuse``:
+        a salted later use of a prompt of the run (file name ``<id>~k``; bench serve salts every request, the
+        first use too, so the salt alone does not say it).
     """
     if not isinstance(body, dict):
         return None
@@ -64,7 +66,8 @@ def request_row(source: str, engine: str, level: str, prompt: str, body: Any, *,
         prompt = str(body.get("id") or prompt)
         salt = body.get("salt") if isinstance(body.get("salt"), str) else None
         key = f"{prompt}|{salt or ''}"
-    return {"source": source, "engine": engine, "level": level, "key": key, "salt": salt, "prompt": prompt}
+    return {"source": source, "engine": engine, "level": level, "key": key, "salt": salt, "prompt": prompt,
+            "reuse": bool(salt) and "~" in source.rsplit("/", 1)[-1]}
 
 
 def schedule_rows(source: str, lines: Sequence[bytes | str], default_engine: str) -> tuple[list[dict[str, Any]], int]:
@@ -103,7 +106,7 @@ def schedule_rows(source: str, lines: Sequence[bytes | str], default_engine: str
             continue
         engine = r.get("engine") if isinstance(r.get("engine"), str) else default_engine
         rows.append({"source": f"{source}:{i}", "engine": engine, "level": str(level), "key": key, "salt": salt,
-                     "prompt": str(pid if pid is not None else key)})
+                     "prompt": str(pid if pid is not None else key), "reuse": salt is not None})
     return rows, bad
 
 
@@ -155,7 +158,7 @@ def gate_unique_prompts(reqs: Sequence[Mapping[str, Any]], journals: Sequence[st
         else:
             first[k] = r["source"]
     levels = {(r["engine"], r["level"]) for r in reqs}
-    salted = sum(1 for r in reqs if r["salt"])
+    salted = sum(1 for r in reqs if r.get("reuse", bool(r["salt"])))
     metrics = {"requests": len(reqs), "levels": len(levels), "repeated_prompts": len(repeated),
                "repeat_requests": len(repeats), "salted_reuses": salted}
     if salted:

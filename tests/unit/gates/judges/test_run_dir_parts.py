@@ -108,11 +108,12 @@ def test_unique_prompts_fail_same_messages_twice_in_one_level(tmp_path: Path) ->
 def test_unique_prompts_salted_reuse_is_distinct_and_noted(tmp_path: Path) -> None:
     run = _run(tmp_path)
     planner = Planner(POOL, seed=5)
-    reqs = [planner.take() for _ in range(5)]  # 3 first uses, then 2 salted reuses
+    reqs = [planner.take() for _ in range(5)]  # 3 first uses, then 2 reuses: every one salted
     bodies = [_send(run, "e", "8", r, None) for r in reqs]
-    assert [r.salt is not None for r in reqs] == [False, False, False, True, True]
+    assert all(r.salt is not None for r in reqs) and [r.key.count("~") for r in reqs] == [0, 0, 0, 1, 1]
     rows, _, _ = load_requests(run)
-    assert sorted(r["salt"] or "" for r in rows) == sorted(r.salt or "" for r in reqs)
+    assert sorted(r["salt"] for r in rows) == sorted(r.salt for r in reqs)
+    assert sorted(Path(r["source"]).stem for r in rows if r["reuse"]) == sorted(r.key for r in reqs[3:])
     assert {r["prompt"] for r in rows} == {"p0", "p1", "p2"}
     assert len({r["key"] for r in rows}) == 5
     for r, b in zip(reqs, bodies):
