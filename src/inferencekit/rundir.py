@@ -27,7 +27,7 @@ import secrets
 import shutil
 import tempfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -461,9 +461,10 @@ class RunDir:
         return [(folder, p) for folder in ("warmup", *self._extra_folders(engine))
                 for p in self.extra_files(engine, folder, gz=True)]
 
-    def supersede_level(self, engine: str, level: str) -> str | None:
+    def supersede_level(self, engine: str, level: str, extras: Sequence[tuple[str, str]] = ()) -> str | None:
         """Move an interrupted level's files (inputs and outputs) to ``superseded/<n>/``; returns that folder, or None
-        when the level had no files."""
+        when the level had no files. ``extras``: ``(folder, request id)`` of the extra requests sent inside the level
+        (known answers, hidden probes): their files move too, so the level's next attempt sends them again."""
         moved = None
         root = self.path / "superseded"
         n = len(list(root.iterdir())) + 1 if root.is_dir() else 1
@@ -474,6 +475,13 @@ class RunDir:
                 dst.parent.mkdir(parents=True, exist_ok=True)
                 shutil.move(str(src), str(dst))
                 moved = str(root / str(n))
+            for folder, name in extras:
+                f = self.special_path(engine, folder, name, kind)
+                if f.is_file():
+                    dst = root / str(n) / f.relative_to(self.path)
+                    dst.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.move(str(f), str(dst))
+                    moved = str(root / str(n))
         return moved
 
     def appliance_files(self, kind: str) -> list[Path]:

@@ -417,7 +417,8 @@ class MeanCI(TypedDict):
     k: int
 
 
-def mean_t_ci(values: Sequence[float] | np.ndarray, confidence: float = 0.95) -> MeanCI | None:
+def mean_t_ci(values: Sequence[float] | np.ndarray, confidence: float = 0.95, *, lower: float | None = None
+              ) -> MeanCI | None:
     """Student t interval for the mean of K per-repeat figures: mean ± t_{1−α/2, K−1} · s / √K.
 
     ``s`` is the sample standard deviation (ddof = 1). Assumes the K repeats are independent draws of one
@@ -427,6 +428,9 @@ def mean_t_ci(values: Sequence[float] | np.ndarray, confidence: float = 0.95) ->
     Args:
         values: one figure per repeat (e.g. the TTFT p50 of each repeat of a load point), its unit.
         confidence: coverage, in (0, 1).
+        lower: the least value the figure can take (0 for a latency, a rate or a share), where the interval's lower
+            end is clipped: the mean cannot lie below it, so clipping loses no coverage (with K = 2 the bare interval
+            of a latency can reach below 0 ms).
 
     Returns:
         ``{"mean", "ci": [lo, hi], "k"}``; None when K < 2 (no spread to estimate) or a value is not finite.
@@ -447,7 +451,8 @@ def mean_t_ci(values: Sequence[float] | np.ndarray, confidence: float = 0.95) ->
         return None
     mean = float(x.mean())
     half = float(t.ppf(0.5 + confidence / 2.0, k - 1) * x.std(ddof=1) / np.sqrt(k))
-    return {"mean": mean, "ci": [mean - half, mean + half], "k": k}
+    lo = mean - half if lower is None else max(lower, mean - half)
+    return {"mean": mean, "ci": [lo, mean + half], "k": k}
 
 
 class RatioCI(TypedDict):

@@ -117,3 +117,13 @@ def test_ratio_refuses_too_few_or_non_positive():
     assert ratio_ci([1.0, -2.0], [1.0, 2.0]) is None
     same = ratio_ci([2.0, 2.0, 2.0], [3.0, 3.0])
     assert same is not None and same["ci"] == pytest.approx([1.5, 1.5]) and same["df"] is None
+
+
+def test_mean_t_interval_clipped_at_a_floor():
+    # two repeats of a latency, 10 and 400 ms: mean 205, s = 275.77, half = 12.706 · 275.77/√2 = 2477.7 → below 0
+    bare = mean_t_ci([10.0, 400.0])
+    clipped = mean_t_ci([10.0, 400.0], lower=0.0)
+    assert bare is not None and clipped is not None
+    assert bare["ci"][0] == pytest.approx(205.0 - 12.7062047 * 390.0 / 2.0, rel=1e-6) and bare["ci"][0] < 0
+    assert clipped["ci"] == [0.0, bare["ci"][1]] and clipped["mean"] == 205.0
+    assert mean_t_ci([1.0, 2.0, 3.0, 4.0, 5.0], lower=0.0) == mean_t_ci([1.0, 2.0, 3.0, 4.0, 5.0])  # above it

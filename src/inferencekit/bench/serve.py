@@ -198,7 +198,9 @@ class ServeSession:
             return None
         st = state["levels"].get(spec.label, {})
         if st or run.level_dir("outputs", self.engine, spec.label).exists():
-            moved = run.supersede_level(self.engine, spec.label)
+            extras = [(x.get("folder", PROBES_FOLDER), x["id"])
+                      for x in self.runner.extras["by_level"].get(spec.label, ())]
+            moved = run.supersede_level(self.engine, spec.label, extras)
             if moved:
                 state["superseded"].append({"level": spec.label, "to": moved})
         state["levels"][spec.label] = {"state": "running", "attempt": int(st.get("attempt", 0)) + 1}
@@ -223,13 +225,16 @@ class ServeSession:
 
     async def retokenize(self) -> str | None:
         """Re-tokenized counts of the levels sent in this session (off the timing path; levels kept from before keep
-        their counts, and the files their record hashed); the tokenizer's source, None without one."""
+        their counts, unless counting them failed, which is tried again); the tokenizer's source, None without one."""
         if not self.cfg.retokenize:
             return None
         tok = choose_tokenizer(self.cfg.tokenizer, self.client, self.info.dialect)
         if tok is None:
             return None
-        for label in self.ran:
+        kept_with_errors = [s.label for s in self.cfg.levels if s.label not in self.ran
+                            and (f := self.run.level_dir("outputs", self.engine, s.label) / RETOKENIZED_FILE).is_file()
+                            and read_json(f).get("errors")]  # e.g. the server died before it could count them
+        for label in [*self.ran, *kept_with_errors]:
             if label in self.retokenized:
                 continue
             counts, errors = await _retokenize(tok, load_level_replies(self.run, self.engine, label))
@@ -398,7 +403,8 @@ def bench_record(run: RunDir, cfg: ServeConfig, info: EngineInfo, engine: str, *
     artifacts += [artifact(path, run.path, role) for path, role in extra_artifacts]
     failed = total - ok
     if failed:
-        limitations.append(f"{failed} of {total} requests failed (see each level's errors); `inferencekit bench serve "
+        command = "bench sweep" if extra_data and "sweep" in extra_data else "bench serve"
+        limitations.append(f"{failed} of {total} requests failed (see each level's errors); `inferencekit {command} "
                            f"--resume {run.path}` re-runs levels that lost requests to a dead server")
     workload = {"dataset": cfg.dataset, "levels": [s.describe() for s in cfg.levels], "num_prompts": cfg.num_prompts,
                 "duration_s": cfg.duration_s, "max_tokens": cfg.max_tokens, "ignore_eos": cfg.ignore_eos,

@@ -162,7 +162,8 @@ def boundary(space: SearchSpace, points: Sequence[Mapping[str, Any]]) -> dict[st
             ``held`` (False when the boundary's second run missed; absent otherwise).
 
     Returns:
-        ``{"found", "value", "label", "ci95", "monotone", "out_of_order", "held", "reason"}``: ``value`` the highest
+        ``{"found", "value", "label", "ci95", "monotone", "out_of_order", "held", "reason"}`` (``held`` None when no
+        point met the SLO): ``value`` the highest
         meeting point below the lowest miss (None when the lowest point misses); ``ci95`` ``[lo, hi]`` on the axis,
         the highest point at or below the boundary that surely passes and the lowest that surely fails (either None
         when no point run is that sure); ``found`` False when no point meets, or none misses (then ``value`` is the
@@ -176,14 +177,14 @@ def boundary(space: SearchSpace, points: Sequence[Mapping[str, Any]]) -> dict[st
     sure_fail = [float(p["value"]) for p in points if p["certain"] == "fail" and (lo is None or p["value"] > lo)]
     ci = [max(sure_pass) if sure_pass else None, min(sure_fail) if sure_fail else None]
     label = next((p["label"] for p in points if lo is not None and p["value"] == lo), None)
-    held = all(p.get("held", True) for p in points if lo is not None and p["value"] == lo)
+    held = None if lo is None else all(p.get("held", True) for p in points if p["value"] == lo)
     if lo is None:
         reason = (f"no point met the SLO: the lowest run, {min(tested):g} {unit}, missed it" if tested
                   else "no point was run")
         found = False
     elif hi is None:
-        reason = (f"every point met the SLO up to {lo:g} {unit}, the highest run (--max {space.maximum:g}): the "
-                  "boundary lies above it")
+        reason = (f"every point met the SLO up to {lo:g} {unit}, the highest " + ("of the grid" if space.grid else
+                  f"run (--max {space.maximum:g})") + ": the boundary lies above it")
         found = False
     else:
         reason = f"meets the SLO at {lo:g} {unit}, misses it at {hi:g} {unit}"

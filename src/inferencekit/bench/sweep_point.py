@@ -79,13 +79,13 @@ def _target_figure(target: Target, per_level: Sequence[list[float]]) -> dict[str
             ci = q["ci"] if q else None
             method = "order-statistic interval of the level's requests"
         else:
-            m = mean_t_ci(per_level[0]) if len(per_level[0]) >= 2 else None
+            m = mean_t_ci(per_level[0], lower=0.0) if len(per_level[0]) >= 2 else None
             ci = m["ci"] if m else None
             method = "Student t interval over the level's requests"
     else:
         known = [f for f in figures if f is not None]
         value = float(np.mean(known)) if len(known) == k else None
-        m = mean_t_ci(known) if value is not None else None
+        m = mean_t_ci(known, lower=0.0) if value is not None else None
         ci = m["ci"] if m else None
         method = f"Student t interval over the {k} repeats' figures"
     lim = target.limit_ms

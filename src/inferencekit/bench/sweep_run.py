@@ -19,12 +19,14 @@ from typing import Any
 from inferencekit.api.client import Client
 from inferencekit.api.detect import EngineInfo
 from inferencekit.bench.config import ServeConfig
+from inferencekit.bench.pace_judge import judge_client_pace
 from inferencekit.bench.plan import LevelSpec, parse_levels
 from inferencekit.bench.serve import ServeSession, load_level_replies
 from inferencekit.bench.sweep import SearchSpace, Target, boundary, next_point
 from inferencekit.bench.sweep_point import judge_point
 from inferencekit.data.prompts import Prompt
 from inferencekit.rundir import (
+    CLIENT_FILE,
     KAT_ALONE,
     PROBES_FOLDER,
     RETOKENIZED_FILE,
@@ -191,8 +193,7 @@ async def run_sweep(sw: SweepSettings, cfg: ServeConfig, client: Client, info: E
                 on_point(held)
         await session.retokenize()
         for p in points:  # re-judged with the re-tokenized counts (TPOT's N_out) now on disk
-            replies, retok = _level_inputs(run, session.engine, p["levels"])
-            p.update(judge_point(replies, sw.targets, slo=sw.slo, min_goodput=sw.min_goodput, retokenized=retok))
+            _judge(p, sw, run, session.engine, cfg)
         for h in (p for p in points if p.get("hold")):
             for p in points:
                 if p["value"] == h["value"] and not p.get("hold"):
@@ -228,7 +229,31 @@ async def _run_point(sw: SweepSettings, cfg: ServeConfig, client: Client, info: 
             cache_resets.append({"level": spec.label, **await _reset_cache(client, info)})
         await session.run_level(spec)
     labels = [s.label for s in specs]
-    replies, retok = _level_inputs(run, session.engine, labels)
-    judged = judge_point(replies, sw.targets, slo=sw.slo, min_goodput=sw.min_goodput, retokenized=retok)
-    return {"label": specs[0].point_label, "value": value, "order": order, "levels": labels, "hold": hold,
-            **judged, "correctness": correctness(run, session.engine, labels)}
+    point = {"label": specs[0].point_label, "value": value, "order": order, "levels": labels, "hold": hold,
+             "correctness": correctness(run, session.engine, labels)}
+    _judge(point, sw, run, session.engine, cfg)
+    return point
+
+
+def _judge(point: dict[str, Any], sw: SweepSettings, run: RunDir, engine: str, cfg: ServeConfig) -> None:
+    """Judge a point from its levels' files, in place (``judge_point``). A level the client could not pace
+    (``pace_judge.judge_client_pace``: the same self-check that makes a bench serve level invalid) makes the point
+    invalid: ``meets`` False and ``certain`` ``"invalid"``, so the search goes below it and neither the boundary nor
+    its interval rests on figures that say what the client did rather than the server."""
+    replies, retok = _level_inputs(run, engine, point["levels"])
+    point.update(judge_point(replies, sw.targets, slo=sw.slo, min_goodput=sw.min_goodput, retokenized=retok))
+    specs = {s.label: s for s in cfg.levels}
+    reasons: list[str] = []
+    for label, rs in zip(point["levels"], replies):
+        spec = specs.get(label)
+        if spec is None:
+            continue
+        procs = (read_json(run.level_dir("outputs", engine, label) / CLIENT_FILE) or {}).get("processes") or []
+        pace = judge_client_pace(procs, rs, rate=spec.rate if spec.mode == "open" else None,
+                                 streams=spec.concurrency or None)
+        if pace["valid"] is False:
+            reasons += [f"{label}: {x}" for x in pace["reasons"]]
+    point["client_valid"] = not reasons
+    if reasons:
+        point.update(meets=False, certain="invalid",
+                     reason=f"invalid, the client set its pace ({reasons[0]}): not a measurement of the server")

@@ -47,10 +47,11 @@ Tolerances (why each is what it is):
   ``usage.prompt_tokens``: one server's two accounts of one request); ``n_streamed ≤ predicted_n`` (as above).
 * per request, times, one-sided (a server is always allowed to have spent less time than we waited): prefill
   ``prompt_ms ≤ TTFT + 1 ms`` (the first token cannot arrive before prefill ends; 1 ms for the server's rounding);
-  the server's whole time ``prompt_ms + predicted_ms ≤ E2EL + 2 × predicted_ms/predicted_n + 1 ms`` (llama-server's
-  decode time ends with the last decode, the EOS one included, which can come after the last event we timed: seen up
-  to 0.65 of a token time over our E2EL on 26 recorded replies; a decode-only comparison is not used, since a
-  held-back multi-byte token delays our first event and shortens our decode window by a token time or more).
+  the server's decode time ``predicted_ms ≤ E2EL + 2 × predicted_ms/predicted_n + 1 ms`` (llama-server's decode
+  time ends with the last decode, the EOS one included, which can come after the last event we timed: seen up to
+  0.65 of a token time over our E2EL on 26 recorded replies). Not the sum ``prompt_ms + predicted_ms``: on a busy
+  llama-server (4 slots, a ramp-up level) an honest reply had prompt_ms 376.9 + predicted_ms 1,721.9 against our E2EL
+  of 1,722.5 ms, its two spans overlapping by about the prefill, so only each span is bounded by what we waited.
 
 A level is **flagged** when any of these is broken; "incomplete" (a reply with tokens but no usage, a counter
 missing) is recorded as such, never as agreement.
@@ -349,7 +350,7 @@ def request_join(replies: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
                 share.append(p_ms / ttft)
             if p_ms > ttft + PREFILL_SLACK_MS:
                 bad("prefill_time", r)
-        if e2el is not None and d_n > 0 and p_ms + d_ms > e2el + DECODE_SLACK_TOKENS * d_ms / d_n + 1.0:
+        if e2el is not None and d_n > 0 and d_ms > e2el + DECODE_SLACK_TOKENS * d_ms / d_n + 1.0:
             bad("server_time", r)
         u: Mapping[str, Any] = r["usage"] if isinstance(r.get("usage"), dict) else {}
         uc, up = _int(u.get("completion_tokens")), _int(u.get("prompt_tokens"))

@@ -203,7 +203,7 @@ def bench_sweep(call: Call, **a: Any) -> Outcome:
                               for g in gates["data"]["gates"]})
 
     def render(console: Any) -> None:
-        render_sweep(console, record)
+        render_sweep(console, record, verdict)
         if gates is not None:
             render_gates(console, gates)
 
@@ -219,8 +219,9 @@ def _resume(path: str, a: dict[str, Any]) -> tuple[RunDir, SweepSettings, ServeC
     run = RunDir.open(path, writable=True)
     stored = run.read_run()
     if stored.get("operation") != "bench.sweep" or not stored.get("sweep_settings") or not stored.get("bench_config"):
+        op = stored.get("operation")
         raise OpError(f"--resume finishes bench sweep runs; {path!r} holds "
-                      f"{stored.get('operation') or 'no recognisable'} run")
+                      + (f"a {op} run" if op else "no recognisable run"))
     shaping = {x.name: x for x in (*BENCH_ARGS, *SWEEP_ARGS) if x.name not in ("run_dir", "resume")}
     given = [n for n, x in shaping.items() if a.get(n) is not None and a.get(n) != x.default
              and not (x.type == "array" and not a.get(n)) and not (x.type == "boolean" and a.get(n) is False)]
@@ -257,9 +258,17 @@ def _cell(fig: dict[str, Any] | None) -> str:
     return s + (f" [{ci[0]:.1f}, {ci[1]:.1f}]" if ci else " [n too small]") + f" {mark}"
 
 
-def render_sweep(console: Any, record: dict[str, Any]) -> None:
+def _slo_text(slo: Any) -> str:
+    """``{"ttft_ms": 800.0}`` (the per-request goodput SLO) as ``TTFT ≤ 800 ms``."""
+    if not isinstance(slo, dict):
+        return str(slo)
+    return ", ".join(f"{str(k).removesuffix('_ms').upper()} ≤ {v:g} ms" for k, v in slo.items())
+
+
+def render_sweep(console: Any, record: dict[str, Any], verdict: str | None = None) -> None:
     """The sweep card: one row per point in run order (figures with their 95% interval and ✓ within the limit for
-    the whole interval, ✗ beyond it, ? straddling), then the boundary and the known answers' verdict there."""
+    the whole interval, ✗ beyond it, ? straddling), then the boundary, the known answers' verdict there and the
+    sweep's own verdict (``verdict``: the bench record's, the gates' and the known answers' combined)."""
     from rich.table import Table
 
     doc = record["data"]["sweep"]
@@ -268,7 +277,7 @@ def render_sweep(console: Any, record: dict[str, Any]) -> None:
     limits = ", ".join(f"{t['name']} ≤ {t['limit_ms']:g} ms" for t in doc["targets"])
     if doc.get("goodput"):
         g = doc["goodput"]
-        limits += (", " if limits else "") + f"goodput ≥ {g['min_fraction']:g} of requests within {g['slo']}"
+        limits += (", " if limits else "") + f"goodput ≥ {g['min_fraction']:g} of requests within {_slo_text(g['slo'])}"
     t = Table(title=f"bench sweep — SLO: {limits}; client-side, 95% intervals", title_justify="left")
     for col in ("#", f"point ({unit})", "requests", *names, *(["goodput"] if doc.get("goodput") else []),
                 "meets", "known answers"):
@@ -287,7 +296,15 @@ def render_sweep(console: Any, record: dict[str, Any]) -> None:
     ci = b.get("ci95") or [None, None]
     lo = "—" if ci[0] is None else f"{ci[0]:g}"
     hi = "—" if ci[1] is None else f"{ci[1]:g}"
-    head = f"boundary: {b['value']:g} {b['unit']}" if b.get("value") is not None else "boundary: none"
+    def amount(v: float) -> str:
+        return f"{v:g} {b['unit'].removesuffix('s') if v == 1 and b['unit'] == 'streams' else b['unit']}"
+
+    if b["found"]:
+        head = f"boundary: {amount(b['value'])}"
+    elif b.get("value") is not None:
+        head = f"no boundary found (the highest point run, {amount(b['value'])}, met the SLO)"
+    else:
+        head = "no boundary found"
     console.print(f"{head}, 95% interval [{lo}, {hi}] (points run whose intervals lie wholly within / beyond the SLO)"
                   f" — {b['reason']}", style="bold" if b["found"] else "bold yellow", markup=False)
     at = next((p for p in doc["points"] if not p.get("hold") and p["value"] == b.get("value")), None)
@@ -297,6 +314,12 @@ def render_sweep(console: Any, record: dict[str, Any]) -> None:
             c["verdict"]), markup=False)
     if not doc["cache_reset"]["asked"]:
         console.print(doc["cache_reset"]["note"], markup=False)
+    if verdict is not None:
+        why = {"PASS": "a boundary, known answers held and the gates passed",
+               "FAIL": "the known answers or a gate failed (above)",
+               "UNPROVEN": "no boundary found, a level invalid or requests lost (limitations below)"}.get(verdict, "")
+        console.print(f"sweep verdict: {verdict}" + (f" — {why}" if why else ""), style=verdict_style(verdict),
+                      markup=False)
     print_limitations(console, record["limitations"])
     console.print(f"record {record['evidence_id']} · run dir {record['data']['run_dir']} · sweep.json",
                   markup=False)

@@ -68,8 +68,11 @@ def free_port() -> int:
 
 
 def port_free(port: int) -> bool:
-    """True when nothing listens on 127.0.0.1:``port`` (a bind succeeds)."""
+    """True when nothing listens on 127.0.0.1:``port`` (a bind succeeds). With ``SO_REUSEADDR``, as the servers bind
+    (llama-server, uvicorn): connections of an engine just stopped, left in TIME_WAIT for a minute, do not keep the
+    port from a new one."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError:

@@ -113,7 +113,10 @@ def open_loop_table(record: dict[str, Any]) -> Any | None:
                 "sched. TTFT p99", "sched. E2EL p50"):
         t.add_column(col, justify="right" if col != "level" else "left")
     for lbl, v in rows:
-        t.add_row(lbl, _f(v["spec"]["rate_req_s"], 2), _f(v["throughput"]["request_throughput_req_s"], 2),
+        sp = v["spec"]
+        offered = (f"{sp['ramp_up_strategy']} {_f(sp.get('ramp_up_start_rps'), 2)}→{_f(sp.get('ramp_up_end_rps'), 2)}"
+                   if sp.get("ramp_up_strategy") else _f(sp["rate_req_s"], 2))
+        t.add_row(lbl, offered, _f(v["throughput"]["request_throughput_req_s"], 2),
                   _f(v["send_lag_ms"]["p50"]), _f(v["send_lag_ms"]["p99"]), _f(v["scheduled_ttft_ms"]["p50"]),
                   _f(v["scheduled_ttft_ms"]["p99"]), _f(v["scheduled_e2el_ms"]["p50"]))
     return t

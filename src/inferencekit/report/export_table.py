@@ -236,7 +236,8 @@ def level_row(label: str, entry: Mapping[str, Any]) -> dict[str, Any]:
 
 def spec_columns(label: str, entry: Mapping[str, Any]) -> dict[str, Any]:
     """``level``, ``point``, ``repeat``, ``mode``, ``arrival`` and the spec's numbers (``concurrency_requests``,
-    ``rate_req_s``, ``burstiness``, ``max_concurrency_requests``, any a later spec adds) of one level's entry."""
+    ``rate_req_s``, ``burstiness``, ``max_concurrency_requests``, any a later spec adds) of one level's entry; a
+    ramp-up level adds ``ramp_up_strategy`` (its ``rate_req_s`` is the ramp's end, ``ramp_up_end_rps``)."""
     spec: Mapping[str, Any] = entry["spec"] if isinstance(entry.get("spec"), Mapping) else {}
     row: dict[str, Any] = {"level": label, "point": str(spec.get("point") or label),
                            "repeat": _int(spec.get("repeat")) or 0, "mode": _str(spec.get("mode")),
@@ -244,6 +245,8 @@ def spec_columns(label: str, entry: Mapping[str, Any]) -> dict[str, Any]:
     for k, v in spec.items():
         if k not in ("label", "point", "repeat", "mode", "arrival") and (v is None or _num(v) is not None):
             row[_SPEC_RENAMED.get(k, k)] = v
+    if spec.get("ramp_up_strategy"):  # a ramp-up level: rate_req_s is where the ramp ends (ramp_up_end_rps)
+        row["ramp_up_strategy"] = _str(spec["ramp_up_strategy"])
     return row
 
 

@@ -106,8 +106,14 @@ def _traffic(spec: Any) -> dict[str, Any]:
     cap = d["max_concurrency"] if "rate_req_s" in d else (d.get("concurrency") or None)
     arrival = d.get("arrival", "poisson")
     burst: float | str = "inf" if arrival == "constant" else float(d.get("burstiness", 1.0))
-    return {"label": d.get("label"), "mode": mode, "arrival": arrival, "request_rate": float(rate),
-            "burstiness": burst, "max_concurrency": int(cap) if cap else None}
+    out: dict[str, Any] = {"label": d.get("label"), "mode": mode, "arrival": arrival, "request_rate": float(rate),
+                           "burstiness": burst, "max_concurrency": int(cap) if cap else None}
+    strategy = d.get("ramp_up_strategy", d.get("ramp"))
+    if strategy:  # vLLM's ramp-up result: request_rate "inf" (it refuses --request-rate with a ramp) and the ramp
+        out.update(request_rate="inf", ramp_up_strategy=strategy,
+                   ramp_up_start_rps=float(d.get("ramp_up_start_rps", d.get("ramp_start")) or 0.0),
+                   ramp_up_end_rps=float(d.get("ramp_up_end_rps", d.get("ramp_end")) or 0.0))
+    return out
 
 
 def _p_word(p: float) -> str:
@@ -291,6 +297,7 @@ def vllm_result(replies: Sequence[Mapping[str, Any]], spec: Any, *, model: str |
         "endpoint_type": backend, "backend": backend, "label": tr["label"], "model_id": model,
         "tokenizer_id": tokenizer, "num_prompts": len(rows), "inferencekit": meta,
         "request_rate": tr["request_rate"], "burstiness": tr["burstiness"], "max_concurrency": tr["max_concurrency"],
+        **{k: tr[k] for k in ("ramp_up_strategy", "ramp_up_start_rps", "ramp_up_end_rps") if k in tr},
         "duration": dur, "completed": completed, "failed": len(rows) - completed,
         "total_input_tokens": total_in, "total_output_tokens": total_out,
         "request_throughput": per_s(completed), "request_goodput": per_s(good) if slo else None,

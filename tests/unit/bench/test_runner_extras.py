@@ -145,3 +145,24 @@ def test_structured_requests_reach_their_folders_and_the_contract_judge_after_a_
     assert set(rel) <= set(files)
     gate = structured_judge(rows)
     assert gate is not None and gate.verdict == "UNPROVEN"  # 0 of 1 alone: nothing under load could drop below it
+
+
+def test_superseding_a_level_moves_its_extra_requests_so_they_are_sent_again(tmp_path) -> None:
+    """A level that lost requests to a dead server runs again whole (``--resume``): its known answers and probes sent
+    inside it move to ``superseded/<n>/`` with the level, so the next attempt sends them again rather than keeping a
+    dead-server failure as the point's known-answer verdict."""
+    from inferencekit.rundir import RunDir, kat_folder, write_json
+
+    run = RunDir(tmp_path / "run")
+    write_json(run.output_path("e", "r1", "short", "p0"), {"status": 0, "error": "connection failed"})
+    kat = run.special_path("e", kat_folder("r1"), "kat-1")
+    kat_in = run.special_path("e", kat_folder("r1"), "kat-1", "inputs")
+    other = run.special_path("e", kat_folder("r2"), "kat-1")  # another point's copy stays
+    for f in (kat, kat_in, other):
+        write_json(f, {"status": 0, "error": "connection failed"})
+    moved = run.supersede_level("e", "r1", [(kat_folder("r1"), "kat-1"), (kat_folder("r1"), "never-sent")])
+    assert moved == str(run.path / "superseded" / "1")
+    assert not kat.exists() and not kat_in.exists() and other.is_file()
+    assert (run.path / "superseded" / "1" / kat.relative_to(run.path)).is_file()
+    assert (run.path / "superseded" / "1" / kat_in.relative_to(run.path)).is_file()
+    assert (run.path / "superseded" / "1" / "outputs" / "e" / "load-r1" / "short" / "p0.json").is_file()

@@ -52,7 +52,8 @@ def test_repeats_take_the_mean_of_their_percentiles_with_a_t_interval():
     assert f["per_repeat"] == pytest.approx([pa, pb]) and f["repeats"] == 2
     mean = (pa + pb) / 2
     half = 12.706204736174705 * abs(pa - pb) / 2  # t(0.975, 1) · s/√2 with s = |pa − pb|/√2
-    assert f["value"] == pytest.approx(mean) and f["ci95"] == pytest.approx([mean - half, mean + half])
+    assert mean - half < 0  # the bare t interval reaches below 0 ms: clipped there (a latency cannot be negative)
+    assert f["value"] == pytest.approx(mean) and f["ci95"] == pytest.approx([0.0, mean + half])
     assert f["meets"] and f["status"] == "uncertain"
 
 
@@ -73,3 +74,39 @@ def test_goodput_fraction_with_its_wilson_interval():
     assert judged["reason"] == "misses goodput 0.375 < 0.9"
     easy = judge_point([replies()], [], slo={"ttft_ms": 60000.0}, min_goodput=0.5)
     assert easy["meets"] and easy["goodput"]["fraction"] == 1.0 and easy["goodput"]["status"] == "pass"
+
+
+def _run_with_point(tmp_path: Path, lag_p99_ms: float):
+    """A run dir holding the recorded point (tests/fixtures/sweep/c1) as level c1 and the client's self-check figures
+    (client.json) with the given event-loop lag."""
+    from inferencekit.rundir import CLIENT_FILE, RunDir, write_json
+
+    run = RunDir(tmp_path / "run")
+    for p in sorted(FIX.glob("*.json")):
+        r = json.loads(p.read_text())
+        write_json(run.output_path("e", "c1", r.get("bucket") or "b", p.stem), r)
+    lag = {"n": 400, "p50": 0.2, "p99": lag_p99_ms, "max": lag_p99_ms + 1}
+    write_json(run.level_dir("outputs", "e", "c1") / CLIENT_FILE, {"processes": [{"loop": {"loop_lag_ms": lag}}]})
+    return run
+
+
+def test_a_point_the_client_could_not_pace_is_invalid_and_counts_as_a_miss(tmp_path: Path) -> None:
+    from inferencekit.bench.config import ServeConfig
+    from inferencekit.bench.plan import LevelSpec
+    from inferencekit.bench.sweep import SearchSpace
+    from inferencekit.bench.sweep_run import SweepSettings, _judge
+
+    sw = SweepSettings(SearchSpace("concurrency", 1, 1, 8, 1), (Target("ttft_ms", "p50", 60000.0),), {}, None)
+    cfg = ServeConfig(levels=[LevelSpec("c1", "closed", concurrency=1)])
+    # the limit is max(5 ms, 25% of the smaller of the median TTFT and median ITL): 0.5 ms is below any, 5 s above
+    for lag, valid in ((0.5, True), (5000.0, False)):
+        run = _run_with_point(tmp_path / str(lag), lag)
+        point = {"label": "c1", "value": 1.0, "levels": ["c1"]}
+        _judge(point, sw, run, "e", cfg)
+        assert point["client_valid"] is valid
+        if valid:  # TTFT p50 11,206 ms: within 60 s for certain
+            assert point["meets"] is True and point["certain"] == "pass"
+        else:
+            assert point["meets"] is False and point["certain"] == "invalid"
+            assert point["reason"].startswith("invalid, the client set its pace (c1: ")
+            assert "5000.0 ms" in point["reason"]

@@ -234,10 +234,11 @@ def test_request_join_flags_each_lie_and_survives_bad_types() -> None:
     inflated["usage"]["completion_tokens"] += 2
     slow = copy.deepcopy(base)
     slow["server_timings"]["prompt_ms"] = base["ttft_ms"] + 5  # prefill longer than our wait for the first token
-    long_decode = copy.deepcopy(base)  # prefill + decode 3 token times past our E2EL (2 allowed)
+    long_decode = copy.deepcopy(base)  # decode alone 3 token times past our E2EL (2 allowed)
     per_token = base["server_timings"]["predicted_ms"] / base["server_timings"]["predicted_n"]
-    prompt_ms = base["server_timings"]["prompt_ms"]
-    long_decode["server_timings"]["predicted_ms"] = base["e2el_ms"] - prompt_ms + 3 * per_token
+    long_decode["server_timings"]["predicted_ms"] = base["e2el_ms"] + 3 * per_token
+    overlap = copy.deepcopy(base)  # prefill + decode past E2EL, each span inside it: seen on an honest busy server
+    overlap["server_timings"]["predicted_ms"] = base["e2el_ms"] - 0.5
     more_streamed = copy.deepcopy(base)
     more_streamed["server_timings"]["predicted_n"] = base["n_streamed"] - 1  # usage 16 too: counted once, as streamed
     more_streamed["usage"]["completion_tokens"] = base["n_streamed"] - 1
@@ -247,8 +248,8 @@ def test_request_join_flags_each_lie_and_survives_bad_types() -> None:
     wrong["server_timings"] = {"prompt_ms": "fast", "predicted_ms": 1.0, "predicted_n": 16}
     not_obj = {**copy.deepcopy(base), "server_timings": [1, 2]}
     got = request_join([base, inflated, slow, long_decode, padded, more_streamed, wrong, not_obj,
-                        {"status": 500, "error": "x"}])
-    assert got["joined"] == 6 and got["malformed"] == 2
+                        {"status": 500, "error": "x"}, overlap])
+    assert got["joined"] == 7 and got["malformed"] == 2
     assert got["disagree"] == {"completion_vs_usage": 1, "prompt_vs_usage": 1, "streamed_vs_completion": 1,
                                "prefill_time": 1, "server_time": 1}
 

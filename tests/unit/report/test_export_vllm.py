@@ -21,7 +21,7 @@ import pytest
 
 from inferencekit.api.detect import EngineInfo
 from inferencekit.bench.config import ServeConfig
-from inferencekit.bench.plan import LevelSpec, parse_levels
+from inferencekit.bench.plan import LevelSpec, parse_levels, ramp_level
 from inferencekit.bench.serve import bench_record
 from inferencekit.cli import main
 from inferencekit.errors import OpError
@@ -182,6 +182,14 @@ def test_open_loop_rate_cap_and_queue_times(tmp_path: Path) -> None:
     assert (out["label"], out["request_rate"], out["burstiness"], out["max_concurrency"]) == ("r4c8", 4.0, "inf", 8)
     # the record's describe() form of a level gives the same traffic fields
     assert vllm_result(rs, spec.describe(), model="m", tokenizer=None, backend="openai-chat")["max_concurrency"] == 8
+    # a ramp-up level as vLLM writes one: request_rate "inf" (vLLM refuses --request-rate beside a ramp) and the ramp
+    ramp = ramp_level("linear", 1.0, 4.0)
+    for form in (ramp, ramp.describe()):
+        out = vllm_result(rs, form, model="m", tokenizer=None, backend="openai-chat")
+        assert (out["request_rate"], out["ramp_up_strategy"], out["ramp_up_start_rps"], out["ramp_up_end_rps"]) == \
+            ("inf", "linear", 1.0, 4.0)
+        keys = list(out)
+        assert keys.index("max_concurrency") + 1 == keys.index("ramp_up_strategy")  # vLLM's order
 
 
 def test_n_out_sources_and_unknown_lengths(tmp_path: Path) -> None:
