@@ -1,7 +1,7 @@
 """Issue 22's live checks on llama-server: two sweeps of one server find boundaries inside each other's interval, and
 ``bench compare`` says "no difference beyond noise" for two runs of one server and detects a slowed one.
 
-    .venv/bin/python benchmarks/sweep_runs.py                      # both phases (~15 min on 2 idle cores)
+    .venv/bin/python benchmarks/sweep_runs.py                      # both phases (~11 min on 2 idle cores)
     .venv/bin/python benchmarks/sweep_runs.py --phases sweep --slo-target ttft_p90=800
 
 Phase ``sweep``: llama-server ``--parallel 4`` (started here, the embedded SmolLM2 GGUF); ``bench sweep`` twice with
@@ -114,7 +114,7 @@ def main() -> None:
     ap.add_argument("--num-prompts", type=int, default=40)
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--input-len", type=int, default=128,
+    ap.add_argument("--input-len", type=int, default=64,
                     help="--dataset random prompts of this many tokens (0: the packaged dev set, whose long prompts "
                          "saturate llama-server on 2 cores below 0.5 requests/s)")
     args = ap.parse_args()
