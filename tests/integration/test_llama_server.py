@@ -399,3 +399,32 @@ def test_a_second_run_with_the_same_seed_is_not_served_from_the_prompt_cache(lla
             # salt's "[ik-" may add a few: a served prompt would show the whole prompt cached
             assert t["cache_n"] <= min(32, r["usage"]["prompt_tokens"] - 8), (dataset, r["_rel"], t)
         print(f"\n[same-seed rerun] {dataset[1]}: largest cache_n in the second run {template}")
+
+
+def test_shared_prefix_run_reuses_the_prefix_only_with_the_prompt_cache_on(llama_server_engine, tmp_path):
+    """``--shared-prefix-tokens 256 --prefix-groups 2`` with llama-server's prompt cache on, then off
+    (``cache_prompt: false``): with it on, every later request of a group is served its 256-token prefix from the
+    cache (cached_tokens ≥ 256); with it off, none is; the intended reuse never trips unique_prompts. The TTFT
+    effect is a timing (docs/load-generation.md, "Shared prefixes", measured by hand), not asserted here."""
+    blocks = {}
+    for name, extra in (("on", []), ("off", ["--extra-body", '{"cache_prompt": false}'])):
+        run = tmp_path / name
+        code, out = run_cli(["bench", "serve", "--base-url", llama_server_engine.url, "--concurrency", "1",
+                             "--num-prompts", "6", "--max-tokens", "2", "--warmup", "0", "--dataset", "random",
+                             "--input-len", "32", "--shared-prefix-tokens", "256", "--prefix-groups", "2", *extra,
+                             "--run-dir", str(run)])
+        assert bench_ok(code, out), out
+        record = json.loads((run / "evidence" / f"{out['evidence_id']}.json").read_text())
+        blocks[name] = sp = record["data"]["shared_prefix"]
+        assert (sp["tokens"], sp["groups"], sp["groups_seen"], sp["first"]["n"], sp["later"]["n"]) == (256, 2, 2, 2, 4)
+        for r in level_replies(run, "c1"):
+            assert r["shared_prefix_id"] in ("g0", "g1") and r["usage"]["prompt_tokens"] > 256 + 32
+        code, gates = run_cli(["gates", "check", str(run)])
+        assert gates["gates"]["unique_prompts"]["verdict"] == "PASS", gates["gates"]["unique_prompts"]
+        assert "FAIL" not in {g["verdict"] for g in gates["gates"].values()}, gates
+    assert blocks["on"]["later"]["cached_tokens"]["min"] >= 256
+    assert blocks["on"]["first"]["cached_tokens"]["max"] < 256
+    assert blocks["off"]["later"]["cached_tokens"]["max"] == 0
+    print(f"\n[shared prefix] TTFT p50 first/later: cache on {blocks['on']['first']['ttft_ms']['p50']:.0f}/"
+          f"{blocks['on']['later']['ttft_ms']['p50']:.0f} ms, off {blocks['off']['first']['ttft_ms']['p50']:.0f}/"
+          f"{blocks['off']['later']['ttft_ms']['p50']:.0f} ms")

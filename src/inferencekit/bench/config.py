@@ -51,6 +51,8 @@ class ServeConfig:
     repeats: int = 1  # --repeats: each load point run this many times, its levels labelled <point>_rep<i>
     ray: str | None = None  # --ray: a Ray cluster address ("default": RAY_ADDRESS or a local Ray), None = no Ray
     metrics_interval_s: float = 1.0  # --metrics-interval: scrape the server's /metrics every so many s (0 = off)
+    shared_prefix_tokens: int = 0  # --shared-prefix-tokens L: every prompt opens with one of G prefixes of L tokens
+    prefix_groups: int = 1  # --prefix-groups G (data/shared_prefix.py)
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)

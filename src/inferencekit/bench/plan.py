@@ -253,13 +253,15 @@ class Planner:
         return PlannedRequest(f"{p.id}~{k}", p, new_salt())
 
 
-def _tag_messages(messages: Sequence[dict[str, Any]], tag: str) -> list[dict[str, Any]]:
+def _tag_messages(messages: Sequence[dict[str, Any]], tag: str, at: int = 0) -> list[dict[str, Any]]:
+    """The messages with ``tag`` put into the first user message, ``at`` characters in (after an intended shared
+    prefix: ``Prompt.shared_prefix_chars``; 0 for every other prompt)."""
     out = [dict(m) for m in messages]
     for m in out:
         if m.get("role") == "user":
             c = m.get("content")
             if isinstance(c, str):
-                m["content"] = tag + c
+                m["content"] = c[:at] + tag + c[at:]
             elif isinstance(c, list):
                 m["content"] = [{"type": "text", "text": tag}, *c]
             return out
@@ -284,7 +286,8 @@ def request_body(req: PlannedRequest, *, model: str, max_tokens: int | None, str
     body: dict[str, Any] = dict(extra or {})
     body["model"] = model
     if p.messages is not None:
-        body["messages"] = _tag_messages(p.messages, tag) if tag else [dict(m) for m in p.messages]
+        body["messages"] = (_tag_messages(p.messages, tag, p.shared_prefix_chars) if tag
+                            else [dict(m) for m in p.messages])
     else:
         body["prompt"] = tag + (p.prompt or "")
     body["max_tokens"] = max_tokens if max_tokens is not None else (p.max_tokens or default_max_tokens)

