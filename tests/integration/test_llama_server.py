@@ -428,3 +428,31 @@ def test_shared_prefix_run_reuses_the_prefix_only_with_the_prompt_cache_on(llama
     print(f"\n[shared prefix] TTFT p50 first/later: cache on {blocks['on']['first']['ttft_ms']['p50']:.0f}/"
           f"{blocks['on']['later']['ttft_ms']['p50']:.0f} ms, off {blocks['off']['first']['ttft_ms']['p50']:.0f}/"
           f"{blocks['off']['later']['ttft_ms']['p50']:.0f} ms")
+
+
+def test_trace_replay_is_token_exact_and_keeps_the_traces_times(llama_server_engine, tmp_path):
+    """``--trace`` (Mooncake, 16-token blocks) at ``--time-scale 0.5``: every request is sent at its row's time × 0.5
+    after the level's start, its prompt counts exactly the row's input length (the server's prompt_tokens minus one
+    constant, the chat template's), its output the row's length (``--ignore-eos``), and unique_prompts has nothing
+    to object to (the trace's intended sharing is whole blocks, its exact repeat was made unique)."""
+    rows = [(0, 40, 4, [0, 1, 2]), (300, 49, 3, [0, 1, 3, 4]), (600, 40, 4, [0, 1, 2]), (900, 20, 2, [5, 6]),
+            (1200, 33, 4, [0, 1, 7]), (1500, 16, 3, [8])]
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("".join(json.dumps({"timestamp": t, "input_length": i, "output_length": o, "hash_ids": h})
+                             + "\n" for t, i, o, h in rows))
+    run = tmp_path / "run"
+    code, out = run_cli(["bench", "serve", "--base-url", llama_server_engine.url, "--trace", str(trace),
+                         "--trace-block-size", "16", "--time-scale", "0.5", "--ignore-eos", "--run-dir", str(run)])
+    assert bench_ok(code, out), out
+    replies = sorted(level_replies(run, "trace"), key=lambda r: r["scheduled_ns"])
+    assert [r["id"] for r in replies] == [f"trace-{i:05d}" for i in range(len(rows))]
+    start = replies[0]["scheduled_ns"]
+    assert [r["scheduled_ns"] - start for r in replies] == pytest.approx([t * 0.5 * 1e6 for t, *_ in rows], abs=1e3)
+    overhead = {r["usage"]["prompt_tokens"] - n for r, (_, n, _, _) in zip(replies, rows)}
+    assert len(overhead) == 1 and overhead.pop() > 0
+    assert [r["usage"]["completion_tokens"] for r in replies] == [o for _, _, o, _ in rows]
+    desc = json.loads((run / "run.json").read_text())["prompt_set"]
+    assert (desc["name"], desc["requests"], desc["repeats_made_unique"], desc["time_scale"]) == \
+        ("trace:mooncake", 6, 1, 0.5)
+    code, gates = run_cli(["gates", "check", str(run)])
+    assert gates["gates"]["unique_prompts"]["verdict"] == "PASS", gates["gates"]["unique_prompts"]

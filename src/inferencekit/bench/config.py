@@ -53,6 +53,11 @@ class ServeConfig:
     metrics_interval_s: float = 1.0  # --metrics-interval: scrape the server's /metrics every so many s (0 = off)
     shared_prefix_tokens: int = 0  # --shared-prefix-tokens L: every prompt opens with one of G prefixes of L tokens
     prefix_groups: int = 1  # --prefix-groups G (data/shared_prefix.py)
+    trace: str | None = None  # --trace FILE: replay a request trace (one open-loop level "trace")
+    trace_format: str = "mooncake"  # --trace-format
+    time_scale: float = 1.0  # --time-scale: the trace's times multiplied by this (0.5: twice as fast)
+    trace_block_size: int = 512  # --trace-block-size: tokens per Mooncake hash id
+    keep_trace_repeats: bool = False  # --keep-trace-repeats: a trace's exact repeats are sent as exact repeats
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)

@@ -222,11 +222,15 @@ class Planner:
     seed: int
     used: Counter[str] = field(default_factory=Counter)
     salt_first_use: bool = True
+    in_order: bool = False  # draw the prompts in the given order (a trace replay), not shuffled by the seed
     _order: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.prompts:
             raise OpError("the prompt set is empty")
+        if self.in_order:
+            self._order = list(range(len(self.prompts)))
+            return
         # Shuffle within each bucket, then deal the buckets round-robin: any run of consecutive draws
         # (one level's requests) mixes prompt lengths alike, so levels compare like with like.
         rng = random.Random(self.seed)

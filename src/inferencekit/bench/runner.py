@@ -14,9 +14,11 @@ import asyncio
 import gc
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from inferencekit.api.client import Client, Exchange
 from inferencekit.bench.journal import JOURNAL_NAME, Journal, materialise
@@ -91,6 +93,8 @@ class LoadRunner:
         self.optional = optional
         self.on_done = on_done
         self.extras: ExtraRequests = extras or {"alone": [], "by_level": {}, "optional": []}
+        # open-loop levels sent at given offsets (s after the level's start) rather than drawn ones: a trace replay
+        self.offsets_for: dict[str, list[float]] = {}
 
     def _meta(self, req: PlannedRequest, level: str | None, scheduled_ns: int | None,
               dispatched_ns: int | None = None) -> dict[str, Any]:
@@ -264,7 +268,10 @@ class LoadRunner:
                     journal: Journal, outcome: LevelOutcome, part: tuple[int, int] | None = None,
                     start_at_ns: int | None = None) -> None:
         count = n if n is not None else max(1, math.ceil(spec.rate * (duration_s or 0)))
-        if spec.ramp:  # one client process sends a ramp (bench serve refuses --workers and --duration with it)
+        offsets: Sequence[float] | np.ndarray
+        if spec.label in self.offsets_for:  # a trace's own times (bench serve --trace, one client process)
+            offsets = self.offsets_for[spec.label][:count]
+        elif spec.ramp:  # one client process sends a ramp (bench serve refuses --workers and --duration with it)
             offsets = ramp_offsets_s(count, spec.ramp, spec.ramp_start, spec.ramp_end, spec.arrival,
                                      burstiness=spec.burstiness, seed=seed)
         else:

@@ -39,6 +39,9 @@ from inferencekit.bench.workers import ProcessPool, WorkerTask, run_level_split
 from inferencekit.data.datasets import build_dynamic
 from inferencekit.data.prompts import Prompt
 from inferencekit.data.shared_prefix import shared_prefix_prompts
+from inferencekit.data.trace_prompts import trace_prompts
+from inferencekit.data.traces import load_trace, scale
+from inferencekit.errors import OpError
 from inferencekit.evidence import artifact, build_record, metric, save_record
 from inferencekit.rundir import (
     CLIENT_FILE,
@@ -150,7 +153,8 @@ class ServeSession:
         def body_for(req: PlannedRequest) -> dict[str, Any]:
             return request_body(req, **body_kw)
 
-        self.planner = Planner(prompts, cfg.seed, salt_first_use=cfg.dataset != "random")
+        self.planner = Planner(prompts, cfg.seed, salt_first_use=cfg.dataset != "random" and not cfg.trace,
+                               in_order=bool(cfg.trace))
         if resume:
             for journal in run.journals(self.engine):
                 # a client that died mid-level left its finished exchanges here: recover them as files
@@ -158,6 +162,10 @@ class ServeSession:
             self.planner.restore(run.sent_keys(self.engine))
         self.runner = LoadRunner(client, run, self.engine, body_for, optional=self.optional, on_done=on_done,
                                  extras=extras)
+        if cfg.trace:  # the trace's own times, scaled (the file was checked when the flags were)
+            rows = scale(load_trace(cfg.trace, cfg.trace_format, block_size=cfg.trace_block_size).rows,
+                         cfg.time_scale)
+            self.runner.offsets_for.update({s.label: [r.t_s for r in rows] for s in cfg.levels})
         # the client processes first: a Ray cluster that cannot be reached (or is too small) stops the run before
         # anything is sent
         self.pool = open_pool(cfg) if cfg.workers > 1 or cfg.ray is not None else None
@@ -475,7 +483,17 @@ async def prepare_serve(cfg: ServeConfig, client: Client, run: RunDir, model: st
     run.pin("engine_identity", info.identity())
     run.pin("model", info.model)
     run.pin("chat_template_kwargs", cfg.chat_template_kwargs)
-    if static is None:
+    if cfg.trace:
+        tok = choose_tokenizer(cfg.tokenizer, client, info.dialect)
+        if tok is None:
+            raise OpError("--trace needs a tokenizer to make the trace's lengths token-exact: this engine has no "
+                          "tokenize endpoint; pass --tokenizer")
+        trace = load_trace(cfg.trace, cfg.trace_format, block_size=cfg.trace_block_size)
+        nonce = run.read_run().get("pins", {}).get("prompt_nonce") or run.pin("prompt_nonce", new_salt())
+        draw = int.from_bytes(hashlib.sha256(f"{cfg.seed}:{nonce}".encode()).digest()[:8], "big")
+        prompts, desc = await trace_prompts(trace, seed=draw, tokenizer=tok, keep_repeats=cfg.keep_trace_repeats)
+        desc["time_scale"] = cfg.time_scale
+    elif static is None:
         n = (cfg.num_prompts or 32) * len(cfg.levels) + cfg.warmup
         tok = choose_tokenizer(cfg.tokenizer, client, info.dialect)
         seed: int = cfg.seed

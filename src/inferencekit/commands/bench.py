@@ -12,12 +12,13 @@ from inferencekit.api.client import Client
 from inferencekit.api.endpoint import Endpoint, normalize_base_url
 from inferencekit.api.loop import run as run_loop
 from inferencekit.bench.config import FIXED_FIELDS, ServeConfig
-from inferencekit.bench.plan import parse_levels, parse_slo, ramp_level, repeat_levels
+from inferencekit.bench.plan import LevelSpec, parse_levels, parse_slo, ramp_level, repeat_levels
 from inferencekit.bench.serve import prepare_serve, run_bench
 from inferencekit.commands.gates import render_gates
 from inferencekit.data.bfcl import bfcl_data_dir
 from inferencekit.data.datasets import load_static
 from inferencekit.data.prompts import Prompt
+from inferencekit.data.traces import load_trace, scale
 from inferencekit.engines.target import serve_target
 from inferencekit.errors import OpError
 from inferencekit.gates.check import check_run_dir
@@ -66,6 +67,18 @@ BENCH_ARGS: tuple[Arg, ...] = (
         "prefixes of exactly this many tokens (an intended reuse a prefix cache may serve; the rest of each prompt "
         "is unique, and its salt goes after the prefix). The record compares TTFT of each group's first request "
         "with its later ones, and the server's cached-token counts where it reports them."),
+    Arg("trace", "string", "Replay a request trace: one open-loop level, labelled trace, whose requests are sent at "
+        "the trace's times (x --time-scale) with its input and output lengths, token-exact, Mooncake's hash_ids "
+        "honoured block by block (docs/load-generation.md, \"Trace replay\"). A malformed line is named (file:line) "
+        "before anything is sent; its rows set --num-prompts, and there is no warm-up. Not with --concurrency, "
+        "--request-rate, --ramp-up-strategy, --dataset, --input-len, --duration, --repeats or --workers."),
+    Arg("trace_format", "string", "--trace: the file's format.", default="mooncake",
+        choices=("mooncake", "azure", "burstgpt")),
+    Arg("time_scale", "number", "--trace: multiply the trace's times by this (0.5 = twice as fast).", default=1.0),
+    Arg("trace_block_size", "integer", "--trace mooncake: prompt tokens per hash id.", default=512),
+    Arg("keep_trace_repeats", "boolean", "--trace: send the trace's exact repeats (same hash_ids and length) as exact "
+        "repeats; by default each later one has its last word changed, so only the blocks the trace shares are "
+        "shared.", default=False),
     Arg("prefix_groups", "integer", "--shared-prefix-tokens: how many distinct prefixes (request i uses prefix i mod "
         "G).", default=1),
     Arg("max_tokens", "integer", "Output tokens per request (default: the prompt's own max_tokens, ShareGPT's "
@@ -120,6 +133,34 @@ BENCH_ARGS: tuple[Arg, ...] = (
 )
 
 
+def _trace_level(a: dict[str, Any], conc: Any, rates: Any, ramp: Any) -> tuple[LevelSpec, int] | None:
+    """``--trace``'s one open-loop level and its request count, the file read and checked here, before anything
+    is sent (``data/traces.py``: a malformed line is an ``OpError`` naming file:line); None without ``--trace``.
+    Sets ``num_prompts`` (the trace's rows) and ``warmup`` 0 (the trace's requests are the whole load) in ``a``."""
+    if not a.get("trace"):
+        for flag in ("keep_trace_repeats",):
+            if a.get(flag):
+                raise OpError(f"--{flag.replace('_', '-')} needs --trace")
+        return None
+    clash = [f for f, on in (("--concurrency", conc), ("--request-rate", rates), ("--ramp-up-strategy", ramp),
+                             ("--duration", a.get("duration") is not None), ("--input-len", a.get("input_len")),
+                             ("--dataset", a.get("dataset") not in (None, "dev")),
+                             ("--repeats", (a.get("repeats") or 1) > 1),
+                             ("--workers/--ray", (a.get("workers") or 1) > 1 or a.get("ray") is not None)) if on]
+    if clash:
+        raise OpError(f"--trace sets the load, the prompts and their times itself; drop {', '.join(clash)}")
+    ts = a.get("time_scale")
+    if ts is None or not 0 < ts <= 1000:
+        raise OpError(f"--time-scale must be > 0 and ≤ 1000, got {ts}")
+    trace = load_trace(a["trace"], a.get("trace_format") or "mooncake", block_size=a.get("trace_block_size") or 512)
+    rows = scale(trace.rows, ts)
+    span = rows[-1].t_s
+    rate = len(rows) / span if span > 0 else float(len(rows))
+    a["num_prompts"] = len(rows)
+    a["warmup"] = 0
+    return LevelSpec("trace", "open", rate=rate, arrival="trace"), len(rows)
+
+
 def config_from_args(a: dict[str, Any]) -> ServeConfig:
     """Validate the flags into a ServeConfig (before anything is sent).
 
@@ -142,13 +183,16 @@ def config_from_args(a: dict[str, Any]) -> ServeConfig:
             raise OpError("--ramp-up-strategy ramps over --num-prompts requests; drop --duration")
         if (a.get("workers") or 1) > 1 or a.get("ray") is not None:
             raise OpError("--ramp-up-strategy is sent by one client process; drop --workers/--ray")
-    if not conc and not rates and ramp is None:
+    trace = _trace_level(a, conc, rates, ramp)
+    if not conc and not rates and ramp is None and trace is None:
         conc = [1, 2, 4]
     levels = parse_levels(conc, rates, arrival=a["arrival"], burstiness=a["burstiness"],
                           max_concurrency=a["max_concurrency"]) if conc or rates else []
     if ramp is not None:
         levels.append(ramp_level(ramp, a.get("ramp_up_start_rps"), a.get("ramp_up_end_rps"), arrival=a["arrival"],
                                  burstiness=a["burstiness"], max_concurrency=a["max_concurrency"]))
+    if trace is not None:
+        levels.append(trace[0])
     levels = repeat_levels(levels, 1 if a.get("repeats") is None else a["repeats"])
     if a.get("num_prompts") is not None and a["num_prompts"] < 1:
         raise OpError("--num-prompts must be ≥ 1")
@@ -206,7 +250,9 @@ def config_from_args(a: dict[str, Any]) -> ServeConfig:
         levels=levels, dataset=a["dataset"], num_prompts=a["num_prompts"], duration_s=a.get("duration"),
         warmup=a["warmup"], max_tokens=a.get("max_tokens"), ignore_eos=bool(a["ignore_eos"]),
         temperature=a["temperature"], input_len=a.get("input_len"), shared_prefix_tokens=spt or 0,
-        prefix_groups=groups or 1,
+        prefix_groups=groups or 1, trace=a.get("trace"), trace_format=a.get("trace_format") or "mooncake",
+        time_scale=float(a.get("time_scale") or 1.0), trace_block_size=a.get("trace_block_size") or 512,
+        keep_trace_repeats=bool(a.get("keep_trace_repeats")),
         seed=a["seed"] if a.get("seed") is not None else secrets.randbits(31), slo=parse_slo(a.get("slo")),
         count_tokens=bool(a["count_tokens"]), retokenize=bool(a["retokenize"]), tokenizer=a.get("tokenizer"),
         extra_body=policy.extra, chat_template_kwargs=policy.chat_template_kwargs, refused_fields=list(policy.refused),

@@ -319,3 +319,26 @@ def test_bench_sweep_resume_refuses_other_runs_and_new_settings(capsys, tmp_path
     sweep.update_run(operation="bench.sweep", bench_config={"levels": []}, sweep_settings={"space": {}})
     assert main(["bench", "sweep", "--resume", str(sweep.path), "--max", "8", "--kat", "2"]) == 2
     assert "drop --kat, --max" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("line,flags,msg", [
+    ('{"timestamp": 0, "input_length": 40, "output_length": 4, "hash_ids": [1]}', [],
+     "{path}:2: too few 'hash_ids'"),
+    ('{"timestamp": 0, "input_length": "40", "output_length": 4}', [], "{path}:2:"),
+    ('not json', [], "{path}:2:"),
+    ('{"timestamp": 0, "input_length": 40, "output_length": 4, "hash_ids": [0, 1, 2]}', ["--concurrency", "2"],
+     "--trace sets the load, the prompts and their times itself; drop --concurrency"),
+    ('{"timestamp": 0, "input_length": 40, "output_length": 4, "hash_ids": [0, 1, 2]}', ["--time-scale", "0"],
+     "--time-scale must be > 0"),
+])
+def test_a_bad_trace_is_refused_before_any_request(line, flags, msg, capsys, tmp_path):
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"timestamp": 0, "input_length": 16, "output_length": 4, "hash_ids": [0]}\n' + line + "\n")
+    hits: list[str] = []
+    with fault_server(hits=hits) as (url, _):
+        assert main(["bench", "serve", "--base-url", url, "--trace", str(trace), "--trace-block-size", "16", *flags,
+                     "--run-dir", str(tmp_path / "r")]) == 2
+    assert hits == []
+    err = capsys.readouterr().err
+    assert msg.format(path=trace) in err and err.count("\n") == 1, err
+    assert not (tmp_path / "r").exists()
