@@ -489,6 +489,10 @@ async def prepare_serve(cfg: ServeConfig, client: Client, run: RunDir, model: st
             raise OpError("--trace needs a tokenizer to make the trace's lengths token-exact: this engine has no "
                           "tokenize endpoint; pass --tokenizer")
         trace = load_trace(cfg.trace, cfg.trace_format, block_size=cfg.trace_block_size)
+        before = (run.read_run().get("prompt_set") or {}).get("sha256") if resume else None
+        if before is not None and before != trace.sha256:
+            raise OpError(f"--resume: the trace file {cfg.trace!r} changed since the run began (sha256 {before[:12]}… "
+                          f"then, {trace.sha256[:12]}… now); replay it into a new run dir")
         nonce = run.read_run().get("pins", {}).get("prompt_nonce") or run.pin("prompt_nonce", new_salt())
         draw = int.from_bytes(hashlib.sha256(f"{cfg.seed}:{nonce}".encode()).digest()[:8], "big")
         prompts, desc = await trace_prompts(trace, seed=draw, tokenizer=tok, keep_repeats=cfg.keep_trace_repeats)

@@ -71,7 +71,8 @@ BENCH_ARGS: tuple[Arg, ...] = (
         "the trace's times (x --time-scale) with its input and output lengths, token-exact, Mooncake's hash_ids "
         "honoured block by block (docs/load-generation.md, \"Trace replay\"). A malformed line is named (file:line) "
         "before anything is sent; its rows set --num-prompts, and there is no warm-up. Not with --concurrency, "
-        "--request-rate, --ramp-up-strategy, --dataset, --input-len, --duration, --repeats or --workers."),
+        "--request-rate, --ramp-up-strategy, --dataset, --input-len, --max-tokens, --duration, --repeats or --workers; "
+        "--max-concurrency caps the requests in flight."),
     Arg("trace_format", "string", "--trace: the file's format.", default="mooncake",
         choices=("mooncake", "azure", "burstgpt")),
     Arg("time_scale", "number", "--trace: multiply the trace's times by this (0.5 = twice as fast).", default=1.0),
@@ -144,6 +145,7 @@ def _trace_level(a: dict[str, Any], conc: Any, rates: Any, ramp: Any) -> tuple[L
         return None
     clash = [f for f, on in (("--concurrency", conc), ("--request-rate", rates), ("--ramp-up-strategy", ramp),
                              ("--duration", a.get("duration") is not None), ("--input-len", a.get("input_len")),
+                             ("--max-tokens (each row has its own output length)", a.get("max_tokens") is not None),
                              ("--dataset", a.get("dataset") not in (None, "dev")),
                              ("--repeats", (a.get("repeats") or 1) > 1),
                              ("--workers/--ray", (a.get("workers") or 1) > 1 or a.get("ray") is not None)) if on]
@@ -158,7 +160,7 @@ def _trace_level(a: dict[str, Any], conc: Any, rates: Any, ramp: Any) -> tuple[L
     rate = len(rows) / span if span > 0 else float(len(rows))
     a["num_prompts"] = len(rows)
     a["warmup"] = 0
-    return LevelSpec("trace", "open", rate=rate, arrival="trace"), len(rows)
+    return LevelSpec("trace", "open", rate=rate, arrival="trace", concurrency=a.get("max_concurrency") or 0), len(rows)
 
 
 def config_from_args(a: dict[str, Any]) -> ServeConfig:
@@ -242,7 +244,7 @@ def config_from_args(a: dict[str, Any]) -> ServeConfig:
         raise OpError("--prefix-groups needs --shared-prefix-tokens")
     if groups is not None and groups < 1:
         raise OpError("--prefix-groups must be ≥ 1")
-    if a.get("max_concurrency") and not rates and ramp is None:
+    if a.get("max_concurrency") and not rates and ramp is None and trace is None:
         raise OpError("--max-concurrency caps open-loop levels; give --request-rate (closed loop: --concurrency)")
     policy = body_policy(a.get("extra_body"), a.get("chat_template_kwargs"), fixed=FIXED_FIELDS,
                          operation="bench serve")

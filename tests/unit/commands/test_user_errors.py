@@ -330,6 +330,8 @@ def test_bench_sweep_resume_refuses_other_runs_and_new_settings(capsys, tmp_path
      "--trace sets the load, the prompts and their times itself; drop --concurrency"),
     ('{"timestamp": 0, "input_length": 40, "output_length": 4, "hash_ids": [0, 1, 2]}', ["--time-scale", "0"],
      "--time-scale must be > 0"),
+    ('{"timestamp": 0, "input_length": 40, "output_length": 4, "hash_ids": [0, 1, 2]}', ["--max-tokens", "8"],
+     "drop --max-tokens"),
 ])
 def test_a_bad_trace_is_refused_before_any_request(line, flags, msg, capsys, tmp_path):
     trace = tmp_path / "t.jsonl"
