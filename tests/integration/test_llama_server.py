@@ -456,3 +456,31 @@ def test_trace_replay_is_token_exact_and_keeps_the_traces_times(llama_server_eng
         ("trace:mooncake", 6, 1, 0.5)
     code, gates = run_cli(["gates", "check", str(run)])
     assert gates["gates"]["unique_prompts"]["verdict"] == "PASS", gates["gates"]["unique_prompts"]
+
+
+def test_conversations_send_each_turn_with_the_models_own_replies(llama_server_engine, tmp_path):
+    """``--dataset conversations --turns 3``: 4 sessions at ``--concurrency 2``; turn k's messages are the session's
+    k user messages with the replies the server actually gave in between (not a dataset's), every reply names its
+    session and turn, the record holds the by-turn block, and unique_prompts has nothing to object to."""
+    run = tmp_path / "run"
+    code, out = run_cli(["bench", "serve", "--base-url", llama_server_engine.url, "--dataset", "conversations",
+                         "--turns", "3", "--input-len", "16", "--num-prompts", "4", "--concurrency", "2",
+                         "--max-tokens", "8", "--warmup", "0", "--run-dir", str(run)])
+    assert bench_ok(code, out), out
+    replies = {r["_rel"].split("/")[-1].removesuffix(".json"): r for r in level_replies(run, "c2")}
+    assert len(replies) == 12
+    for key, r in replies.items():
+        session, turn = key.rsplit(".t", 1)
+        assert (r["session_id"], r["turn"]) == (session, int(turn)) and r["status"] == 200
+        body = json.loads((run / "inputs" / ENGINE / "load-c2" / "conv" / f"{key}.json").read_text())
+        msgs = body["messages"]
+        assert [m["role"] for m in msgs] == ["user", "assistant"] * (int(turn) - 1) + ["user"]
+        for k in range(1, int(turn)):  # each assistant message is the reply that turn k received, as received
+            assert msgs[2 * k - 1]["content"] == replies[f"{session}.t{k}"]["text"]
+    record = json.loads((run / "evidence" / f"{out['evidence_id']}.json").read_text())
+    cv = record["data"]["conversations"]
+    assert cv["sessions"] == {"started": 4, "completed": 4, "turns_sent": 12}
+    assert sorted(cv["by_turn"]) == ["1", "2", "3"]
+    assert cv["by_turn"]["3"]["prompt_tokens"]["min"] > cv["by_turn"]["1"]["prompt_tokens"]["max"]
+    code, gates = run_cli(["gates", "check", str(run)])
+    assert gates["gates"]["unique_prompts"]["verdict"] == "PASS", gates["gates"]["unique_prompts"]

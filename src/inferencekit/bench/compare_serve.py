@@ -49,7 +49,8 @@ COMPARE_RULE = (f"B/A = ratio of the geometric means of the per-repeat figures; 
                 "is 95% on its own (no multiplicity correction).")
 
 _WORKLOAD = ("dataset", "input_len", "max_tokens", "ignore_eos", "temperature", "num_prompts", "duration_s")
-_CONFIG = ("extra_body", "chat_template_kwargs", "count_tokens", "slo", "shared_prefix_tokens", "prefix_groups")
+_CONFIG = ("extra_body", "chat_template_kwargs", "count_tokens", "slo", "shared_prefix_tokens", "prefix_groups",
+           "turns", "think_time_s", "trace", "time_scale", "trace_block_size", "keep_trace_repeats")
 _PROMPT_SET = ("name", "sha256")
 _LOAD_KEYS = ("mode", "concurrency", "rate_req_s", "arrival", "burstiness", "max_concurrency")
 _NAMES = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "itl_ms": "ITL", "e2el_ms": "E2EL",

@@ -53,6 +53,8 @@ class ServeConfig:
     metrics_interval_s: float = 1.0  # --metrics-interval: scrape the server's /metrics every so many s (0 = off)
     shared_prefix_tokens: int = 0  # --shared-prefix-tokens L: every prompt opens with one of G prefixes of L tokens
     prefix_groups: int = 1  # --prefix-groups G (data/shared_prefix.py)
+    turns: int = 4  # --dataset conversations: user turns per session
+    think_time_s: float = 0.0  # --think-time: seconds between a reply and the session's next turn
     trace: str | None = None  # --trace FILE: replay a request trace (one open-loop level "trace")
     trace_format: str = "mooncake"  # --trace-format
     time_scale: float = 1.0  # --time-scale: the trace's times multiplied by this (0.5: twice as fast)

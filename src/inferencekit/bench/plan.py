@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 import secrets
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -189,6 +190,7 @@ def parse_slo(text: str | None) -> dict[str, float]:
     return out
 
 
+_TURN_KEY = re.compile(r"(.+)\.t(\d+)")  # a session's turn file: <key>.t<n> (bench/runner.py)
 SALT_BITS = 64  # MLPerf Endpoints' minimum for a per-query salt in front of reusable content
 
 
@@ -243,9 +245,13 @@ class Planner:
         self._order = [pile[k] for k in range(max(map(len, piles))) for pile in piles if k < len(pile)]
 
     def restore(self, keys: Iterable[str]) -> None:
-        """Count uses recorded on disk (file stems ``<id>`` / ``<id>~k``) so the draw continues after them."""
+        """Count uses recorded on disk (file stems ``<id>`` / ``<id>~k``, a session's turns ``<key>.t<n>``, counted
+        once) so the draw continues after them."""
         for k in keys:
-            self.used[k.split("~", 1)[0]] += 1
+            m = _TURN_KEY.fullmatch(k)
+            if m and m.group(2) != "1":
+                continue
+            self.used[(m.group(1) if m else k).split("~", 1)[0]] += 1
 
     def take(self) -> PlannedRequest:
         n = sum(self.used.values())

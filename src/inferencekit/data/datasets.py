@@ -12,7 +12,7 @@ from inferencekit.errors import OpError
 
 __all__ = ["DYNAMIC", "load_static", "build_dynamic"]
 
-DYNAMIC = ("sharegpt", "random")
+DYNAMIC = ("sharegpt", "random", "conversations")
 
 
 def load_static(dataset: str) -> tuple[list[Prompt], dict[str, Any]] | None:
@@ -28,7 +28,8 @@ def load_static(dataset: str) -> tuple[list[Prompt], dict[str, Any]] | None:
 
 
 async def build_dynamic(dataset: str, *, n: int, seed: int, tokenizer: Tokenizer | None, client: Client,
-                        input_len: int | None, max_tokens: int | None) -> tuple[list[Prompt], dict[str, Any]]:
+                        input_len: int | None, max_tokens: int | None, turns: int = 4
+                        ) -> tuple[list[Prompt], dict[str, Any]]:
     """Build ``n`` prompts of a dynamic dataset with the server's tokenizer.
 
     Raises:
@@ -43,6 +44,17 @@ async def build_dynamic(dataset: str, *, n: int, seed: int, tokenizer: Tokenizer
             raise OpError("--dataset random needs a tokenizer: this engine has no tokenize endpoint; pass --tokenizer")
         prompts = await random_prompts(n, input_len, seed=seed, tokenizer=tokenizer)
         return prompts, {"name": "random", "input_len": input_len, "count": len(prompts), "tokenizer": tokenizer.source}
+    if dataset == "conversations":
+        from inferencekit.data.conversations import conversation_prompts
+
+        if not input_len:
+            raise OpError("--dataset conversations needs --input-len (tokens per user turn)")
+        if tokenizer is None:
+            raise OpError("--dataset conversations needs a tokenizer: this engine has no tokenize endpoint; pass "
+                          "--tokenizer")
+        prompts = await conversation_prompts(n, turns, input_len, seed=seed, tokenizer=tokenizer)
+        return prompts, {"name": "conversations", "sessions": len(prompts), "turns": turns, "input_len": input_len,
+                         "tokenizer": tokenizer.source}
     if dataset == "sharegpt":
         from inferencekit.data.sharegpt import load_sharegpt
 

@@ -50,6 +50,11 @@ class Prompt:
     # with, and that prefix's length in characters (the intended reuse: a reuse tag goes after it, bench/plan.py)
     shared_prefix_id: str | None = None
     shared_prefix_chars: int = 0
+    # a multi-turn session (data/conversations.py): the user messages of its turns after the first, sent one by one
+    # with the model's own replies as history (bench/runner.py)
+    followups: tuple[str, ...] = ()
+    session_id: str | None = None  # set on each turn sent: the session it belongs to, and its turn (1-based)
+    turn: int = 0
 
     @property
     def is_chat(self) -> bool:

@@ -180,15 +180,29 @@ def shared_prefix_line(record: dict[str, Any]) -> str | None:
             + f"; server-reported cached prompt tokens p50: first {cached(first)}, later {cached(later)}")
 
 
+def conversation_line(record: dict[str, Any]) -> str | None:
+    """One line on a multi-turn run (``data.conversations``, bench/sessions_judge.py); None for other runs."""
+    cv = record["data"].get("conversations")
+    if not isinstance(cv, dict):
+        return None
+    s = cv["sessions"]
+    ttft = ", ".join(f"{k}: {_f(v['ttft_ms']['p50'])}" for k, v in cv["by_turn"].items())
+    cached = ", ".join(f"{k}: {_f(v['cached_tokens']['p50'], 0)}" for k, v in cv["by_turn"].items()
+                       if v["cached_tokens"]["n"])
+    return (f"conversations: {s['started']} sessions × {cv['turns']} turns ({s['completed']} completed, think time "
+            f"{cv['think_time_s']:g} s) — TTFT p50 by turn, ms: {ttft}"
+            + (f"; server-reported cached prompt tokens p50 by turn: {cached}" if cached else ""))
+
+
 def render_bench(console: Any, record: dict[str, Any]) -> None:
     """Print the level tables and how the figures were measured."""
     console.print(bench_table(record))
     for extra in (open_loop_table(record), client_pace_table(record)):
         if extra is not None:
             console.print(extra)
-    line = shared_prefix_line(record)
-    if line:
-        console.print(line, markup=False)
+    for line in (shared_prefix_line(record), conversation_line(record)):
+        if line:
+            console.print(line, markup=False)
     render_bench_notes(console, record)
     if record.get("verdict"):
         console.print(f"verdict: {record['verdict']} (the notes above say why)", markup=False,
