@@ -17,7 +17,7 @@ PIP_FLAGS := --disable-pip-version-check --no-input --progress-bar off
 
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-unit lint venv llama-server vllm engines chromium bench-client bench-peers bench-gates bench-timing bench-equivalence bench-contract bench-sweep fuzz zoo clean
+.PHONY: demo test test-unit lint venv llama-server vllm engines chromium bench-client bench-peers bench-gates bench-timing bench-equivalence bench-contract bench-sweep bench-workloads fuzz zoo clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -127,6 +127,11 @@ bench-contract: venv llama-server $(if $(findstring vllm,$(BENCH_CONTRACT_ARGS))
 BENCH_SWEEP_ARGS ?=
 bench-sweep: venv llama-server
 	$(PY) benchmarks/sweep_runs.py $(BENCH_SWEEP_ARGS)
+
+# Issue 23's workloads on llama-server: 16 conversations x 4 turns, a 200-request Mooncake replay, shared prefixes with
+# the prompt cache on and off, each gates-checked (~15 min; benchmarks/README.md).
+bench-workloads: venv llama-server
+	$(PY) benchmarks/workload_runs.py $(BENCH_WORKLOADS_ARGS)
 
 # Client TTFT and decode rate against llama-server's own timings of the same requests (~4 min; benchmarks/README.md).
 bench-timing: venv llama-server $(if $(findstring vllm,$(BENCH_TIMING_ARGS)),vllm)
