@@ -476,6 +476,14 @@ def _fmt(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.1f}"
 
 
+def fresh_draw_seed(run: RunDir, seed: int) -> int:
+    """The seed of a prompt set drawn afresh per run (``--dataset random``/``conversations``, ``--trace``): ``seed``
+    mixed with a 64-bit CSPRNG nonce pinned in run.json (``prompt_nonce``), so a resume draws the same set and a
+    second run with the same ``--seed`` does not send texts a prompt cache still holds (bench/plan.py)."""
+    nonce = run.read_run().get("pins", {}).get("prompt_nonce") or run.pin("prompt_nonce", new_salt())
+    return int.from_bytes(hashlib.sha256(f"{seed}:{nonce}".encode()).digest()[:8], "big")
+
+
 async def prepare_serve(cfg: ServeConfig, client: Client, run: RunDir, model: str | None,
                         static: tuple[list[Prompt], dict[str, Any]] | None, *, argv: Sequence[str], operation: str,
                         api_key_env: str | None, resume: bool = False, quiet: bool = False
@@ -500,8 +508,7 @@ async def prepare_serve(cfg: ServeConfig, client: Client, run: RunDir, model: st
         if before is not None and before != trace.sha256:
             raise OpError(f"--resume: the trace file {cfg.trace!r} changed since the run began (sha256 {before[:12]}… "
                           f"then, {trace.sha256[:12]}… now); replay it into a new run dir")
-        nonce = run.read_run().get("pins", {}).get("prompt_nonce") or run.pin("prompt_nonce", new_salt())
-        draw = int.from_bytes(hashlib.sha256(f"{cfg.seed}:{nonce}".encode()).digest()[:8], "big")
+        draw = fresh_draw_seed(run, cfg.seed)
         prompts, desc = await trace_prompts(trace, seed=draw, tokenizer=tok, keep_repeats=cfg.keep_trace_repeats)
         desc["time_scale"] = cfg.time_scale
     elif static is None:
@@ -509,10 +516,7 @@ async def prepare_serve(cfg: ServeConfig, client: Client, run: RunDir, model: st
         tok = choose_tokenizer(cfg.tokenizer, client, info.dialect)
         seed: int = cfg.seed
         if cfg.dataset in ("random", "conversations"):
-            # drawn afresh per run (a 64-bit CSPRNG nonce beside the seed, pinned so a resume draws the same set):
-            # the same --seed in a second run must not send texts a prompt cache still holds (bench/plan.py)
-            nonce = run.read_run().get("pins", {}).get("prompt_nonce") or run.pin("prompt_nonce", new_salt())
-            seed = int.from_bytes(hashlib.sha256(f"{cfg.seed}:{nonce}".encode()).digest()[:8], "big")
+            seed = fresh_draw_seed(run, cfg.seed)
         prompts, desc = await build_dynamic(cfg.dataset, n=n, seed=seed, tokenizer=tok, client=client,
                                             input_len=cfg.input_len, max_tokens=cfg.max_tokens, turns=cfg.turns)
         if cfg.shared_prefix_tokens and tok is not None:
