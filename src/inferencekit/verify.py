@@ -19,15 +19,15 @@ from typing import Any
 
 from inferencekit.api.body import BodyPolicy, body_policy
 from inferencekit.api.client import Client
-from inferencekit.api.detect import EngineInfo, detect_engine
+from inferencekit.api.detect import EngineInfo
 from inferencekit.api.endpoint import Endpoint
 from inferencekit.api.loop import run as run_loop
 from inferencekit.api.probe import CAPABILITY_FIXED, probe_endpoint
 from inferencekit.api.tokenize import choose_tokenizer
 from inferencekit.bench.appliance_run import APPLIANCE_DEFAULTS, appliance_receipt, resolve_metadata, settings_from_args
 from inferencekit.bench.config import FIXED_FIELDS, ServeConfig
-from inferencekit.bench.plan import heaviest_level, parse_levels
-from inferencekit.bench.serve import run_bench
+from inferencekit.bench.plan import heaviest_level, parse_levels, trace_level
+from inferencekit.bench.serve import prepare_serve, run_bench
 from inferencekit.data.datasets import load_static
 from inferencekit.data.prompts import Prompt, load_prompt_set
 from inferencekit.engines.model import embedded_gguf
@@ -163,23 +163,27 @@ def assemble_parts(prof: Profile, probe_rec: dict[str, Any], bench_rec: dict[str
 
 def verification_record(run: RunDir, profile: Profile, info: dict[str, Any], parts: list[Part],
                         sub_records: list[dict[str, Any]], headline: list[dict[str, Any]],
-                        notes: dict[str, list[str]]) -> dict[str, Any]:
+                        notes: dict[str, list[str]], workload: str = "dev") -> dict[str, Any]:
     """One record linking every part; its verdict combines the parts (informational parts excluded). ``notes``: the
-    request policy's limitations by part (``--extra-body`` fields a part set itself and did not send)."""
+    request policy's limitations by part (``--extra-body`` fields a part set itself and did not send); ``workload``
+    the load part's ``--workload`` (in the identity: two verifications of different workloads are not compared)."""
     judged = [p["verdict"] for p in parts if p["verdict"] is not None]
     verdict = combine_claims("UNPROVEN" if v == "NOT RUN" else v for v in judged)
     not_run = [p["part"] for p in parts if p["verdict"] == "NOT RUN"]
     arts = [artifact(run.evidence_dir / f"{r['evidence_id']}.json", run.path, "record") for r in sub_records]
-    summary = (f"verify ({profile.name}) on {info.get('engine')} ({info.get('model')}): {verdict}"
+    on = f", workload {workload}" if workload != "dev" else ""
+    summary = (f"verify ({profile.name}{on}) on {info.get('engine')} ({info.get('model')}): {verdict}"
                + (f" — {len(not_run)} expected part(s) not run" if not_run else ""))
     rec = build_record(kind="verification", claim_class="derived", summary=summary,
                        identity={"engine": {k: v for k, v in info.items() if k != "models"},
-                                 "model": {"id": info.get("model")}, "workload": {"profile": profile.name}},
+                                 "model": {"id": info.get("model")},
+                                 "workload": {"profile": profile.name, "load": workload}},
                        metrics=headline, artifacts=arts, missing=[f"{p}: expected, not run" for p in not_run],
                        limitations=[*(f"{part}: {line}" for part, lines in notes.items() for line in lines),
                                     *(f"{p['part']}: {p['reason']}" for p in parts if p["verdict"] == "NOT RUN")],
                        verdict=verdict,
-                       data={"run_dir": str(run.path.resolve()), "profile": profile.name, "parts": parts,
+                       data={"run_dir": str(run.path.resolve()), "profile": profile.name, "workload": workload,
+                             "parts": parts,
                              "request_notes": notes,
                              "combine": "any FAIL → FAIL; else any UNPROVEN (an expected part NOT RUN counts as "
                                         "UNPROVEN) → UNPROVEN; else any PASS → PASS; else NOT RUN"})
@@ -470,6 +474,10 @@ class VerifyRequest:
     comparison_id: str | None = None
     strict: bool = False  # --strict: fallbacks and not-applicable gates make a PASS UNPROVEN (strict_parts)
     claim: str | None = None  # the precision the endpoint claims (the equivalence audit; Q4_1 on the embedded engine)
+    workload: str = "dev"  # --workload: dev, conversations or trace:FILE (parse_workload)
+    trace_format: str = "mooncake"  # --workload trace:FILE: the file's format
+    time_scale: float = 1.0  # --workload trace:FILE: the trace's times × this
+    trace_block_size: int = 512  # --workload trace:FILE (mooncake): prompt tokens per hash id
 
 
 @dataclass(slots=True)
@@ -487,6 +495,51 @@ class VerifyPlan:
     def notes(self) -> dict[str, list[str]]:
         """Each part's refused ``--extra-body`` fields (``api.body``), by part, for the parts that refused any."""
         return {part: pol.limitations() for part, pol in self.policies.items() if pol.refused}
+
+
+WORKLOADS = ("dev", "conversations", "trace:FILE")
+VERIFY_TURNS = 4  # --workload conversations: user turns per session
+VERIFY_TURN_TOKENS = 64  # --workload conversations: tokens per user turn (token-exact, drawn per run)
+
+
+def parse_workload(text: str) -> tuple[str, str | None]:
+    """``--workload`` → ``(kind, trace file)``: ``dev``, ``conversations`` or ``trace:FILE``.
+
+    Raises:
+        OpError: any other value, or ``trace:`` without a file.
+    """
+    if text in ("dev", "conversations"):
+        return text, None
+    if text.startswith("trace:") and text[len("trace:"):].strip():
+        return "trace", text[len("trace:"):]
+    raise OpError(f"--workload takes dev, conversations or trace:FILE, got {text!r}")
+
+
+def workload_config(req: VerifyRequest) -> dict[str, Any]:
+    """The ``ServeConfig`` fields of the load part that the workload sets (issue 23 item 5), checked before any
+    request: the packaged dev set (the default) at the profile's concurrency levels; multi-turn sessions
+    (``--dataset conversations``: ``VERIFY_TURNS`` turns of ``VERIFY_TURN_TOKENS`` tokens, at least one session per
+    stream and about the profile's request count in turns); or a trace replayed at its own times (one open-loop
+    level, every row's own output length, no warm-up).
+
+    Raises:
+        OpError: a bad ``--workload``, a malformed trace (file:line), a trace flag without a trace.
+    """
+    kind, path = parse_workload(req.workload)
+    prof = req.profile
+    if kind != "trace" and (req.trace_format != "mooncake" or req.time_scale != 1.0 or req.trace_block_size != 512):
+        raise OpError("--trace-format, --time-scale and --trace-block-size apply only to --workload trace:FILE")
+    levels = parse_levels(list(prof.concurrency), None)
+    if kind == "conversations":
+        return {"levels": levels, "dataset": "conversations", "turns": VERIFY_TURNS, "input_len": VERIFY_TURN_TOKENS,
+                "num_prompts": max(max(prof.concurrency), prof.num_prompts // VERIFY_TURNS)}
+    if kind == "trace":
+        level, n = trace_level(str(path), req.trace_format, time_scale=req.time_scale,
+                               block_size=req.trace_block_size)
+        return {"levels": [level], "dataset": "dev", "trace": path, "trace_format": req.trace_format,
+                "time_scale": req.time_scale, "trace_block_size": req.trace_block_size, "num_prompts": n,
+                "warmup": 0, "max_tokens": None}
+    return {"levels": levels, "dataset": "dev"}
 
 
 def plan_verify(req: VerifyRequest) -> VerifyPlan:
@@ -507,15 +560,17 @@ def plan_verify(req: VerifyRequest) -> VerifyPlan:
         CONTRACT_PART: body_policy(req.extra_body, req.chat_template_kwargs, fixed=CONTRACT_FIXED,
                                    operation="probe --contract"),
     }
-    cfg = ServeConfig(levels=parse_levels(list(prof.concurrency), None), dataset="dev", num_prompts=prof.num_prompts,
-                      warmup=prof.warmup, max_tokens=prof.max_tokens, seed=req.seed, extra_body=load.extra,
-                      chat_template_kwargs=load.chat_template_kwargs, refused_fields=list(load.refused),
-                      timeout_s=req.timeout, probes=True, kat=prof.kat, kat_max_tokens=32)
+    shape = {"num_prompts": prof.num_prompts, "warmup": prof.warmup, "max_tokens": prof.max_tokens,
+             **workload_config(req)}
+    cfg = ServeConfig(seed=req.seed, extra_body=load.extra, chat_template_kwargs=load.chat_template_kwargs,
+                      refused_fields=list(load.refused), timeout_s=req.timeout, probes=True, kat=prof.kat,
+                      kat_max_tokens=32, **shape)
     gate_s = _gate_settings(prof, req.gate_seed, req.reference_url)
     gate_s.request_policy = policies["gates"].to_json()
     appliance = _appliance_plan(prof, req.base_url, req.metadata, req.extra_body, req.chat_template_kwargs,
                                 req.timeout)
-    return VerifyPlan(req, cfg, gate_s, policies, appliance, load_static(cfg.dataset))
+    static = load_static(cfg.dataset) if not cfg.trace else None
+    return VerifyPlan(req, cfg, gate_s, policies, appliance, static)
 
 
 def run_verify(plan: VerifyPlan, *, argv: list[str], operation: str, quiet: bool
@@ -533,16 +588,14 @@ def run_verify(plan: VerifyPlan, *, argv: list[str], operation: str, quiet: bool
 
     async def main(url: str) -> dict[str, Any]:
         async with Client(Endpoint.parse(url, req.api_key_env), timeout_s=req.timeout) as client:
-            info = await detect_engine(client, req.model)
-            run.pin("engine_identity", info.identity())
-            run.pin("model", info.model)
-            run.pin("chat_template_kwargs", cfg.chat_template_kwargs)
-            run.update_run(engine=info.to_dict(), dialect=info.dialect.describe())
+            # the engine detected and pinned, the workload's prompts built (a drawn set or a trace, with the
+            # server's tokenizer) and its declared sharing checked, all before the first request
+            info, prompts = await prepare_serve(cfg, client, run, req.model, plan.static, argv=argv,
+                                                operation=operation, api_key_env=req.api_key_env, quiet=quiet)
             probe_rec = await probe_endpoint(client, info, run, plan.policies["capability probe"])
             with ProgressBar(quiet) as bar:
-                bench_rec = await run_bench(cfg, client, info, run, plan.static[0] if plan.static else [],
-                                            on_done=bar.on_done, on_level=bar.on_level,
-                                            extras=bench_extras(cfg, info))
+                bench_rec = await run_bench(cfg, client, info, run, prompts, on_done=bar.on_done,
+                                            on_level=bar.on_level, extras=bench_extras(cfg, info, prompts))
             label = bench_rec["data"]["engine_label"]
             gate_s.probes.top_k_off = info.dialect.top_k_off
             gates = plan.policies["gates"]
@@ -583,7 +636,7 @@ def run_verify(plan: VerifyPlan, *, argv: list[str], operation: str, quiet: bool
                     and m["name"] in ("ttft_ms", "tpot_ms", "output_throughput")]
         subs = ([probe_rec, bench_rec, gates_rec] + ([st["app_rec"]] if st["app_rec"] else []) + st["q_recs"]
                 + task_recs)
-        rec = verification_record(run, prof, info.to_dict(), parts, subs, headline, notes)
+        rec = verification_record(run, prof, info.to_dict(), parts, subs, headline, notes, workload=req.workload)
         return rec, {"probe": probe_rec, "bench": bench_rec, "appliance": st["app_rec"]}
 
     try:

@@ -483,4 +483,57 @@ def test_conversations_send_each_turn_with_the_models_own_replies(llama_server_e
     assert sorted(cv["by_turn"]) == ["1", "2", "3"]
     assert cv["by_turn"]["3"]["prompt_tokens"]["min"] > cv["by_turn"]["1"]["prompt_tokens"]["max"]
     code, gates = run_cli(["gates", "check", str(run)])
-    assert gates["gates"]["unique_prompts"]["verdict"] == "PASS", gates["gates"]["unique_prompts"]
+    up = gates["gates"]["unique_prompts"]
+    assert up["verdict"] == "PASS", up
+    assert "8 later turn(s) of 4 session(s) resend their own history" in up["reason"], up
+
+
+def test_an_output_cache_in_front_of_a_conversation_run_is_still_caught(llama_server_engine, tmp_path):
+    """The cheat proxy's output-cache in front of a conversation run: the load's own reuse (each turn resends its
+    session's history) is named as intended by unique_prompts, and the caching gate's probes, sent into the same
+    run dir through the same proxy with llama-server's prompt cache on, still FAIL it as an output cache."""
+    from inferencekit.cheats.proxy import running_proxy
+
+    run = tmp_path / "run"
+    with running_proxy(llama_server_engine.url, ["output-cache"]) as url:
+        code, out = run_cli(["bench", "serve", "--base-url", url, "--dataset", "conversations", "--turns", "2",
+                             "--input-len", "16", "--num-prompts", "2", "--concurrency", "2", "--max-tokens", "8",
+                             "--warmup", "0", "--run-dir", str(run)])
+        assert bench_ok(code, out), out
+        code, live = run_cli(["gates", "run", "--base-url", url, "--gates", "caching", "--max-tokens", "16",
+                              "--cache-prompts", "4", "--run-dir", str(run)])
+    assert code == 1 and live["gates"]["caching"]["verdict"] == "FAIL", live["gates"]["caching"]
+    code, checked = run_cli(["gates", "check", str(run)])
+    caching, up = checked["gates"]["caching"], checked["gates"]["unique_prompts"]
+    assert caching["verdict"] == "FAIL" and "output cach" in caching["reason"], caching
+    rec = json.loads((run / "evidence" / f"{checked['evidence_id']}.json").read_text())
+    metrics = next(g["metrics"] for g in rec["data"]["gates"] if g["gate"] == "caching")
+    assert metrics["cause"] == "output_cache" and metrics["cache_bypass"] == ["cache_prompt"], metrics
+    assert up["verdict"] == "PASS" and "2 later turn(s) of 2 session(s)" in up["reason"], up
+
+
+def test_verify_runs_the_main_job_on_the_conversations_workload(llama_server_engine, tmp_path):
+    """``verify --workload conversations``: the load part is multi-turn sessions at the quick profile's levels, the
+    gates judge it (the sessions' own history is intended reuse, named), the caching probes carry llama-server's
+    bypass with its prompt cache on, and the verification record says which workload it ran."""
+    run = tmp_path / "v"
+    code, out = run_cli(["verify", "--base-url", llama_server_engine.url, "--workload", "conversations",
+                         "--run-dir", str(run)])
+    parts = {p["part"]: p for p in out["parts"]}
+    assert set(out["levels"]) == {"c1", "c2", "c4"}
+    bench = json.loads((run / "evidence" / f"{parts['bench serve']['evidence_id']}.json").read_text())
+    cv = bench["data"]["conversations"]
+    assert cv["sessions"]["started"] == cv["sessions"]["completed"] == 12, cv["sessions"]  # 4 sessions per level
+    assert sorted(cv["by_turn"]) == ["1", "2", "3", "4"]
+    up = parts["gates: unique_prompts"]
+    assert up["verdict"] == "PASS" and "later turn(s) of 12 session(s) resend their own history" in up["reason"], up
+    caching = parts["gates: caching"]
+    assert caching["verdict"] != "FAIL", caching  # prompt cache on, bypassed per probe
+    if caching["verdict"] == "PASS":
+        assert "per-request cache bypass cache_prompt" in caching["reason"]
+    # llama-server with 4 slots is not batch-invariant, so the known answers under load may differ (the order gate);
+    # no other gate may FAIL the honest engine
+    assert not [n for n, p in parts.items() if p["verdict"] == "FAIL" and n != "gates: order"], parts
+    rec = json.loads((run / "evidence" / f"{out['evidence_id']}.json").read_text())
+    assert rec["data"]["workload"] == "conversations" and rec["identity"]["workload"]["load"] == "conversations"
+    assert code == {"PASS": 0, "FAIL": 1, "UNPROVEN": 3}[out["verdict"]]

@@ -2,6 +2,7 @@
 sets itself, and the verification record and card say which (``verify.py``, ``api/body.py``)."""
 
 import io
+from pathlib import Path
 
 from rich.console import Console
 
@@ -198,3 +199,52 @@ def test_the_equivalence_part_without_a_claim_or_a_reference_is_unproven_with_th
     assert asyncio.run(equivalence_part(None, None, run, 0, "F16", "embedded")) == (None, [])  # type: ignore[arg-type]
     assert PROFILES["quick"].equivalence_tokens == 0 and PROFILES["standard"].equivalence_tokens == 300
     assert (EQUIV_PART, "equivalence audit") in PROFILES["standard"].expected
+
+
+# ---- --workload (issue 23 item 5): the load part's prompts, planned before anything is sent
+
+def _workload_plan(workload: str, **kw):
+    return plan_verify(VerifyRequest(profile=PROFILES["quick"], base_url=None, model=None, api_key_env=None,
+                                     timeout=60.0, extra_body={}, chat_template_kwargs={}, run_dir=None, seed=1,
+                                     gate_seed=2, workload=workload, **kw))
+
+
+def test_the_conversations_workload_runs_sessions_at_the_profiles_levels():
+    from inferencekit.verify import VERIFY_TURN_TOKENS, VERIFY_TURNS
+
+    plan = _workload_plan("conversations")
+    prof = PROFILES["quick"]
+    assert plan.cfg.dataset == "conversations" and plan.static is None  # drawn per run with the server's tokenizer
+    assert (plan.cfg.turns, plan.cfg.input_len) == (VERIFY_TURNS, VERIFY_TURN_TOKENS)
+    assert [lv.concurrency for lv in plan.cfg.levels] == list(prof.concurrency)
+    assert plan.cfg.num_prompts == max(max(prof.concurrency), prof.num_prompts // VERIFY_TURNS)
+    assert plan.cfg.probes and plan.cfg.kat == prof.kat  # the gates' load parts are the same as for dev
+
+
+def test_the_trace_workload_replays_one_open_loop_level_of_the_files_rows():
+    from inferencekit.data.traces import load_trace
+
+    sample = Path(__file__).parents[2] / "src/inferencekit/data/traces/mooncake_sample.jsonl"
+    plan = _workload_plan(f"trace:{sample}", time_scale=2.0, trace_block_size=64)
+    rows = load_trace(str(sample), "mooncake", block_size=64).rows
+    assert [(lv.label, lv.arrival) for lv in plan.cfg.levels] == [("trace", "trace")]
+    assert (plan.cfg.trace, plan.cfg.time_scale, plan.cfg.num_prompts) == (str(sample), 2.0, len(rows))
+    assert plan.cfg.warmup == 0 and plan.cfg.max_tokens is None and plan.static is None
+
+
+def test_a_bad_workload_is_refused_before_anything_is_sent(tmp_path):
+    import pytest
+
+    from inferencekit.errors import OpError
+
+    with pytest.raises(OpError, match="--workload takes dev, conversations or trace:FILE, got 'sharegpt'"):
+        _workload_plan("sharegpt")
+    with pytest.raises(OpError, match="--workload takes"):
+        _workload_plan("trace:")
+    bad = tmp_path / "t.jsonl"
+    bad.write_text('{"timestamp": 0, "input_length": 8, "output_length": 4}\n{"timestamp": "x"}\n')
+    with pytest.raises(OpError, match=f"{bad}:2"):
+        _workload_plan(f"trace:{bad}")
+    with pytest.raises(OpError, match="apply only to --workload trace:FILE"):
+        _workload_plan("conversations", time_scale=0.5)
+    assert not list(tmp_path.glob("runs"))  # nothing written: planning creates no run dir

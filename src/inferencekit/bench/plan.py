@@ -22,11 +22,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from inferencekit.data.prompts import Prompt
+from inferencekit.data.traces import load_trace, scale
 from inferencekit.errors import OpError
 from inferencekit.rundir import SALT_PATTERN
 
 __all__ = ["LevelSpec", "PlannedRequest", "Planner", "RAMP_STRATEGIES", "RATE_RANGE", "SALT_BITS", "SALT_PATTERN",
-           "heaviest_level", "new_salt", "parse_levels", "parse_slo", "ramp_level", "repeat_levels", "request_body"]
+           "heaviest_level", "new_salt", "parse_levels", "parse_slo", "ramp_level", "repeat_levels", "request_body",
+           "trace_level"]
 
 
 
@@ -147,6 +149,23 @@ def ramp_level(strategy: str, start_rps: float | None, end_rps: float | None, *,
         f"c{max_concurrency}" if max_concurrency else "")
     return LevelSpec(label, "open", concurrency=base.concurrency, rate=float(end_rps), arrival=arrival,
                      burstiness=burstiness, ramp=strategy, ramp_start=float(start_rps), ramp_end=float(end_rps))
+
+
+def trace_level(path: str, fmt: str, *, time_scale: float, block_size: int = 512, max_concurrency: int | None = None
+                ) -> tuple[LevelSpec, int]:
+    """A trace replay's one open-loop level, labelled ``trace`` (arrival ``trace``: the rows' own times ×
+    ``time_scale``, ``bench/runner.py`` ``offsets_for``), its ``rate`` the mean over the scaled span (requests/s),
+    and the trace's request count. The file is read and checked here, before anything is sent.
+
+    Raises:
+        OpError: a malformed trace (``data/traces.py`` names file:line) or a time scale outside (0, 1000].
+    """
+    if not (isinstance(time_scale, int | float) and 0 < time_scale <= 1000):
+        raise OpError(f"--time-scale must be > 0 and ≤ 1000, got {time_scale}")
+    rows = scale(load_trace(path, fmt, block_size=block_size).rows, time_scale)
+    span = rows[-1].t_s
+    rate = len(rows) / span if span > 0 else float(len(rows))
+    return LevelSpec("trace", "open", rate=rate, arrival="trace", concurrency=max_concurrency or 0), len(rows)
 
 
 def repeat_levels(levels: Sequence[LevelSpec], repeats: int) -> list[LevelSpec]:

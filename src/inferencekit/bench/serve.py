@@ -40,6 +40,7 @@ from inferencekit.bench.workers import ProcessPool, WorkerTask, run_level_split
 from inferencekit.data.datasets import build_dynamic
 from inferencekit.data.prompts import Prompt
 from inferencekit.data.shared_prefix import shared_prefix_prompts
+from inferencekit.data.sharing import check_declared_sharing
 from inferencekit.data.trace_prompts import trace_prompts
 from inferencekit.data.traces import load_trace, scale
 from inferencekit.errors import OpError
@@ -57,7 +58,8 @@ from inferencekit.rundir import (
 )
 from inferencekit.shapes import ExtraRequests
 
-__all__ = ["EXTRA_ROLES", "ServeSession", "run_bench", "load_level_replies", "bench_record", "prepare_serve"]
+__all__ = ["EXTRA_ROLES", "ServeSession", "run_bench", "load_level_replies", "bench_record", "prepare_serve",
+           "salts_first_use"]
 
 Progress = Callable[[str, bool], None]
 # artifact roles of the extra requests' replies in the bench record, by folder (rundir.EXTRA_FOLDERS; the
@@ -154,8 +156,7 @@ class ServeSession:
         def body_for(req: PlannedRequest) -> dict[str, Any]:
             return request_body(req, **body_kw)
 
-        self.planner = Planner(prompts, cfg.seed, in_order=bool(cfg.trace),
-                               salt_first_use=cfg.dataset not in ("random", "conversations") and not cfg.trace)
+        self.planner = Planner(prompts, cfg.seed, in_order=bool(cfg.trace), salt_first_use=salts_first_use(cfg))
         if resume:
             for journal in run.journals(self.engine):
                 # a client that died mid-level left its finished exchanges here: recover them as files
@@ -476,6 +477,13 @@ def _fmt(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.1f}"
 
 
+def salts_first_use(cfg: ServeConfig) -> bool:
+    """Whether a prompt's first use carries a salt: yes for a fixed prompt set, no for one drawn afresh per run
+    (``--dataset random``/``conversations``, ``--trace``), whose texts are new per run and token-exact
+    (``bench/plan.py`` ``Planner.salt_first_use``)."""
+    return cfg.dataset not in ("random", "conversations") and not cfg.trace
+
+
 def fresh_draw_seed(run: RunDir, seed: int) -> int:
     """The seed of a prompt set drawn afresh per run (``--dataset random``/``conversations``, ``--trace``): ``seed``
     mixed with a 64-bit CSPRNG nonce pinned in run.json (``prompt_nonce``), so a resume draws the same set and a
@@ -525,6 +533,8 @@ async def prepare_serve(cfg: ServeConfig, client: Client, run: RunDir, model: st
             desc = {**desc, "shared_prefix_tokens": cfg.shared_prefix_tokens, "prefix_groups": cfg.prefix_groups}
     else:
         prompts, desc = static
+    if not cfg.trace:  # a trace's sharing is its hash_ids, planned exact block by block (data/trace_blocks.py)
+        desc = {**desc, "sharing_checked": check_declared_sharing(prompts, salted=salts_first_use(cfg))}
     if desc.get("truncated") and not quiet:
         print(f"inferencekit: note: the {desc.get('name', cfg.dataset)} data file is truncated; "
               f"{desc.get('conversations')} complete conversations were read (recorded in run.json)",

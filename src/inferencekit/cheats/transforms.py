@@ -42,9 +42,9 @@ import orjson
 from inferencekit.evidence.canonical import canonical_json
 
 __all__ = ["CHEATS", "CORRUPT_SHARE", "DROPPED_FIELDS", "LN4", "MASK_BLOCKS", "ORDER", "PROMPT_TOKENS_PAD",
-           "STRAY_BRACE", "TRUNCATE_CHARS", "UNDER_LOAD", "AlterPiece", "BreakJson", "ClaimFixedLength", "CutAtStop",
-           "PadPromptTokens", "ReplyRewriter", "ReplyTransform", "ShiftLogprobs", "UsageScale", "VocabMask",
-           "alter_piece", "breaks_json", "cache_key", "deflate_tokens", "drop_fields", "generation_kind",
+           "STRAY_BRACE", "TRUNCATE_CHARS", "UNDER_LOAD", "UNKEYED", "AlterPiece", "BreakJson", "ClaimFixedLength",
+           "CutAtStop", "PadPromptTokens", "ReplyRewriter", "ReplyTransform", "ShiftLogprobs", "UsageScale",
+           "VocabMask", "alter_piece", "breaks_json", "cache_key", "deflate_tokens", "drop_fields", "generation_kind",
            "inflate_tokens", "is_greedy", "length_limit", "parse_cheats", "prompt_chars", "prompt_sha256",
            "prompt_text", "spec_position", "stop_strings", "truncate_middle", "truncate_prompt", "wants_json"]
 
@@ -151,15 +151,20 @@ def prompt_sha256(body: JSON) -> bytes:
     return hashlib.sha256(prompt_text(body).encode("utf-8", "surrogatepass")).digest()
 
 
+# Fields a reply cache leaves out of its key: how the reply is delivered, and the engine's own prompt-cache
+# controls (llama.cpp ``cache_prompt``, vLLM ``cache_salt``), which change no token of the answer. A cache in front
+# of an engine that keyed on them would miss every salted request, the caching gate's repeats included.
+UNKEYED = ("stream", "stream_options", "cache_prompt", "cache_salt")
+
+
 def cache_key(body: JSON) -> bytes:
-    """output-cache's key: canonical JSON of the body without ``stream`` and ``stream_options``."""
-    return canonical_json({k: v for k, v in body.items() if k not in ("stream", "stream_options")})
+    """output-cache's key: canonical JSON of the body without the ``UNKEYED`` fields."""
+    return canonical_json({k: v for k, v in body.items() if k not in UNKEYED})
 
 
 def _rest_key(body: JSON) -> bytes:
-    """near-duplicate-cache's "same other fields": canonical JSON without the prompt and the stream fields."""
-    return canonical_json({k: v for k, v in body.items()
-                           if k not in ("stream", "stream_options", "messages", "prompt")})
+    """near-duplicate-cache's "same other fields": canonical JSON without the prompt and the ``UNKEYED`` fields."""
+    return canonical_json({k: v for k, v in body.items() if k not in (*UNKEYED, "messages", "prompt")})
 
 
 def is_greedy(body: JSON) -> bool:

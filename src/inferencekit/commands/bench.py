@@ -12,13 +12,12 @@ from inferencekit.api.client import Client
 from inferencekit.api.endpoint import Endpoint, normalize_base_url
 from inferencekit.api.loop import run as run_loop
 from inferencekit.bench.config import FIXED_FIELDS, ServeConfig
-from inferencekit.bench.plan import LevelSpec, parse_levels, parse_slo, ramp_level, repeat_levels
+from inferencekit.bench.plan import LevelSpec, parse_levels, parse_slo, ramp_level, repeat_levels, trace_level
 from inferencekit.bench.serve import prepare_serve, run_bench
 from inferencekit.commands.gates import render_gates
 from inferencekit.data.bfcl import bfcl_data_dir
 from inferencekit.data.datasets import load_static
 from inferencekit.data.prompts import Prompt
-from inferencekit.data.traces import load_trace, scale
 from inferencekit.engines.target import serve_target
 from inferencekit.errors import OpError
 from inferencekit.gates.check import check_run_dir
@@ -157,16 +156,11 @@ def _trace_level(a: dict[str, Any], conc: Any, rates: Any, ramp: Any) -> tuple[L
                              ("--workers/--ray", (a.get("workers") or 1) > 1 or a.get("ray") is not None)) if on]
     if clash:
         raise OpError(f"--trace sets the load, the prompts and their times itself; drop {', '.join(clash)}")
-    ts = a.get("time_scale")
-    if ts is None or not 0 < ts <= 1000:
-        raise OpError(f"--time-scale must be > 0 and ≤ 1000, got {ts}")
-    trace = load_trace(a["trace"], a.get("trace_format") or "mooncake", block_size=a.get("trace_block_size") or 512)
-    rows = scale(trace.rows, ts)
-    span = rows[-1].t_s
-    rate = len(rows) / span if span > 0 else float(len(rows))
-    a["num_prompts"] = len(rows)
+    level, n = trace_level(a["trace"], a.get("trace_format") or "mooncake", time_scale=a.get("time_scale") or 0,
+                           block_size=a.get("trace_block_size") or 512, max_concurrency=a.get("max_concurrency"))
+    a["num_prompts"] = n
     a["warmup"] = 0
-    return LevelSpec("trace", "open", rate=rate, arrival="trace", concurrency=a.get("max_concurrency") or 0), len(rows)
+    return level, n
 
 
 def config_from_args(a: dict[str, Any]) -> ServeConfig:

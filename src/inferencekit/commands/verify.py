@@ -46,12 +46,24 @@ APPLIANCE_VERIFY_ARGS = (
                  Arg("strict", "boolean", "For CI: a PASS that rests on a fallback (a dropped or refused field, a "
                      "shrunk prompt set, an allowance used) and a gate marked not applicable count as UNPROVEN (exit "
                      "3). Without it, those PASSes stand and say their limitation.", default=False),
+                 Arg("workload", "string", "The load part's prompts: 'dev' (the packaged dev set), 'conversations' "
+                     "(multi-turn sessions of 4 user turns of 64 tokens each, every turn carrying the model's own "
+                     "earlier replies; one session per stream at the profile's concurrency levels) or 'trace:FILE' "
+                     "(a request trace replayed at its own times, token-exact; --trace-format, --time-scale). The "
+                     "gates and quality parts are the same for every workload.", default="dev", metavar="WORKLOAD"),
+                 Arg("trace_format", "string", "--workload trace:FILE: the file's format.", default="mooncake",
+                     choices=("mooncake", "azure", "burstgpt")),
+                 Arg("time_scale", "number", "--workload trace:FILE: multiply the trace's times by this (0.5 = twice "
+                     "as fast).", default=1.0),
+                 Arg("trace_block_size", "integer", "--workload trace:FILE (mooncake): prompt tokens per hash id.",
+                     default=512),
                  *APPLIANCE_VERIFY_ARGS])
 def verify(call: Call, base_url: str | None, model: str | None, api_key_env: str | None, timeout: float,
            extra_body: str | None, chat_template_kwargs: str | None, profile: str, run_dir: str | None,
            seed: int | None, metadata: str | None = None, comparison_id: str | None = None,
            reference_url: str | None = None, quality_reference: str | None = None, strict: bool = False,
-           claim: str | None = None) -> Outcome:
+           claim: str | None = None, workload: str = "dev", trace_format: str = "mooncake",
+           time_scale: float = 1.0, trace_block_size: int = 512) -> Outcome:
     check_urls([reference_url])
     check_client_args(base_url, api_key_env, timeout)
     req = VerifyRequest(
@@ -60,7 +72,8 @@ def verify(call: Call, base_url: str | None, model: str | None, api_key_env: str
         chat_template_kwargs=parse_json_object(chat_template_kwargs, "--chat-template-kwargs"), run_dir=run_dir,
         seed=seed if seed is not None else secrets.randbits(31), gate_seed=secrets.randbits(63),
         reference_url=reference_url, quality_reference=quality_reference, metadata=metadata,
-        comparison_id=comparison_id, strict=strict, claim=claim)
+        comparison_id=comparison_id, strict=strict, claim=claim, workload=workload, trace_format=trace_format,
+        time_scale=time_scale, trace_block_size=trace_block_size)
     plan = plan_verify(req)
     run, rec, subs = run_verify(plan, argv=list(call.argv), operation=call.operation, quiet=call.quiet)
     payload = {"evidence_id": rec["evidence_id"], "verdict": rec["verdict"], "run_dir": str(Path(run.path)),

@@ -118,9 +118,11 @@ async def run_gate_probes(client: Client, info: EngineInfo, run: RunDir, s: Gate
     The reference engine (``s.reference_url``) gets copies of the rare-string probes; the spec-off engine
     (``s.spec_off_url``) the spec_exact prompts. Nothing is judged here."""
     name = gate_run_id()
+    bypass = info.dialect.cache_bypass
+    s.probes.cache_bypass = sorted(bypass()) if bypass else None
     plan = plan_probes(prompts, s.probes, model=str(info.model), extra=extra, ctk=ctk,
                        count_fields=info.dialect.count_fields, neutral=info.dialect.neutral_sampling,
-                       ) if set(s.gates) & set(PLANNED_GATES) else []
+                       cache_bypass=bypass) if set(s.gates) & set(PLANNED_GATES) else []
     header = {"gate_run": name, "engine": engine, "model": info.model, "engine_info": info.identity(),
               "known_ignored_options": list(info.dialect.ignores),
               "known_honoured_options": list(info.dialect.honours), "settings": s.header()}

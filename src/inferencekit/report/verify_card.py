@@ -11,6 +11,11 @@ from inferencekit.rundir import RunDir
 __all__ = ["render_verification"]
 
 
+def _workload(rec: dict[str, Any]) -> str:
+    w = rec["data"].get("workload") or "dev"
+    return "" if w == "dev" else f", workload {w}"
+
+
 def render_verification(console: Any, rec: dict[str, Any], subs: dict[str, dict[str, Any]]) -> None:
     """Print the card for a ``verification`` record and its probe and bench sub-records."""
     from rich.panel import Panel
@@ -18,8 +23,8 @@ def render_verification(console: Any, rec: dict[str, Any], subs: dict[str, dict[
 
     eng = rec["identity"]["engine"]
     console.print(Panel.fit(f"[{verdict_style(rec['verdict'])}]{rec['verdict']}[/]  inferencekit verify "
-                            f"({rec['data']['profile']}) — {eng.get('engine')} {eng.get('version') or ''}, model "
-                            f"{rec['identity']['model']['id']}", title="verdict"))
+                            f"({rec['data']['profile']}{_workload(rec)}) — {eng.get('engine')} "
+                            f"{eng.get('version') or ''}, model {rec['identity']['model']['id']}", title="verdict"))
     console.print(bench_table(subs["bench"]))
     caps = subs["probe"]["data"]["capabilities"]
     console.print("capabilities (judged by effect): " + ", ".join(f"{k} {v['status']}" for k, v in caps.items()),

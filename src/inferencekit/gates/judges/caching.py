@@ -17,6 +17,14 @@ a speedup counts when its median exceeds ``1 + threshold`` *and* at least 2/3 of
 (output cache); a TTFT-only speedup means the prompt's prefix is cached (prefix cache), which makes
 replayed benchmarks fast without any output being reused.
 
+The probes carry the engine's per-request prompt-cache bypass where its dialect has one (llama-server
+``cache_prompt: false``, vLLM a fresh ``cache_salt``; ``gates/probes/plan.py``), so an honest engine whose
+prompt cache is on serves no repeat from it: a TTFT-only speedup then says something ignored the bypass (the
+engine, or a proxy in front that drops the field), not that a cache is on. Without a bypass (engines that have
+none) a TTFT-only speedup is the prefix cache itself, as in the seed. vLLM's bypass differs per request, so the
+timing pairs' repeat is not the first request's body byte for byte: an output cache keyed on ``cache_salt`` too
+would miss them (and miss any salted benchmark alike); the gate says so as a limitation.
+
 One departure (docs/design.md): the decode limit is also at least the A/A floor, the largest ratio
 between the decode rates of two *first-seen* prompts of the same run (``aa_decode_floor``). Those
 requests differ only in their prompts, so a repeat/first ratio inside their spread is what the host's
@@ -40,7 +48,7 @@ from inferencekit.shapes import ProbeRecord, ReplyFile, generated_text
 from inferencekit.stats import rules_out
 
 __all__ = ["ALL_AT_ONCE_SPEEDUP", "CACHE_KINDS", "DEFAULT_THRESHOLD", "EchoRow", "TimingPair", "aa_decode_floor",
-           "echo_rows", "raised_limits", "slowdown_floor",
+           "echo_rows", "raised_limits", "sent_bypass", "slowdown_floor",
            "gate_caching", "judge_probes", "timing_pairs", "typical_speedup"]
 
 ALL_AT_ONCE_SPEEDUP = 1e6  # decode speedup recorded for a repeat whose tokens all arrived in one instant
@@ -181,12 +189,27 @@ def raised_limits(pairs: Sequence[TimingPair], threshold: float, decode_floor: f
     return out
 
 
+def sent_bypass(records: Iterable[ProbeRecord], fields: Sequence[str] | None) -> tuple[list[str], bool]:
+    """``(fields, varying)``: those of ``fields`` (the dialect's bypass, from the gate run's settings) that every
+    timing-pair body carried, and whether any repeat carried a value other than its first request's (vLLM's fresh
+    salt). ``([], False)`` when none was sent."""
+    timing = [r for r in records if r.get("kind") in ("cache_first", "cache_repeat")]
+    if not fields or not timing:
+        return [], False
+    bodies = [r.get("body") if isinstance(r.get("body"), dict) else {} for r in timing]
+    sent = [f for f in fields if all(f in (b or {}) for b in bodies)]
+    firsts = {r.get("key"): r.get("body") or {} for r in timing if r.get("kind") == "cache_first"}
+    varying = any((firsts.get(r.get("key")) or {}).get(f) != (r.get("body") or {}).get(f)
+                  for r in timing if r.get("kind") == "cache_repeat" for f in sent)
+    return sent, varying
+
+
 def _fmt(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.2f}×"
 
 
 def _causes(ttft_mid: float | None, decode_mid: float | None, ttft_hit: bool, decode_hit: bool,
-            hits: Sequence[EchoRow], decode_limit: float) -> list[tuple[str, str]]:
+            hits: Sequence[EchoRow], decode_limit: float, bypass: Sequence[str] = ()) -> list[tuple[str, str]]:
     """``[(cause, sentence), ...]`` for each cache the probes show, output cache first."""
     found: list[tuple[str, str]] = []
     if decode_hit:
@@ -199,7 +222,14 @@ def _causes(ttft_mid: float | None, decode_mid: float | None, ttft_hit: bool, de
         found.append(("semantic_cache", (
             f"{len(hits)} prompt(s) changed in one character got the previous prompt's string back (a near-duplicate "
             "/ semantic output cache)")))
-    if ttft_hit and not decode_hit:
+    if ttft_hit and not decode_hit and bypass:
+        found.append(("prefix_cache", (
+            f"repeated prompts reach the first token {_fmt(ttft_mid)} faster than first-seen ones while decoding at "
+            f"the same rate, although every caching probe carried the engine's per-request cache bypass "
+            f"({', '.join(bypass)}): a prefix cache ignores the bypass (the engine, or something in front of it that "
+            "drops the field), so a benchmark cannot rely on it to keep replayed prompts from being served from "
+            "cache; give every request a unique prompt")))
+    elif ttft_hit and not decode_hit:
         found.append(("prefix_cache", (
             f"repeated prompts reach the first token {_fmt(ttft_mid)} faster than first-seen ones while decoding at "
             "the same rate: a prefix (prompt) cache is on, so a benchmark that replays its prompts would report "
@@ -208,19 +238,22 @@ def _causes(ttft_mid: float | None, decode_mid: float | None, ttft_hit: bool, de
     return found
 
 
-def gate_caching(records: Sequence[ProbeRecord], threshold: float = DEFAULT_THRESHOLD) -> Gate:
+def gate_caching(records: Sequence[ProbeRecord], threshold: float = DEFAULT_THRESHOLD,
+                 bypass: Sequence[str] | None = None) -> Gate:
     """The caching gate from live probe records.
 
     Args:
         records: probe records (any kinds; ``CACHE_KINDS`` are read).
         threshold: relative speedup tolerated before a cache is called (0.10: repeats up to 1.10× faster).
+        bypass: the request fields of the dialect's per-request cache bypass the run planned (``ProbeSettings.
+            cache_bypass``); the judge counts those the timing bodies really carried (``sent_bypass``).
 
     Verdicts, in order:
 
     - NOT RUN: no caching probe in the records;
     - FAIL: a typical decode speedup (``typical_speedup``: cause ``output_cache``), any perturbed echo
       answered with the old string (``semantic_cache``), or a typical TTFT speedup without a decode one
-      (``prefix_cache``, with how to switch the prefix cache off);
+      (``prefix_cache``: with the bypass sent, a cache that ignores it; without one, how to switch it off);
     - UNPROVEN: a caching probe failed (evidence, not noise); nothing could be judged; or the repeat
       timing is incomplete (no TTFT or no decode speedup measured);
     - PASS: otherwise, naming the medians and the limit.
@@ -231,7 +264,8 @@ def gate_caching(records: Sequence[ProbeRecord], threshold: float = DEFAULT_THRE
     Metrics: ``ttft_speedup_median``, ``decode_speedup_median``, ``decode_aa_floor``, ``decode_limit``,
     ``pairs``, ``perturbed_pairs`` (judged: at least one string echoed), ``perturbed_cache_hits``,
     ``perturbed_inconclusive``, ``failed_probes``,
-    ``threshold``, ``cause`` (the first of ``causes``, None without a FAIL) and ``causes``.
+    ``threshold``, ``cause`` (the first of ``causes``, None without a FAIL), ``causes``, ``cache_bypass`` (the
+    bypass fields the timing pairs carried, [] for none) and ``bypass_varies``.
     Source: the seed's ``gate_caching``.
     """
     probes = [rec for rec in records if rec.get("kind") in CACHE_KINDS]
@@ -249,21 +283,30 @@ def gate_caching(records: Sequence[ProbeRecord], threshold: float = DEFAULT_THRE
     decode_threshold = max(threshold, floor - 1) if floor is not None else threshold
     ttft_floor = slowdown_floor(ttft_all)
     ttft_threshold = max(threshold, ttft_floor - 1) if ttft_floor is not None else threshold
+    sent, varies = sent_bypass(probes, bypass)
     causes = _causes(ttft_mid, decode_mid, typical_speedup(ttft_all, ttft_threshold),
-                     typical_speedup(decode_all, decode_threshold), hits, 1 + decode_threshold)
+                     typical_speedup(decode_all, decode_threshold), hits, 1 + decode_threshold, sent)
     metrics: dict[str, Any] = {
         "ttft_speedup_median": ttft_mid, "ttft_noise_floor": ttft_floor, "ttft_limit": 1 + ttft_threshold,
         "decode_speedup_median": decode_mid, "decode_aa_floor": floor,
         "decode_limit": 1 + decode_threshold, "pairs": len(pairs),
         "perturbed_pairs": len(echoes) - len(unclear), "perturbed_cache_hits": len(hits),
         "perturbed_inconclusive": len(unclear), "failed_probes": len(fails), "threshold": threshold,
-        "cause": causes[0][0] if causes else None, "causes": [c for c, _ in causes]}
+        "cause": causes[0][0] if causes else None, "causes": [c for c, _ in causes], "cache_bypass": sent,
+        "bypass_varies": varies}
     timing_rows = [asdict(p) for p in pairs][:_DETAILS_CAP]
     fallbacks = raised_limits(pairs, threshold, floor, ttft_floor)
     limitations = []
     if unclear:
         limitations.append(f"{len(unclear)} perturbed echo probe(s) were inconclusive: the model copied neither the "
                            "original nor the changed string, so a near-duplicate cache could not be tested on them")
+    if bypass and not sent:
+        limitations.append(f"the engine's per-request cache bypass ({', '.join(bypass)}) was planned but the timing "
+                           "probes did not all carry it: a prefix cache left on could serve the repeats")
+    if varies:
+        limitations.append(f"each timing request carried a fresh {', '.join(sent)} (the engine's bypass), so a repeat "
+                           "was not its first request byte for byte: an output cache that keys on that field too "
+                           "was not tested by the timing pairs (it would also miss every salted benchmark request)")
     timing_complete = ttft_mid is not None and decode_mid is not None
     if not timing_complete:
         limitations.append("the repeat timing is incomplete (no TTFT or no decode speedup could be measured): the "
@@ -297,7 +340,8 @@ def gate_caching(records: Sequence[ProbeRecord], threshold: float = DEFAULT_THRE
     ttft_note = (f"TTFT {_fmt(ttft_mid)} (limit {1 + threshold:.2f}×" +
                  (f", raised to the {ttft_floor:.2f}× a repeat came back slower)" if ttft_threshold > threshold
                   else ")"))
-    return Gate("caching", "PASS", f"repeats are not faster than first-seen prompts: median speedup "
+    bypass_note = f" (every probe with the per-request cache bypass {', '.join(sent)})" if sent else ""
+    return Gate("caching", "PASS", f"repeats are not faster than first-seen prompts{bypass_note}: median speedup "
                 f"{ttft_note}, {decode_note}; "
                 f"0/{judged_echoes} perturbed prompts answered from a cache", metrics,
                 timing_rows, limitations, judged=len(pairs) + judged_echoes, rules_out="; ".join(bounds),
@@ -306,4 +350,8 @@ def gate_caching(records: Sequence[ProbeRecord], threshold: float = DEFAULT_THRE
 
 def judge_probes(run: ProbeRun) -> Gate:
     """The caching gate on one gate run's probes, with the run's ``threshold`` (default ``DEFAULT_THRESHOLD``)."""
-    return gate_caching(run.records, threshold=float(run.settings.get("threshold", DEFAULT_THRESHOLD)))
+    probes = run.settings.get("probes")
+    planned = probes.get("cache_bypass") if isinstance(probes, dict) else None
+    fields = [f for f in planned if isinstance(f, str)] if isinstance(planned, list) else None
+    return gate_caching(run.records, threshold=float(run.settings.get("threshold", DEFAULT_THRESHOLD)),
+                        bypass=fields)

@@ -33,7 +33,7 @@ seed's probe plan, with that one change; the random seed is fresh per run and re
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -76,6 +76,9 @@ class ProbeSettings:
             by their fixed public questions (``SHORT_ANSWERS``).
         sampling_shrunk_from: the sampling prompts asked for (the default) when the prompt set held too few
             and fewer were planned (``gates.run.size_probes``); None when none were cut.
+        cache_bypass: the request fields of the engine's per-request prompt-cache bypass that every caching probe
+            carries (``api.dialects.Dialect.cache_bypass``: llama-server ``cache_prompt``, vLLM ``cache_salt``);
+            None when the engine has none (its prefix cache, if any, then serves the repeats).
     """
 
     gates: tuple[str, ...] = PLANNED_GATES
@@ -92,6 +95,7 @@ class ProbeSettings:
     top_k_off: int = 0
     sealed_prompts: bool = False
     sampling_shrunk_from: int | None = None
+    cache_bypass: list[str] | None = None
     notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -173,7 +177,8 @@ def _probe(kind: str, key: str, body: dict[str, Any], **meta: Any) -> ProbeRecor
 
 def plan_probes(prompts: Sequence[Prompt], s: ProbeSettings, *, model: str, extra: dict[str, Any] | None = None,
                 ctk: dict[str, Any] | None = None, count_fields: dict[str, Any] | None = None,
-                neutral: dict[str, Any] | None = None) -> list[ProbeRecord]:
+                neutral: dict[str, Any] | None = None, cache_bypass: Callable[[], dict[str, Any]] | None = None
+                ) -> list[ProbeRecord]:
     """Every probe of one gate run, in send order (warm-ups first, then one random interleaving).
 
     Args:
@@ -184,6 +189,10 @@ def plan_probes(prompts: Sequence[Prompt], s: ProbeSettings, *, model: str, extr
         ctk: chat_template_kwargs for every probe.
         count_fields: the engine dialect's fields that make the stream carry token ids / logprob entries.
         neutral: the dialect's fields that undo a distribution-changing server default (``neutral_sampling``).
+        cache_bypass: the dialect's per-request prompt-cache bypass (``Dialect.cache_bypass``), called once per
+            caching probe (vLLM's salt is fresh each call) and set last in its body, over ``extra``: the caching
+            gate asks whether a repeat is served from a cache the engine was told not to use
+            (``gates/judges/caching.py``), so an honest engine's prompt cache left on is not a FAIL.
 
     Raises:
         OpError: the prompt set has fewer usable prompts than the plan needs.
@@ -207,17 +216,21 @@ def plan_probes(prompts: Sequence[Prompt], s: ProbeSettings, *, model: str, extr
     singles: list[ProbeRecord] = []
     echo_max = max(s.max_tokens, s.echo_tokens)
     if "caching" in gates:
+        def bypass() -> dict[str, Any]:
+            return dict(cache_bypass()) if cache_bypass else {}
+
         texts = [fresh() for _ in range(s.cache_prompts)]
-        firsts = [_probe("cache_first", f"c{i}", b.chat(t, s.max_tokens)) for i, t in enumerate(texts)]
-        repeats = [_probe("cache_repeat", f"c{i}", b.chat(t, s.max_tokens)) for i, t in enumerate(texts)]
+        firsts = [_probe("cache_first", f"c{i}", b.chat(t, s.max_tokens, **bypass())) for i, t in enumerate(texts)]
+        repeats = [_probe("cache_repeat", f"c{i}", b.chat(t, s.max_tokens, **bypass())) for i, t in enumerate(texts)]
         chains.append([pt.stagger(firsts, repeats)])  # one unit: the pairs compare timings
         origs, changed = [], []
         for i in range(s.echo_pairs):
             word, style = pt.nonce(rng, 16), pt.echo_style(rng)  # one style per pair: one character differs
             other = pt.perturb(word, rng)
-            origs.append(_probe("echo_orig", f"e{i}", b.chat(pt.echo_prompt(word, style), echo_max), nonce=word))
-            changed.append(_probe("echo_perturbed", f"e{i}", b.chat(pt.echo_prompt(other, style), echo_max),
-                                  nonce=other, orig=word))
+            origs.append(_probe("echo_orig", f"e{i}", b.chat(pt.echo_prompt(word, style), echo_max, **bypass()),
+                                nonce=word))
+            changed.append(_probe("echo_perturbed", f"e{i}", b.chat(pt.echo_prompt(other, style), echo_max,
+                                                                    **bypass()), nonce=other, orig=word))
         chains.append([[x] for x in pt.stagger(origs, changed)])  # compared by content: spread out
     if "token_count" in gates:
         singles += [_probe("count", f"n{i}", b.counted(fresh(), s.max_tokens)) for i in range(s.count_probes)]

@@ -14,6 +14,7 @@ import inferencekit.gates.records as pr
 from inferencekit.gates.judges.caching import (
     ALL_AT_ONCE_SPEEDUP,
     gate_caching,
+    sent_bypass,
     typical_speedup,
 )
 
@@ -244,3 +245,53 @@ def test_a_limit_raised_by_the_runs_own_noise_is_a_stated_fallback_that_strict_s
     # a run whose noise stays inside the threshold uses no fallback
     same = gate_caching(pairs((reply(), reply()), (reply(), reply()), (reply(), reply())) + ECHO_OK)
     assert same.verdict == "PASS" and same.fallbacks == ()
+
+
+# --- the per-request cache bypass -----------------------------------------------------------------------------------
+
+def bypassed(records: list[dict[str, Any]], fields: dict[str, Any] | None = None, fresh: bool = False
+             ) -> list[dict[str, Any]]:
+    """The records with the bypass fields in their bodies (``fresh``: a new cache_salt per request, as vLLM's)."""
+    out = []
+    for i, r in enumerate(records):
+        extra = {"cache_salt": f"salt{i}"} if fresh else dict(fields or {"cache_prompt": False})
+        out.append({**r, "body": {**r["body"], **extra}})
+    return out
+
+
+def test_sent_bypass_reads_the_fields_from_the_timing_bodies():
+    recs = pairs((reply(), reply()), (reply(), reply()))
+    assert sent_bypass(bypassed(recs), ["cache_prompt"]) == (["cache_prompt"], False)
+    assert sent_bypass(bypassed(recs, fresh=True), ["cache_salt"]) == (["cache_salt"], True)
+    assert sent_bypass(recs, ["cache_prompt"]) == ([], False)  # planned, not carried
+    assert sent_bypass(bypassed(recs), None) == ([], False)
+    one_missing = bypassed(recs)
+    one_missing[0] = recs[0]
+    assert sent_bypass(one_missing, ["cache_prompt"]) == ([], False)  # every timing body must carry it
+
+
+def test_a_ttft_speedup_through_the_bypass_fails_as_a_cache_that_ignores_it():
+    # TTFT 100 -> 40 ms (2.5x), decode unchanged: a prefix cache served the repeats although each said cache_prompt
+    # false, so the message is about the ignored bypass, not about switching the cache off
+    recs = bypassed(pairs(*[(reply(), reply(ttft_ms=40.0, e2el_ms=1540.0))] * 3)) + ECHO_OK
+    g = gate_caching(recs, bypass=["cache_prompt"])
+    assert g.verdict == "FAIL" and g.metrics["cause"] == "prefix_cache"
+    assert g.metrics["ttft_speedup_median"] == pytest.approx(2.5) and g.metrics["cache_bypass"] == ["cache_prompt"]
+    assert "ignores the bypass" in g.reason and "cache_prompt" in g.reason
+    assert "--no-enable-prefix-caching" not in g.reason
+    # the same timings without a bypass sent: the seed's message, how to switch the prefix cache off
+    g = gate_caching(pairs(*[(reply(), reply(ttft_ms=40.0, e2el_ms=1540.0))] * 3) + ECHO_OK)
+    assert g.verdict == "FAIL" and "--no-enable-prefix-caching" in g.reason and g.metrics["cache_bypass"] == []
+
+
+def test_a_pass_names_the_bypass_and_a_fresh_salt_is_a_limitation():
+    recs = pairs((reply(), reply()), (reply(), reply()), (reply(), reply()))
+    g = gate_caching(bypassed(recs) + ECHO_OK, bypass=["cache_prompt"])
+    assert g.verdict == "PASS" and "per-request cache bypass cache_prompt" in g.reason
+    assert list(g.limitations) == [] and g.metrics["bypass_varies"] is False
+    g = gate_caching(bypassed(recs, fresh=True) + ECHO_OK, bypass=["cache_salt"])
+    assert g.verdict == "PASS" and g.metrics["bypass_varies"] is True
+    assert any("fresh cache_salt" in x and "not tested" in x for x in g.limitations)
+    g = gate_caching(recs + ECHO_OK, bypass=["cache_prompt"])  # planned but not carried: said, not hidden
+    assert g.verdict == "PASS" and "bypass" not in g.reason
+    assert any("did not all carry it" in x for x in g.limitations)

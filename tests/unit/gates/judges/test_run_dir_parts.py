@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from inferencekit.bench.plan import SALT_PATTERN, PlannedRequest, Planner, request_body
+from inferencekit.bench.plan import SALT_PATTERN, PlannedRequest, Planner, new_salt, request_body
 from inferencekit.data.prompts import Prompt
 from inferencekit.gates.check import load_requests, output_lengths, read_run_rows
 from inferencekit.gates.judges.output_length import judge_run
-from inferencekit.gates.judges.unique_prompts import gate_unique_prompts, salt_of
+from inferencekit.gates.judges.unique_prompts import gate_unique_prompts, salt_of, salted_split
 from inferencekit.gates.result import Gate
 from inferencekit.rundir import RunDir, write_json
 from tests.paths import FIXTURES
@@ -86,7 +86,8 @@ def test_unique_prompts_pass_same_prompt_in_two_levels_is_allowed(tmp_path: Path
             _send(run, "e", level, PlannedRequest(p.id, p, None), None)
     g = unique_prompts(run.path)
     assert (g.gate, g.verdict) == ("unique_prompts", "PASS")
-    assert g.metrics == {"requests": 6, "levels": 2, "repeated_prompts": 0, "repeat_requests": 0, "salted_reuses": 0}
+    assert g.metrics == {"requests": 6, "levels": 2, "repeated_prompts": 0, "repeat_requests": 0, "salted_reuses": 0,
+                         "prefix_requests": 0, "prefix_groups": 0, "later_turns": 0, "sessions": 0, "weak_salts": 0}
     assert list(g.details) == [] and list(g.limitations) == []
     assert g.reason == "6 load requests over 2 level(s): no prompt repeats inside a level"
 
@@ -99,7 +100,8 @@ def test_unique_prompts_fail_same_messages_twice_in_one_level(tmp_path: Path) ->
     _send(run, "e", "1", PlannedRequest("p1", POOL[1], None), None)  # another level: not a repeat
     g = unique_prompts(run.path)
     assert g.verdict == "FAIL"
-    assert g.metrics == {"requests": 5, "levels": 2, "repeated_prompts": 1, "repeat_requests": 1, "salted_reuses": 0}
+    assert g.metrics == {"requests": 5, "levels": 2, "repeated_prompts": 1, "repeat_requests": 1, "salted_reuses": 0,
+                         "prefix_requests": 0, "prefix_groups": 0, "later_turns": 0, "sessions": 0, "weak_salts": 0}
     assert list(g.details) == [{"source": "inputs/e/load-2/short/p1~1.json", "first": "inputs/e/load-2/short/p1.json",
                           "engine": "e", "level": "2", "prompt": "p1", "salt": None}]
     assert g.reason.startswith("1 prompt(s) sent more than once inside a load level (1 repeat request(s) of 5)")
@@ -123,6 +125,57 @@ def test_unique_prompts_salted_reuse_is_distinct_and_noted(tmp_path: Path) -> No
     assert g.metrics["salted_reuses"] == 2 and g.metrics["repeated_prompts"] == 0
     assert len(g.limitations) == 1 and "near-duplicate cache could" in g.limitations[0]
     assert g.reason.endswith("(2 salted reuse(s))")
+
+
+def test_intended_reuse_is_named_and_uniqueness_is_judged_on_the_salted_part(tmp_path: Path) -> None:
+    # two shared-prefix groups (the tag after the prefix) and one two-turn session (turn 2 resends turn 1 and the
+    # model's reply): all distinct behind their salts, the reuse named; the same salted part twice is a repeat
+    run = _run(tmp_path)
+    head = "You are a careful assistant. Answer briefly. "
+    group = [Prompt(f"sp{i}", "random", ({"role": "user", "content": f"{head if i < 3 else head.upper()}q{i}"},),
+                    shared_prefix_id="g0" if i < 3 else "g1", shared_prefix_chars=len(head)) for i in range(5)]
+    for p in group:
+        _send(run, "e", "4", PlannedRequest(p.id, p, new_salt()), None)
+    t1 = Prompt("conv-0", "conv", ({"role": "user", "content": "first question"},))
+    t2 = Prompt("conv-0", "conv", ({"role": "user", "content": "first question"},
+                                   {"role": "assistant", "content": "a reply"}, {"role": "user", "content": "more"}))
+    salt = new_salt()
+    _send(run, "e", "4", PlannedRequest("conv-0.t1", t1, salt), None)
+    _send(run, "e", "4", PlannedRequest("conv-0.t2", t2, salt), None)
+    rows, _, _ = load_requests(run)
+    by = {Path(r["source"]).stem: r for r in rows}
+    assert [by[f"sp{i}"]["prefix"] is not None for i in range(5)] == [True] * 5
+    assert len({by[f"sp{i}"]["prefix"] for i in range(5)}) == 2
+    assert (by["conv-0.t2"]["session"], by["conv-0.t2"]["turn"], by["conv-0.t1"]["prefix"]) == ("conv-0", 2, None)
+    g = unique_prompts(run.path)
+    assert g.verdict == "PASS", g.reason
+    assert (g.metrics["prefix_requests"], g.metrics["prefix_groups"]) == (5, 2)
+    assert (g.metrics["later_turns"], g.metrics["sessions"], g.metrics["weak_salts"]) == (1, 1, 0)
+    assert "intended reuse, not repeats: 1 later turn(s) of 1 session(s) resend their own history, 5 request(s) " \
+        "share one of 2 prefix(es) in front of their salt" in g.reason
+    # a request of another group that carries sp0's salt and suffix: its salted part repeats sp0's
+    other = Prompt("sp9", "random", ({"role": "user", "content": f"{head.upper()}q0"},), shared_prefix_id="g1",
+                   shared_prefix_chars=len(head))
+    _send(run, "e", "4", PlannedRequest("sp9", other, by["sp0"]["salt"]), None)
+    g = unique_prompts(run.path)
+    assert g.verdict == "FAIL" and g.details[0]["source"].endswith("sp9.json") and g.details[0]["prompt"] == "sp9"
+
+
+def test_a_salt_under_64_bits_is_a_limitation(tmp_path: Path) -> None:
+    run = _run(tmp_path)
+    _send(run, "e", "1", PlannedRequest("p0", POOL[0], "ik-00112233aabb"), None)  # 48 bits, as older runs wrote
+    _send(run, "e", "1", PlannedRequest("p1", POOL[1], new_salt()), None)
+    g = unique_prompts(run.path)
+    assert g.verdict == "PASS" and g.metrics["weak_salts"] == 1
+    assert any("fewer than 64 bits" in x and "p0.json" in x for x in g.limitations)
+
+
+def test_salt_of_finds_the_tag_after_an_intended_prefix_only_once() -> None:
+    p = Prompt("sp", "random", ({"role": "user", "content": "PREFIX. [ik-ffffffffffffffff] not this one"},),
+               shared_prefix_chars=8)
+    body = request_body(PlannedRequest("sp", p, "ik-0123456789abcdef"), model="m", max_tokens=4)
+    assert body["messages"][0]["content"].startswith("PREFIX. [ik-0123456789abcdef] ")
+    assert salt_of(body) == "ik-0123456789abcdef" and salted_split(body) == (8, "ik-0123456789abcdef")
 
 
 def test_salt_of_reads_the_tag_bench_serve_writes() -> None:
