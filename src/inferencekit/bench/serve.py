@@ -16,6 +16,7 @@ import hashlib
 import random
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,7 @@ from inferencekit.data.datasets import build_dynamic
 from inferencekit.data.prompts import Prompt
 from inferencekit.data.shared_prefix import shared_prefix_prompts
 from inferencekit.data.trace_prompts import trace_prompts
-from inferencekit.data.traces import load_trace, scale
+from inferencekit.data.traces import Trace, context_note, load_trace, replay_rate, scale
 from inferencekit.errors import OpError
 from inferencekit.evidence import artifact, build_record, metric, save_record
 from inferencekit.rundir import (
@@ -165,8 +166,7 @@ class ServeSession:
                                  extras=extras)
         self.runner.think_time_s = cfg.think_time_s
         if cfg.trace:  # the trace's own times, scaled (the file was checked when the flags were)
-            rows = scale(load_trace(cfg.trace, cfg.trace_format, block_size=cfg.trace_block_size).rows,
-                         cfg.time_scale)
+            rows = scale(replay_trace(cfg, info).rows, cfg.time_scale)
             self.runner.offsets_for.update({s.label: [r.t_s for r in rows] for s in cfg.levels})
         # the client processes first: a Ray cluster that cannot be reached (or is too small) stops the run before
         # anything is sent
@@ -447,6 +447,12 @@ def bench_record(run: RunDir, cfg: ServeConfig, info: EngineInfo, engine: str, *
     points = point_summaries(levels)  # each load point across its --repeats, with 95% intervals (bench/repeats.py)
     limitations += interval_notes(points, levels)
     run_json = run.read_run()
+    if cfg.trace:  # the replay's description (data/trace_prompts.py), with the rows the server's context left out
+        trace_desc = run_json.get("prompt_set") or {}
+        extra_data = {"trace": trace_desc, **(extra_data or {})}
+        note = context_note(trace_desc)
+        if note:
+            limitations.append(note)
     rec = build_record(
         kind="bench", claim_class="observed", summary=summary,
         identity={"engine": {k: v for k, v in info.to_dict().items() if k != "models"}, "model": {"id": info.model},
@@ -476,6 +482,18 @@ def _fmt(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.1f}"
 
 
+def replay_trace(cfg: ServeConfig, info: EngineInfo) -> Trace:
+    """The ``--trace`` file read and checked, less the rows over the server's context per request
+    (``EngineInfo.context_tokens``; nothing is checked when the server reports none): ``data/traces.py``
+    ``load_trace`` with ``max_context``, i.e. ``fit_context``. Times unscaled.
+
+    Raises:
+        OpError: the file cannot be read or is malformed, or every row is skipped (before any request).
+    """
+    assert cfg.trace is not None
+    return load_trace(cfg.trace, cfg.trace_format, block_size=cfg.trace_block_size, max_context=info.context_tokens)
+
+
 def fresh_draw_seed(run: RunDir, seed: int) -> int:
     """The seed of a prompt set drawn afresh per run (``--dataset random``/``conversations``, ``--trace``): ``seed``
     mixed with a 64-bit CSPRNG nonce pinned in run.json (``prompt_nonce``), so a resume draws the same set and a
@@ -491,8 +509,12 @@ async def prepare_serve(cfg: ServeConfig, client: Client, run: RunDir, model: st
     """Detect the engine, pin identity/model/template kwargs, resolve the dataset, write run.json (the command line
     ``argv`` and ``operation`` as given; on ``resume`` the command is added to ``resumes``).
 
+    Sets in ``cfg`` what only the server and the prompts decide, before run.json stores it: for ``--trace``,
+    ``num_prompts`` and the trace level's rate from the rows that fit the server's context (``replay_trace``).
+
     Raises:
-        OpError: the server does not answer, or the run dir pins another engine, model or template kwargs.
+        OpError: the server does not answer, or the run dir pins another engine, model or template kwargs; a trace
+            whose every row is over the server's context, or (on ``resume``) a changed trace file or context.
     """
     info = await detect_engine(client, model)
     run.pin("engine_identity", info.identity())
@@ -503,14 +525,23 @@ async def prepare_serve(cfg: ServeConfig, client: Client, run: RunDir, model: st
         if tok is None:
             raise OpError("--trace needs a tokenizer to make the trace's lengths token-exact: this engine has no "
                           "tokenize endpoint; pass --tokenizer")
-        trace = load_trace(cfg.trace, cfg.trace_format, block_size=cfg.trace_block_size)
-        before = (run.read_run().get("prompt_set") or {}).get("sha256") if resume else None
+        trace = replay_trace(cfg, info)
+        stored = (run.read_run().get("prompt_set") or {}) if resume else {}
+        before = stored.get("sha256")
         if before is not None and before != trace.sha256:
             raise OpError(f"--resume: the trace file {cfg.trace!r} changed since the run began (sha256 {before[:12]}… "
                           f"then, {trace.sha256[:12]}… now); replay it into a new run dir")
+        if before is not None and stored.get("max_context") != trace.max_context:
+            raise OpError(f"--resume: the run replayed the trace against a context of {stored.get('max_context')} "
+                          f"tokens per request, the server now reports {trace.max_context}: other rows would be sent; "
+                          "replay it into a new run dir")
         draw = fresh_draw_seed(run, cfg.seed)
         prompts, desc = await trace_prompts(trace, seed=draw, tokenizer=tok, keep_repeats=cfg.keep_trace_repeats)
         desc["time_scale"] = cfg.time_scale
+        # the rows that fit the server's context set the level's requests and rate (the flags counted every row)
+        cfg.num_prompts = len(trace.rows)
+        rate = replay_rate(scale(trace.rows, cfg.time_scale))
+        cfg.levels = [replace(s, rate=rate) if s.label == "trace" else s for s in cfg.levels]
     elif static is None:
         n = (cfg.num_prompts or 32) * len(cfg.levels) + cfg.warmup
         tok = choose_tokenizer(cfg.tokenizer, client, info.dialect)

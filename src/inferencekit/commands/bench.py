@@ -18,7 +18,7 @@ from inferencekit.commands.gates import render_gates
 from inferencekit.data.bfcl import bfcl_data_dir
 from inferencekit.data.datasets import load_static
 from inferencekit.data.prompts import Prompt
-from inferencekit.data.traces import load_trace, scale
+from inferencekit.data.traces import load_trace, replay_rate, scale
 from inferencekit.engines.target import serve_target
 from inferencekit.errors import OpError
 from inferencekit.gates.check import check_run_dir
@@ -162,11 +162,10 @@ def _trace_level(a: dict[str, Any], conc: Any, rates: Any, ramp: Any) -> tuple[L
         raise OpError(f"--time-scale must be > 0 and ≤ 1000, got {ts}")
     trace = load_trace(a["trace"], a.get("trace_format") or "mooncake", block_size=a.get("trace_block_size") or 512)
     rows = scale(trace.rows, ts)
-    span = rows[-1].t_s
-    rate = len(rows) / span if span > 0 else float(len(rows))
-    a["num_prompts"] = len(rows)
+    a["num_prompts"] = len(rows)  # until the server's context is known (bench/serve.py prepare_serve)
     a["warmup"] = 0
-    return LevelSpec("trace", "open", rate=rate, arrival="trace", concurrency=a.get("max_concurrency") or 0), len(rows)
+    return (LevelSpec("trace", "open", rate=replay_rate(rows), arrival="trace", concurrency=a.get("max_concurrency")
+                      or 0), len(rows))
 
 
 def config_from_args(a: dict[str, Any]) -> ServeConfig:
