@@ -30,7 +30,7 @@ from inferencekit.bench.journal import materialise
 from inferencekit.bench.manifest import METRICS_MANIFEST
 from inferencekit.bench.metrics import level_metrics
 from inferencekit.bench.pace_judge import judge_client_pace
-from inferencekit.bench.plan import LevelSpec, PlannedRequest, Planner, new_salt, request_body
+from inferencekit.bench.plan import LevelSpec, PlannedRequest, Planner, new_salt, request_body, session_levels
 from inferencekit.bench.repeats import interval_notes, point_summaries
 from inferencekit.bench.runner import LevelOutcome, LoadRunner
 from inferencekit.bench.sessions_judge import conversation_block
@@ -343,7 +343,8 @@ def bench_record(run: RunDir, cfg: ServeConfig, info: EngineInfo, engine: str, *
                           ramp=bool(spec.ramp))
         client_file = run.level_dir("outputs", engine, spec.label) / CLIENT_FILE
         pace = judge_client_pace((read_json(client_file) or {}).get("processes") or [], replies,
-                                 rate=spec.rate if spec.mode == "open" else None, streams=spec.concurrency or None)
+                                 rate=spec.start_rate if spec.mode == "open" else None,
+                                 streams=spec.concurrency or None)
         if pace["valid"] is False:
             invalid.append(spec.label)
             limitations += [f"level {spec.label} is invalid, the client set its pace: {x}" for x in pace["reasons"]]
@@ -423,7 +424,8 @@ def bench_record(run: RunDir, cfg: ServeConfig, info: EngineInfo, engine: str, *
     workload = {"dataset": cfg.dataset, "levels": [s.describe() for s in cfg.levels], "num_prompts": cfg.num_prompts,
                 "duration_s": cfg.duration_s, "max_tokens": cfg.max_tokens, "ignore_eos": cfg.ignore_eos,
                 "temperature": cfg.temperature, "input_len": cfg.input_len,
-                **({"turns": cfg.turns, "think_time_s": cfg.think_time_s} if cfg.dataset == "conversations" else {}),
+                **({"turns": cfg.turns, "think_time_s": cfg.think_time_s, "rate_of": cfg.rate_of}
+                   if cfg.dataset == "conversations" else {}),
                 **({"shared_prefix_tokens": cfg.shared_prefix_tokens, "prefix_groups": cfg.prefix_groups}
                    if cfg.shared_prefix_tokens else {})}
     summary = (f"bench serve on {info.engine} {info.version or ''} ({info.model}): {ok}/{total} requests ok over "
@@ -510,7 +512,8 @@ async def prepare_serve(cfg: ServeConfig, client: Client, run: RunDir, model: st
     ``argv`` and ``operation`` as given; on ``resume`` the command is added to ``resumes``).
 
     Sets in ``cfg`` what only the server and the prompts decide, before run.json stores it: for ``--trace``,
-    ``num_prompts`` and the trace level's rate from the rows that fit the server's context (``replay_trace``).
+    ``num_prompts`` and the trace level's rate from the rows that fit the server's context (``replay_trace``); for
+    open-loop sessions, each level's mean turns per session over the run's sessions (``plan.session_levels``).
 
     Raises:
         OpError: the server does not answer, or the run dir pins another engine, model or template kwargs; a trace
@@ -550,6 +553,8 @@ async def prepare_serve(cfg: ServeConfig, client: Client, run: RunDir, model: st
             seed = fresh_draw_seed(run, cfg.seed)
         prompts, desc = await build_dynamic(cfg.dataset, n=n, seed=seed, tokenizer=tok, client=client,
                                             input_len=cfg.input_len, max_tokens=cfg.max_tokens, turns=cfg.turns)
+        if any(s.rate_of for s in cfg.levels):  # open-loop sessions: their mean turns set a --rate-of turns level's
+            cfg.levels = session_levels(cfg.levels, sum(1 + len(p.followups) for p in prompts) / len(prompts))
         if cfg.shared_prefix_tokens and tok is not None:
             prompts = await shared_prefix_prompts(prompts, tokens=cfg.shared_prefix_tokens,
                                                   groups=cfg.prefix_groups, seed=seed, tokenizer=tok)

@@ -116,6 +116,9 @@ def open_loop_table(record: dict[str, Any]) -> Any | None:
         sp = v["spec"]
         offered = (f"{sp['ramp_up_strategy']} {_f(sp.get('ramp_up_start_rps'), 2)}→{_f(sp.get('ramp_up_end_rps'), 2)}"
                    if sp.get("ramp_up_strategy") else _f(sp["rate_req_s"], 2))
+        if sp.get("session_start_rate_req_s") is not None:  # open-loop sessions (--rate-of): starts, then turns
+            offered = (f"{_f(sp['session_start_rate_req_s'], 2)} sessions/s × {_f(sp['turns_per_session_mean'], 2)} "
+                       f"turns = {_f(sp['offered_turn_rate_req_s'], 2)} (rate of {sp['rate_of']})")
         t.add_row(lbl, offered, _f(v["throughput"]["request_throughput_req_s"], 2),
                   _f(v["send_lag_ms"]["p50"]), _f(v["send_lag_ms"]["p99"]), _f(v["scheduled_ttft_ms"]["p50"]),
                   _f(v["scheduled_ttft_ms"]["p99"]), _f(v["scheduled_e2el_ms"]["p50"]))
