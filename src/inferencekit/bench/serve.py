@@ -156,7 +156,7 @@ class ServeSession:
             return request_body(req, **body_kw)
 
         self.planner = Planner(prompts, cfg.seed, in_order=bool(cfg.trace),
-                               salt_first_use=cfg.dataset not in ("random", "conversations") and not cfg.trace)
+                               salt_first_use=not _drawn_per_run(cfg) and not cfg.trace)
         if resume:
             for journal in run.journals(self.engine):
                 # a client that died mid-level left its finished exchanges here: recover them as files
@@ -424,8 +424,8 @@ def bench_record(run: RunDir, cfg: ServeConfig, info: EngineInfo, engine: str, *
     workload = {"dataset": cfg.dataset, "levels": [s.describe() for s in cfg.levels], "num_prompts": cfg.num_prompts,
                 "duration_s": cfg.duration_s, "max_tokens": cfg.max_tokens, "ignore_eos": cfg.ignore_eos,
                 "temperature": cfg.temperature, "input_len": cfg.input_len,
-                **({"turns": cfg.turns, "think_time_s": cfg.think_time_s, "rate_of": cfg.rate_of}
-                   if cfg.dataset == "conversations" else {}),
+                **({"turns": cfg.turns, "think_time_s": cfg.think_time_s, "rate_of": cfg.rate_of,
+                    "conversation_source": cfg.conversation_source} if cfg.dataset == "conversations" else {}),
                 **({"shared_prefix_tokens": cfg.shared_prefix_tokens, "prefix_groups": cfg.prefix_groups}
                    if cfg.shared_prefix_tokens else {})}
     summary = (f"bench serve on {info.engine} {info.version or ''} ({info.model}): {ok}/{total} requests ok over "
@@ -442,8 +442,8 @@ def bench_record(run: RunDir, cfg: ServeConfig, info: EngineInfo, engine: str, *
         if cfg.workers > 1 or cfg.ray is not None:
             limitations.append("shared prefix: each group's first request is the earliest by its own client process's "
                                "clock; with several processes the order across them is not exact")
-    conv = (conversation_block(all_replies, turns=cfg.turns, think_time_s=cfg.think_time_s)
-            if cfg.dataset == "conversations" else None)
+    conv = (conversation_block(all_replies, turns=cfg.turns, think_time_s=cfg.think_time_s,
+                               source=cfg.conversation_source) if cfg.dataset == "conversations" else None)
     if conv is not None:
         extra_data = {"conversations": conv, **(extra_data or {})}
     points = point_summaries(levels)  # each load point across its --repeats, with 95% intervals (bench/repeats.py)
@@ -494,6 +494,12 @@ def replay_trace(cfg: ServeConfig, info: EngineInfo) -> Trace:
     """
     assert cfg.trace is not None
     return load_trace(cfg.trace, cfg.trace_format, block_size=cfg.trace_block_size, max_context=info.context_tokens)
+
+
+def _drawn_per_run(cfg: ServeConfig) -> bool:
+    """True for a prompt set drawn afresh per run, unsalted on first use (``--dataset random``, synthetic
+    conversations): its texts are new each run. A fixed set (dev, a file, ShareGPT, ShareGPT sessions) is salted."""
+    return cfg.dataset == "random" or (cfg.dataset == "conversations" and cfg.conversation_source == "synthetic")
 
 
 def fresh_draw_seed(run: RunDir, seed: int) -> int:
@@ -549,10 +555,11 @@ async def prepare_serve(cfg: ServeConfig, client: Client, run: RunDir, model: st
         n = (cfg.num_prompts or 32) * len(cfg.levels) + cfg.warmup
         tok = choose_tokenizer(cfg.tokenizer, client, info.dialect)
         seed: int = cfg.seed
-        if cfg.dataset in ("random", "conversations"):
+        if _drawn_per_run(cfg):
             seed = fresh_draw_seed(run, cfg.seed)
         prompts, desc = await build_dynamic(cfg.dataset, n=n, seed=seed, tokenizer=tok, client=client,
-                                            input_len=cfg.input_len, max_tokens=cfg.max_tokens, turns=cfg.turns)
+                                            input_len=cfg.input_len, max_tokens=cfg.max_tokens, turns=cfg.turns,
+                                            conversation_source=cfg.conversation_source)
         if any(s.rate_of for s in cfg.levels):  # open-loop sessions: their mean turns set a --rate-of turns level's
             cfg.levels = session_levels(cfg.levels, sum(1 + len(p.followups) for p in prompts) / len(prompts))
         if cfg.shared_prefix_tokens and tok is not None:

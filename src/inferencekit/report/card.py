@@ -192,7 +192,9 @@ def conversation_line(record: dict[str, Any]) -> str | None:
     ttft = ", ".join(f"{k}: {_f(v['ttft_ms']['p50'])}" for k, v in cv["by_turn"].items())
     cached = ", ".join(f"{k}: {_f(v['cached_tokens']['p50'], 0)}" for k, v in cv["by_turn"].items()
                        if v["cached_tokens"]["n"])
-    return (f"conversations: {s['started']} sessions × {cv['turns']} turns ({s['completed']} completed, think time "
+    per = (f"up to {cv['turns']} turns (ShareGPT's human turns, {s['turns_planned']} in all)"
+           if cv.get("source") == "sharegpt" and "turns_planned" in s else f"{cv['turns']} turns")
+    return (f"conversations: {s['started']} sessions × {per} ({s['completed']} completed, think time "
             f"{cv['think_time_s']:g} s) — TTFT p50 by turn, ms: {ttft}"
             + (f"; server-reported cached prompt tokens p50 by turn: {cached}" if cached else ""))
 
