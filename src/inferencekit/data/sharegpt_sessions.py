@@ -16,7 +16,6 @@ history, the reuse it intends.
 from __future__ import annotations
 
 import asyncio
-import random
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +28,7 @@ from inferencekit.data.sharegpt import (
     USER_ROLES,
     conversation_id,
     count_tokens,
-    index_file,
-    sharegpt_file,
+    shuffled_spans,
     source_description,
     walk_spans,
 )
@@ -83,14 +81,7 @@ async def sharegpt_sessions(n: int, turns: int, *, seed: int, tokenizer: Tokeniz
     for name, v in (("sessions", n), ("--turns", turns)):
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             raise OpError(f"sharegpt sessions: {name} must be a positive integer, got {v!r}")
-    version: str | None = None
-    if path is None:
-        file, version = sharegpt_file()
-    else:
-        file = Path(path)
-    idx = await asyncio.to_thread(index_file, file)
-    order = list(idx.spans)
-    random.Random(seed).shuffle(order)
+    file, version, idx, order = await shuffled_spans(seed, path)
     gate = asyncio.Semaphore(_CONCURRENCY)
 
     async def judge(span: tuple[int, int, int], fh: Any) -> tuple[str | None, Any]:
