@@ -491,8 +491,10 @@ def replay_trace(cfg: ServeConfig, info: EngineInfo) -> Trace:
 
     Raises:
         OpError: the file cannot be read or is malformed, or every row is skipped (before any request).
+        ValueError: ``cfg`` has no trace (a bug).
     """
-    assert cfg.trace is not None
+    if cfg.trace is None:
+        raise ValueError("replay_trace needs a ServeConfig with a trace")
     return load_trace(cfg.trace, cfg.trace_format, block_size=cfg.trace_block_size, max_context=info.context_tokens)
 
 
@@ -503,9 +505,9 @@ def _drawn_per_run(cfg: ServeConfig) -> bool:
 
 
 def fresh_draw_seed(run: RunDir, seed: int) -> int:
-    """The seed of a prompt set drawn afresh per run (``--dataset random``/``conversations``, ``--trace``): ``seed``
-    mixed with a 64-bit CSPRNG nonce pinned in run.json (``prompt_nonce``), so a resume draws the same set and a
-    second run with the same ``--seed`` does not send texts a prompt cache still holds (bench/plan.py)."""
+    """The seed of a prompt set drawn afresh per run (``--dataset random``, synthetic conversations, ``--trace``):
+    ``seed`` mixed with a 64-bit CSPRNG nonce pinned in run.json (``prompt_nonce``), so a resume draws the same set
+    and a second run with the same ``--seed`` does not send texts a prompt cache still holds (bench/plan.py)."""
     nonce = run.read_run().get("pins", {}).get("prompt_nonce") or run.pin("prompt_nonce", new_salt())
     return int.from_bytes(hashlib.sha256(f"{seed}:{nonce}".encode()).digest()[:8], "big")
 
