@@ -479,7 +479,7 @@ def test_conversations_send_each_turn_with_the_models_own_replies(llama_server_e
             assert msgs[2 * k - 1]["content"] == replies[f"{session}.t{k}"]["text"]
     record = json.loads((run / "evidence" / f"{out['evidence_id']}.json").read_text())
     cv = record["data"]["conversations"]
-    assert cv["sessions"] == {"started": 4, "completed": 4, "turns_sent": 12}
+    assert cv["sessions"] == {"started": 4, "completed": 4, "turns_sent": 12, "turns_planned": 12}
     assert sorted(cv["by_turn"]) == ["1", "2", "3"]
     assert cv["by_turn"]["3"]["prompt_tokens"]["min"] > cv["by_turn"]["1"]["prompt_tokens"]["max"]
     code, gates = run_cli(["gates", "check", str(run)])
@@ -537,3 +537,70 @@ def test_verify_runs_the_main_job_on_the_conversations_workload(llama_server_eng
     rec = json.loads((run / "evidence" / f"{out['evidence_id']}.json").read_text())
     assert rec["data"]["workload"] == "conversations" and rec["identity"]["workload"]["load"] == "conversations"
     assert code == {"PASS": 0, "FAIL": 1, "UNPROVEN": 3}[out["verdict"]]
+
+
+def test_trace_rows_over_the_servers_context_are_skipped_and_a_trace_of_only_such_rows_is_refused(
+        llama_server_engine, tmp_path):
+    """The server reports its context per request (llama-server's per-slot n_ctx): a row of 100,000 input tokens
+    cannot be replayed, so it is skipped before anything is sent and counted on the record's trace description and
+    as a limitation; the other rows are sent at their times from the first row kept. A trace of only such rows is
+    refused, exit 2, with nothing sent and no run dir left."""
+    trace = tmp_path / "t.jsonl"
+    rows = [(0, 100_000, 4), (200, 16, 3), (400, 20, 2)]
+    trace.write_text("".join(json.dumps({"timestamp": t, "input_length": i, "output_length": o}) + "\n"
+                             for t, i, o in rows))
+    run = tmp_path / "run"
+    code, out = run_cli(["bench", "serve", "--base-url", llama_server_engine.url, "--trace", str(trace),
+                         "--ignore-eos", "--run-dir", str(run)])
+    assert bench_ok(code, out), out
+    replies = sorted(level_replies(run, "trace"), key=lambda r: r["scheduled_ns"])
+    assert [r["usage"]["completion_tokens"] for r in replies] == [3, 2] and all(map(ok, replies))
+    assert replies[1]["scheduled_ns"] - replies[0]["scheduled_ns"] == pytest.approx(0.2e9, abs=1e6)
+    record = json.loads((run / "evidence" / f"{out['evidence_id']}.json").read_text())
+    desc = record["data"]["trace"]
+    ctx = desc["max_context"]
+    assert isinstance(ctx, int) and 48 < ctx < 100_004 and desc["context_checked"] is True
+    assert (desc["requests"], desc["read"], desc["skipped"]["over_context"]) == (2, 3, 1)
+    assert (f"trace replay: 1 of 3 rows were skipped, not sent: their input + output is over the server's context of "
+            f"{ctx} tokens per request") in record["limitations"]
+    assert record["data"]["levels"]["trace"]["spec"]["rate_req_s"] == pytest.approx(2 / 0.2)
+    only = tmp_path / "only.jsonl"
+    only.write_text(json.dumps({"timestamp": 0, "input_length": 100_000, "output_length": 4}) + "\n")
+    code, _ = run_cli(["bench", "serve", "--base-url", llama_server_engine.url, "--trace", str(only),
+                       "--run-dir", str(tmp_path / "refused")])
+    assert code == 2 and not (tmp_path / "refused").exists()
+
+
+def test_sharegpt_sessions_start_open_loop_and_only_their_starts_are_scheduled(llama_server_engine, tmp_path):
+    """``--dataset conversations --conversation-source sharegpt --turns 2 --request-rate 4 --rate-of turns``: 3
+    sessions from ShareGPT's multi-turn records (seed 0: DqcWUPa_0, rwLhAlb_0, cgiGsMx_0, 2 turns each), started at
+    4 / 2 = 2 sessions/s; turn 2 carries the record's second human message after the model's own reply (salted in
+    the first user message), only turn 1 is scheduled, and the record states the derived start rate."""
+    run = tmp_path / "run"
+    code, out = run_cli(["bench", "serve", "--base-url", llama_server_engine.url, "--dataset", "conversations",
+                         "--conversation-source", "sharegpt", "--turns", "2", "--request-rate", "4", "--rate-of",
+                         "turns", "--num-prompts", "3", "--max-concurrency", "2", "--max-tokens", "8", "--warmup",
+                         "0", "--seed", "0", "--run-dir", str(run)])
+    assert bench_ok(code, out), out
+    replies = {r["_rel"].split("/")[-1].removesuffix(".json"): r for r in level_replies(run, "r4c2")}
+    assert sorted(replies) == sorted(f"sharegpt-{s}.t{k}" for s in ("DqcWUPa_0", "rwLhAlb_0", "cgiGsMx_0")
+                                     for k in (1, 2))
+    for key, r in replies.items():
+        assert r["status"] == 200 and r["session_turns"] == 2
+        assert isinstance(r.get("scheduled_ns"), int) is key.endswith(".t1")
+    body = json.loads((run / "inputs" / ENGINE / "load-r4c2" / "conv" / "sharegpt-cgiGsMx_0.t2.json").read_text())
+    msgs = body["messages"]
+    assert [m["role"] for m in msgs] == ["user", "assistant", "user"]
+    assert msgs[0]["content"].startswith(f"[{replies['sharegpt-cgiGsMx_0.t1']['salt']}] explain WEB3, Blockchain")
+    assert msgs[1]["content"] == replies["sharegpt-cgiGsMx_0.t1"]["text"]  # the model's own reply, as received
+    assert msgs[2]["content"] == "break down web3 for me"
+    record = json.loads((run / "evidence" / f"{out['evidence_id']}.json").read_text())
+    spec = record["data"]["levels"]["r4c2"]["spec"]
+    assert (spec["rate_of"], spec["rate_req_s"], spec["turns_per_session_mean"], spec["session_start_rate_req_s"]) == \
+        ("turns", 4.0, 2.0, 2.0)
+    assert record["data"]["levels"]["r4c2"]["client"]["send_late_ms"]["n"] == 3  # the three starts only
+    cv = record["data"]["conversations"]
+    assert cv["source"] == "sharegpt" and cv["sessions"] == {"started": 3, "completed": 3, "turns_sent": 6,
+                                                             "turns_planned": 6}
+    desc = json.loads((run / "run.json").read_text())["prompt_set"]
+    assert desc["name"] == "conversations:sharegpt" and desc["turns_per_session"] == [2, 2, 2]

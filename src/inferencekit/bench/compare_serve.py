@@ -7,7 +7,8 @@ Comparable only when measured alike (``serve_differences``; refused otherwise, a
 its prompt file (``prompt_set`` name and sha256), ``input_len``, ``max_tokens``, ``ignore_eos``, ``temperature``,
 ``num_prompts``, ``duration_s``, the request fields that change what the server computes (``extra_body``,
 ``chat_template_kwargs``, ``count_tokens``), the SLO goodput is judged against, and the set of load points with
-each point's load (mode, concurrency, rate, arrival, burstiness, cap). What a comparison is for, or what may
+each point's load (mode, concurrency, rate, arrival, burstiness, cap; for open-loop sessions what the rate counts
+and the session start rate). What a comparison is for, or what may
 legitimately differ, is a note (``serve_notes``): engine, version, model, the prompt-draw seed (a different
 seeded draw from the same prompt file), the warm-up, and the repeats per point.
 
@@ -52,7 +53,8 @@ _WORKLOAD = ("dataset", "input_len", "max_tokens", "ignore_eos", "temperature", 
 _CONFIG = ("extra_body", "chat_template_kwargs", "count_tokens", "slo", "shared_prefix_tokens", "prefix_groups",
            "turns", "think_time_s", "trace", "time_scale", "trace_block_size", "keep_trace_repeats")
 _PROMPT_SET = ("name", "sha256")
-_LOAD_KEYS = ("mode", "concurrency", "rate_req_s", "arrival", "burstiness", "max_concurrency")
+_LOAD_KEYS = ("mode", "concurrency", "rate_req_s", "arrival", "burstiness", "max_concurrency", "rate_of",
+              "session_start_rate_req_s")
 _NAMES = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "itl_ms": "ITL", "e2el_ms": "E2EL",
           "output_throughput_tok_s": "output throughput", "request_throughput_req_s": "request throughput",
           "goodput_req_s": "goodput"}

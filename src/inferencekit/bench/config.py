@@ -55,6 +55,8 @@ class ServeConfig:
     prefix_groups: int = 1  # --prefix-groups G (data/shared_prefix.py)
     turns: int = 4  # --dataset conversations: user turns per session
     think_time_s: float = 0.0  # --think-time: seconds between a reply and the session's next turn
+    rate_of: str = "sessions"  # --rate-of: what an open-loop session level's rate counts (sessions or turns)
+    conversation_source: str = "synthetic"  # --conversation-source: synthetic turns, or ShareGPT's human turns
     trace: str | None = None  # --trace FILE: replay a request trace (one open-loop level "trace")
     trace_format: str = "mooncake"  # --trace-format
     time_scale: float = 1.0  # --time-scale: the trace's times multiplied by this (0.5: twice as fast)

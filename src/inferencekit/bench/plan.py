@@ -22,13 +22,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from inferencekit.data.prompts import Prompt
-from inferencekit.data.traces import load_trace, scale
+from inferencekit.data.traces import load_trace, replay_rate, scale
 from inferencekit.errors import OpError
 from inferencekit.rundir import SALT_PATTERN
 
 __all__ = ["LevelSpec", "PlannedRequest", "Planner", "RAMP_STRATEGIES", "RATE_RANGE", "SALT_BITS", "SALT_PATTERN",
            "heaviest_level", "new_salt", "parse_levels", "parse_slo", "ramp_level", "repeat_levels", "request_body",
-           "trace_level"]
+           "session_levels", "trace_level"]
 
 
 
@@ -43,6 +43,13 @@ class LevelSpec:
     ``--repeats K`` runs one load point K times: each run is its own level, labelled ``<point>_rep<i>`` (i = 1..K),
     with ``point`` the point's own label (``c4``) and ``repeat`` = i; a level run once has ``repeat`` 0 and its
     ``point`` is its label.
+
+    An open-loop level of multi-turn sessions (``--dataset conversations --request-rate``) schedules session
+    starts, each session then running its turns closed-loop (``bench/runner.py``). ``rate_of`` says what ``rate``
+    counts (``--rate-of``): ``sessions`` (session starts/s) or ``turns`` (turns/s offered: the sessions then start
+    at ``rate / turns_per_session``, so that starts × mean turns per session equal the rate asked);
+    ``turns_per_session`` is the mean number of turns of the run's sessions, set once they are built
+    (``session_levels``). ``rate_of`` is "" for every other level.
     """
 
     label: str
@@ -56,6 +63,22 @@ class LevelSpec:
     ramp: str = ""  # open loop: "linear" or "exponential" ramp-up from ramp_start to ramp_end requests/s
     ramp_start: float = 0.0
     ramp_end: float = 0.0
+    rate_of: str = ""  # "sessions" or "turns": what an open-loop session level's rate counts (--rate-of)
+    turns_per_session: float = 0.0  # mean turns per session of the run's sessions (0: not known yet)
+
+    @property
+    def start_rate(self) -> float:
+        """The scheduled arrivals per second: ``rate``, except for a ``rate_of`` ``turns`` level, whose arrivals are
+        session starts at ``rate / turns_per_session``.
+
+        Raises:
+            ValueError: a ``turns`` level whose ``turns_per_session`` was never set (a bug: ``session_levels``).
+        """
+        if self.rate_of != "turns":
+            return self.rate
+        if self.turns_per_session <= 0:
+            raise ValueError(f"level {self.label}: --rate-of turns needs the mean turns per session")
+        return self.rate / self.turns_per_session
 
     @property
     def point_label(self) -> str:
@@ -74,6 +97,13 @@ class LevelSpec:
             if self.ramp:
                 d.update(ramp_up_strategy=self.ramp, ramp_up_start_rps=self.ramp_start,
                          ramp_up_end_rps=self.ramp_end)
+            if self.rate_of:
+                d["rate_of"] = self.rate_of
+                if self.turns_per_session > 0:
+                    d.update(session_start_rate_req_s=self.start_rate, turns_per_session_mean=self.turns_per_session,
+                             offered_turn_rate_req_s=self.start_rate * self.turns_per_session,
+                             arrivals=("session starts, each session's turns closed-loop after it (turn k + 1 after "
+                                       "turn k's reply and the think time); the max_concurrency cap is on sessions"))
         return d
 
 
@@ -163,9 +193,21 @@ def trace_level(path: str, fmt: str, *, time_scale: float, block_size: int = 512
     if not (isinstance(time_scale, int | float) and 0 < time_scale <= 1000):
         raise OpError(f"--time-scale must be > 0 and ≤ 1000, got {time_scale}")
     rows = scale(load_trace(path, fmt, block_size=block_size).rows, time_scale)
-    span = rows[-1].t_s
-    rate = len(rows) / span if span > 0 else float(len(rows))
-    return LevelSpec("trace", "open", rate=rate, arrival="trace", concurrency=max_concurrency or 0), len(rows)
+    return (LevelSpec("trace", "open", rate=replay_rate(rows), arrival="trace", concurrency=max_concurrency or 0),
+            len(rows))
+
+
+def session_levels(levels: Sequence[LevelSpec], turns_per_session: float) -> list[LevelSpec]:
+    """The levels with ``turns_per_session`` set on each open-loop session level (``rate_of`` set), the others as
+    they are: the mean turns per session of the run's sessions (``--turns`` for synthetic ones; a ShareGPT record's
+    human turns, capped by ``--turns``, vary). A ``turns`` level's sessions then start at rate ÷ that mean.
+
+    Raises:
+        ValueError: ``turns_per_session`` is not ≥ 1.
+    """
+    if not turns_per_session >= 1:
+        raise ValueError(f"a session has at least one turn, got a mean of {turns_per_session!r}")
+    return [replace(lv, turns_per_session=float(turns_per_session)) if lv.rate_of else lv for lv in levels]
 
 
 def repeat_levels(levels: Sequence[LevelSpec], repeats: int) -> list[LevelSpec]:

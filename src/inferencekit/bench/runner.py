@@ -108,7 +108,7 @@ class LoadRunner:
         if req.prompt.shared_prefix_id:
             meta["shared_prefix_id"] = req.prompt.shared_prefix_id
         if req.prompt.session_id:
-            meta.update(session_id=req.prompt.session_id, turn=req.prompt.turn)
+            meta.update(session_id=req.prompt.session_id, turn=req.prompt.turn, session_turns=req.prompt.session_turns)
         if scheduled_ns is not None:
             meta["scheduled_ns"] = scheduled_ns
         if dispatched_ns is not None:
@@ -134,28 +134,36 @@ class LoadRunner:
             self.on_done(level, ex.ok)
         return ex
 
-    async def _unit(self, req: PlannedRequest, level: str, journal: Journal, outcome: LevelOutcome) -> None:
-        """One closed-loop unit of work: a request, or a whole multi-turn session when the prompt has later turns
-        (``Prompt.followups``)."""
+    async def _unit(self, req: PlannedRequest, level: str, journal: Journal, outcome: LevelOutcome,
+                    scheduled_ns: int | None = None, dispatched_ns: int | None = None) -> None:
+        """One unit of work, closed- or open-loop: a request, or a whole multi-turn session when the prompt has
+        later turns (``Prompt.followups``). ``scheduled_ns``/``dispatched_ns``: an open-loop arrival's place in the
+        schedule and when the loop got to it (perf_counter ns), recorded on the request (a session's first turn)."""
         if not req.prompt.followups:
-            await self._send(req, level, journal, outcome)
+            await self._send(req, level, journal, outcome, scheduled_ns, dispatched_ns)
             return
-        await self._session(req, level, journal, outcome)
+        await self._session(req, level, journal, outcome, scheduled_ns, dispatched_ns)
 
-    async def _session(self, req: PlannedRequest, level: str, journal: Journal, outcome: LevelOutcome) -> None:
+    async def _session(self, req: PlannedRequest, level: str, journal: Journal, outcome: LevelOutcome,
+                       scheduled_ns: int | None = None, dispatched_ns: int | None = None) -> None:
         """A multi-turn session: turn 1 is the prompt's first user message; turn k sends every user message so far
         with the model's own replies between them (the text derived from each reply's events, as received), after
-        ``think_time_s``. Files ``<key>.t<k>``; each reply names its ``session_id`` and ``turn``. A failed turn ends
-        the session: there is no reply to put in the next turn's history."""
+        ``think_time_s``. Files ``<key>.t<k>``; each reply names its ``session_id``, ``turn`` and ``session_turns``. A
+        failed turn ends the session: there is no reply to put in the next turn's history. In an open-loop level the
+        session's start is the scheduled arrival: only turn 1 carries ``scheduled_ns``/``dispatched_ns``; later turns
+        follow their predecessor's reply, so they have no schedule to be late against (``bench/pace_judge.py``)."""
         p = req.prompt
         history: list[dict[str, Any]] = [dict(m) for m in (p.messages or ())]
-        for k in range(len(p.followups) + 1):
+        n_turns = len(p.followups) + 1
+        for k in range(n_turns):
             if k:
                 if self.think_time_s > 0:
                     await asyncio.sleep(self.think_time_s)
                 history.append({"role": "user", "content": p.followups[k - 1]})
-            turn = replace(p, messages=tuple(dict(m) for m in history), followups=(), session_id=p.id, turn=k + 1)
-            ex = await self._send(PlannedRequest(f"{req.key}.t{k + 1}", turn, req.salt), level, journal, outcome)
+            turn = replace(p, messages=tuple(dict(m) for m in history), followups=(), session_id=p.id, turn=k + 1,
+                           session_turns=n_turns)
+            ex = await self._send(PlannedRequest(f"{req.key}.t{k + 1}", turn, req.salt), level, journal, outcome,
+                                  *((scheduled_ns, dispatched_ns) if k == 0 else (None, None)))
             if not ex.ok:
                 return
             reply = ex.to_reply()
@@ -299,7 +307,8 @@ class LoadRunner:
     async def _open(self, spec: LevelSpec, planner: Planner, n: int | None, duration_s: float | None, seed: int,
                     journal: Journal, outcome: LevelOutcome, part: tuple[int, int] | None = None,
                     start_at_ns: int | None = None) -> None:
-        count = n if n is not None else max(1, math.ceil(spec.rate * (duration_s or 0)))
+        # arrivals per second: requests, or a session level's session starts (LevelSpec.start_rate: --rate-of)
+        count = n if n is not None else max(1, math.ceil(spec.start_rate * (duration_s or 0)))
         offsets: Sequence[float] | np.ndarray
         if spec.label in self.offsets_for:  # a trace's own times (bench serve --trace, one client process)
             offsets = self.offsets_for[spec.label][:count]
@@ -307,19 +316,20 @@ class LoadRunner:
             offsets = ramp_offsets_s(count, spec.ramp, spec.ramp_start, spec.ramp_end, spec.arrival,
                                      burstiness=spec.burstiness, seed=seed)
         else:
-            offsets = arrival_offsets_s(count, spec.rate, spec.arrival, burstiness=spec.burstiness, seed=seed,
+            offsets = arrival_offsets_s(count, spec.start_rate, spec.arrival, burstiness=spec.burstiness, seed=seed,
                                         part=part)
         cap = asyncio.Semaphore(spec.concurrency) if spec.concurrency else None
-        tasks: list[asyncio.Task[Exchange]] = []
+        tasks: list[asyncio.Task[None]] = []
 
-        async def one(req: PlannedRequest, scheduled_ns: int) -> Exchange:
+        async def one(req: PlannedRequest, scheduled_ns: int) -> None:
             # the moment the loop got to this send: its lateness against the schedule is the client's own
-            # (waiting for a --max-concurrency slot comes after and is the server's queue)
+            # (waiting for a --max-concurrency slot comes after and is the server's queue); a session holds its
+            # slot from its first turn to its last, so the cap is on sessions in flight
             dispatched_ns = time.perf_counter_ns()
             if cap is None:
-                return await self._send(req, spec.label, journal, outcome, scheduled_ns, dispatched_ns)
+                return await self._unit(req, spec.label, journal, outcome, scheduled_ns, dispatched_ns)
             async with cap:
-                return await self._send(req, spec.label, journal, outcome, scheduled_ns, dispatched_ns)
+                return await self._unit(req, spec.label, journal, outcome, scheduled_ns, dispatched_ns)
 
         probes, every = self._probe_turns(spec.label, count)
 

@@ -16,6 +16,7 @@ import hashlib
 import random
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from inferencekit.bench.journal import materialise
 from inferencekit.bench.manifest import METRICS_MANIFEST
 from inferencekit.bench.metrics import level_metrics
 from inferencekit.bench.pace_judge import judge_client_pace
-from inferencekit.bench.plan import LevelSpec, PlannedRequest, Planner, new_salt, request_body
+from inferencekit.bench.plan import LevelSpec, PlannedRequest, Planner, new_salt, request_body, session_levels
 from inferencekit.bench.repeats import interval_notes, point_summaries
 from inferencekit.bench.runner import LevelOutcome, LoadRunner
 from inferencekit.bench.sessions_judge import conversation_block
@@ -42,7 +43,7 @@ from inferencekit.data.prompts import Prompt
 from inferencekit.data.shared_prefix import shared_prefix_prompts
 from inferencekit.data.sharing import check_declared_sharing
 from inferencekit.data.trace_prompts import trace_prompts
-from inferencekit.data.traces import load_trace, scale
+from inferencekit.data.traces import Trace, context_note, load_trace, replay_rate, scale
 from inferencekit.errors import OpError
 from inferencekit.evidence import artifact, build_record, metric, save_record
 from inferencekit.rundir import (
@@ -166,8 +167,7 @@ class ServeSession:
                                  extras=extras)
         self.runner.think_time_s = cfg.think_time_s
         if cfg.trace:  # the trace's own times, scaled (the file was checked when the flags were)
-            rows = scale(load_trace(cfg.trace, cfg.trace_format, block_size=cfg.trace_block_size).rows,
-                         cfg.time_scale)
+            rows = scale(replay_trace(cfg, info).rows, cfg.time_scale)
             self.runner.offsets_for.update({s.label: [r.t_s for r in rows] for s in cfg.levels})
         # the client processes first: a Ray cluster that cannot be reached (or is too small) stops the run before
         # anything is sent
@@ -344,7 +344,8 @@ def bench_record(run: RunDir, cfg: ServeConfig, info: EngineInfo, engine: str, *
                           ramp=bool(spec.ramp))
         client_file = run.level_dir("outputs", engine, spec.label) / CLIENT_FILE
         pace = judge_client_pace((read_json(client_file) or {}).get("processes") or [], replies,
-                                 rate=spec.rate if spec.mode == "open" else None, streams=spec.concurrency or None)
+                                 rate=spec.start_rate if spec.mode == "open" else None,
+                                 streams=spec.concurrency or None)
         if pace["valid"] is False:
             invalid.append(spec.label)
             limitations += [f"level {spec.label} is invalid, the client set its pace: {x}" for x in pace["reasons"]]
@@ -424,7 +425,8 @@ def bench_record(run: RunDir, cfg: ServeConfig, info: EngineInfo, engine: str, *
     workload = {"dataset": cfg.dataset, "levels": [s.describe() for s in cfg.levels], "num_prompts": cfg.num_prompts,
                 "duration_s": cfg.duration_s, "max_tokens": cfg.max_tokens, "ignore_eos": cfg.ignore_eos,
                 "temperature": cfg.temperature, "input_len": cfg.input_len,
-                **({"turns": cfg.turns, "think_time_s": cfg.think_time_s} if cfg.dataset == "conversations" else {}),
+                **({"turns": cfg.turns, "think_time_s": cfg.think_time_s, "rate_of": cfg.rate_of,
+                    "conversation_source": cfg.conversation_source} if cfg.dataset == "conversations" else {}),
                 **({"shared_prefix_tokens": cfg.shared_prefix_tokens, "prefix_groups": cfg.prefix_groups}
                    if cfg.shared_prefix_tokens else {})}
     summary = (f"bench serve on {info.engine} {info.version or ''} ({info.model}): {ok}/{total} requests ok over "
@@ -441,13 +443,19 @@ def bench_record(run: RunDir, cfg: ServeConfig, info: EngineInfo, engine: str, *
         if cfg.workers > 1 or cfg.ray is not None:
             limitations.append("shared prefix: each group's first request is the earliest by its own client process's "
                                "clock; with several processes the order across them is not exact")
-    conv = (conversation_block(all_replies, turns=cfg.turns, think_time_s=cfg.think_time_s)
-            if cfg.dataset == "conversations" else None)
+    conv = (conversation_block(all_replies, turns=cfg.turns, think_time_s=cfg.think_time_s,
+                               source=cfg.conversation_source) if cfg.dataset == "conversations" else None)
     if conv is not None:
         extra_data = {"conversations": conv, **(extra_data or {})}
     points = point_summaries(levels)  # each load point across its --repeats, with 95% intervals (bench/repeats.py)
     limitations += interval_notes(points, levels)
     run_json = run.read_run()
+    if cfg.trace:  # the replay's description (data/trace_prompts.py), with the rows the server's context left out
+        trace_desc = run_json.get("prompt_set") or {}
+        extra_data = {"trace": trace_desc, **(extra_data or {})}
+        note = context_note(trace_desc)
+        if note:
+            limitations.append(note)
     rec = build_record(
         kind="bench", claim_class="observed", summary=summary,
         identity={"engine": {k: v for k, v in info.to_dict().items() if k != "models"}, "model": {"id": info.model},
@@ -478,16 +486,36 @@ def _fmt(x: float | None) -> str:
 
 
 def salts_first_use(cfg: ServeConfig) -> bool:
-    """Whether a prompt's first use carries a salt: yes for a fixed prompt set, no for one drawn afresh per run
-    (``--dataset random``/``conversations``, ``--trace``), whose texts are new per run and token-exact
-    (``bench/plan.py`` ``Planner.salt_first_use``)."""
-    return cfg.dataset not in ("random", "conversations") and not cfg.trace
+    """Whether a prompt's first use carries a salt: yes for a fixed prompt set (dev, a file, ShareGPT, ShareGPT
+    sessions), no for one drawn afresh per run (``_drawn_per_run``) or a trace, whose texts are new per run and
+    token-exact (``bench/plan.py`` ``Planner.salt_first_use``)."""
+    return not _drawn_per_run(cfg) and not cfg.trace
+
+
+def replay_trace(cfg: ServeConfig, info: EngineInfo) -> Trace:
+    """The ``--trace`` file read and checked, less the rows over the server's context per request
+    (``EngineInfo.context_tokens``; nothing is checked when the server reports none): ``data/traces.py``
+    ``load_trace`` with ``max_context``, i.e. ``fit_context``. Times unscaled.
+
+    Raises:
+        OpError: the file cannot be read or is malformed, or every row is skipped (before any request).
+        ValueError: ``cfg`` has no trace (a bug).
+    """
+    if cfg.trace is None:
+        raise ValueError("replay_trace needs a ServeConfig with a trace")
+    return load_trace(cfg.trace, cfg.trace_format, block_size=cfg.trace_block_size, max_context=info.context_tokens)
+
+
+def _drawn_per_run(cfg: ServeConfig) -> bool:
+    """True for a prompt set drawn afresh per run, unsalted on first use (``--dataset random``, synthetic
+    conversations): its texts are new each run. A fixed set (dev, a file, ShareGPT, ShareGPT sessions) is salted."""
+    return cfg.dataset == "random" or (cfg.dataset == "conversations" and cfg.conversation_source == "synthetic")
 
 
 def fresh_draw_seed(run: RunDir, seed: int) -> int:
-    """The seed of a prompt set drawn afresh per run (``--dataset random``/``conversations``, ``--trace``): ``seed``
-    mixed with a 64-bit CSPRNG nonce pinned in run.json (``prompt_nonce``), so a resume draws the same set and a
-    second run with the same ``--seed`` does not send texts a prompt cache still holds (bench/plan.py)."""
+    """The seed of a prompt set drawn afresh per run (``--dataset random``, synthetic conversations, ``--trace``):
+    ``seed`` mixed with a 64-bit CSPRNG nonce pinned in run.json (``prompt_nonce``), so a resume draws the same set
+    and a second run with the same ``--seed`` does not send texts a prompt cache still holds (bench/plan.py)."""
     nonce = run.read_run().get("pins", {}).get("prompt_nonce") or run.pin("prompt_nonce", new_salt())
     return int.from_bytes(hashlib.sha256(f"{seed}:{nonce}".encode()).digest()[:8], "big")
 
@@ -499,8 +527,13 @@ async def prepare_serve(cfg: ServeConfig, client: Client, run: RunDir, model: st
     """Detect the engine, pin identity/model/template kwargs, resolve the dataset, write run.json (the command line
     ``argv`` and ``operation`` as given; on ``resume`` the command is added to ``resumes``).
 
+    Sets in ``cfg`` what only the server and the prompts decide, before run.json stores it: for ``--trace``,
+    ``num_prompts`` and the trace level's rate from the rows that fit the server's context (``replay_trace``); for
+    open-loop sessions, each level's mean turns per session over the run's sessions (``plan.session_levels``).
+
     Raises:
-        OpError: the server does not answer, or the run dir pins another engine, model or template kwargs.
+        OpError: the server does not answer, or the run dir pins another engine, model or template kwargs; a trace
+            whose every row is over the server's context, or (on ``resume``) a changed trace file or context.
     """
     info = await detect_engine(client, model)
     run.pin("engine_identity", info.identity())
@@ -511,22 +544,34 @@ async def prepare_serve(cfg: ServeConfig, client: Client, run: RunDir, model: st
         if tok is None:
             raise OpError("--trace needs a tokenizer to make the trace's lengths token-exact: this engine has no "
                           "tokenize endpoint; pass --tokenizer")
-        trace = load_trace(cfg.trace, cfg.trace_format, block_size=cfg.trace_block_size)
-        before = (run.read_run().get("prompt_set") or {}).get("sha256") if resume else None
+        trace = replay_trace(cfg, info)
+        stored = (run.read_run().get("prompt_set") or {}) if resume else {}
+        before = stored.get("sha256")
         if before is not None and before != trace.sha256:
             raise OpError(f"--resume: the trace file {cfg.trace!r} changed since the run began (sha256 {before[:12]}… "
                           f"then, {trace.sha256[:12]}… now); replay it into a new run dir")
+        if before is not None and stored.get("max_context") != trace.max_context:
+            raise OpError(f"--resume: the run replayed the trace against a context of {stored.get('max_context')} "
+                          f"tokens per request, the server now reports {trace.max_context}: other rows would be sent; "
+                          "replay it into a new run dir")
         draw = fresh_draw_seed(run, cfg.seed)
         prompts, desc = await trace_prompts(trace, seed=draw, tokenizer=tok, keep_repeats=cfg.keep_trace_repeats)
         desc["time_scale"] = cfg.time_scale
+        # the rows that fit the server's context set the level's requests and rate (the flags counted every row)
+        cfg.num_prompts = len(trace.rows)
+        rate = replay_rate(scale(trace.rows, cfg.time_scale))
+        cfg.levels = [replace(s, rate=rate) if s.label == "trace" else s for s in cfg.levels]
     elif static is None:
         n = (cfg.num_prompts or 32) * len(cfg.levels) + cfg.warmup
         tok = choose_tokenizer(cfg.tokenizer, client, info.dialect)
         seed: int = cfg.seed
-        if cfg.dataset in ("random", "conversations"):
+        if _drawn_per_run(cfg):
             seed = fresh_draw_seed(run, cfg.seed)
         prompts, desc = await build_dynamic(cfg.dataset, n=n, seed=seed, tokenizer=tok, client=client,
-                                            input_len=cfg.input_len, max_tokens=cfg.max_tokens, turns=cfg.turns)
+                                            input_len=cfg.input_len, max_tokens=cfg.max_tokens, turns=cfg.turns,
+                                            conversation_source=cfg.conversation_source)
+        if any(s.rate_of for s in cfg.levels):  # open-loop sessions: their mean turns set a --rate-of turns level's
+            cfg.levels = session_levels(cfg.levels, sum(1 + len(p.followups) for p in prompts) / len(prompts))
         if cfg.shared_prefix_tokens and tok is not None:
             prompts = await shared_prefix_prompts(prompts, tokens=cfg.shared_prefix_tokens,
                                                   groups=cfg.prefix_groups, seed=seed, tokenizer=tok)

@@ -29,17 +29,28 @@ def _prompt_tokens(r: Mapping[str, Any]) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
-def conversation_block(replies: Iterable[Mapping[str, Any]], *, turns: int, think_time_s: float
-                       ) -> dict[str, Any] | None:
+def _planned(rows: Iterable[Mapping[str, Any]], turns: int) -> int:
+    """A session's number of turns as its replies name it (``session_turns``), else ``turns``."""
+    named = [r["session_turns"] for r in rows if isinstance(r.get("session_turns"), int)
+             and not isinstance(r.get("session_turns"), bool) and r["session_turns"] > 0]
+    return max(named) if named else turns
+
+
+def conversation_block(replies: Iterable[Mapping[str, Any]], *, turns: int, think_time_s: float,
+                       source: str = "synthetic") -> dict[str, Any] | None:
     """The record's ``conversations`` block from every load reply of the run; None when no reply names a session.
 
+    Args:
+        turns: ``--turns``: every synthetic session's turns; the cap on a ShareGPT session's (``source``
+            ``sharegpt``), whose own number each reply names as ``session_turns`` (``bench/runner.py``).
+
     Returns:
-        ``{"turns", "think_time_s", "sessions": {"started", "completed", "turns_sent"},
+        ``{"turns", "source", "think_time_s", "sessions": {"started", "completed", "turns_sent", "turns_planned"},
         "by_turn": {k: {"n", "completed", "ttft_ms", "prompt_tokens", "cached_tokens"}},
         "by_history": [{"prompt_tokens_from", "n", "ttft_ms"}]}``: ``ttft_ms`` and the token figures are
-        ``stats.summarize`` of the completed replies; a session is completed when all its ``turns`` came back
-        (status 200 with a TTFT). ``by_history`` bins the completed replies by server-reported prompt tokens
-        (``HISTORY_BINS``), non-empty bins only.
+        ``stats.summarize`` of the completed replies; a session is completed when all its turns came back
+        (status 200 with a TTFT; ``turns_planned`` sums the sessions' turns). ``by_history`` bins the completed
+        replies by server-reported prompt tokens (``HISTORY_BINS``), non-empty bins only.
     """
     rows = [r for r in replies if isinstance(r.get("session_id"), str) and isinstance(r.get("turn"), int)]
     if not rows:
@@ -49,7 +60,8 @@ def conversation_block(replies: Iterable[Mapping[str, Any]], *, turns: int, thin
     for r in rows:
         by_session.setdefault(str(r["session_id"]), []).append(r)
         by_turn.setdefault(int(r["turn"]), []).append(r)
-    done = sum(1 for rs in by_session.values() if sum(map(_ok, rs)) == turns)
+    planned = {sid: _planned(rs, turns) for sid, rs in by_session.items()}
+    done = sum(1 for sid, rs in by_session.items() if sum(map(_ok, rs)) == planned[sid])
     turn_block: dict[str, Any] = {}
     for k in sorted(by_turn):
         rs = by_turn[k]
@@ -67,6 +79,7 @@ def conversation_block(replies: Iterable[Mapping[str, Any]], *, turns: int, thin
         if vals:
             bins.append({"prompt_tokens_from": lo, "prompt_tokens_below": hi, "n": len(vals),
                          "ttft_ms": summarize(vals)})
-    return {"turns": turns, "think_time_s": think_time_s,
-            "sessions": {"started": len(by_session), "completed": done, "turns_sent": len(rows)},
+    return {"turns": turns, "source": source, "think_time_s": think_time_s,
+            "sessions": {"started": len(by_session), "completed": done, "turns_sent": len(rows),
+                         "turns_planned": sum(planned.values())},
             "by_turn": turn_block, "by_history": bins}

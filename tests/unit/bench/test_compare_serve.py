@@ -127,6 +127,17 @@ def test_runs_measured_unalike_are_listed():
     assert serve_differences(a, {"record": {"kind": "appliance"}})[0].field == "kind"
 
 
+def test_open_loop_sessions_at_one_rate_of_sessions_and_of_turns_are_not_compared():
+    a, b = side(), side()
+    for s, of, start in ((a, "sessions", 2.0), (b, "turns", 0.5)):
+        for i in (1, 2, 3):
+            spec = s["record"]["data"]["levels"][f"c1_rep{i}"]["spec"]
+            spec.update(mode="open", rate_req_s=2.0, rate_of=of, session_start_rate_req_s=start)
+    d = {x.field: x.to_dict() for x in serve_differences(a, b)}
+    assert sorted(d) == ["points.c1"]  # (the sessions' source differs in prompt_set.name)
+    assert (d["points.c1"]["a"]["rate_of"], d["points.c1"]["b"]["session_start_rate_req_s"]) == ("sessions", 0.5)
+
+
 def test_notes_are_shown_not_refused():
     a, b = side(), side(repeats=2)
     b["record"]["data"]["config"]["seed"] = 99

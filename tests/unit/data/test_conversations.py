@@ -46,7 +46,8 @@ def test_the_by_turn_block() -> None:
           _r("b", 1, 700.0, 54, 24), _r("b", 2, 400.0, 101, 65), {"session_id": "b", "turn": 3, "status": 0},
           {"status": 200, "ttft_ms": 1.0}]  # a reply outside any session is not counted
     out = conversation_block(rs, turns=3, think_time_s=0.5)
-    assert out is not None and out["sessions"] == {"started": 2, "completed": 1, "turns_sent": 6}
+    assert out is not None and out["sessions"] == {"started": 2, "completed": 1, "turns_sent": 6, "turns_planned": 6}
+    assert out["source"] == "synthetic"
     assert out["by_turn"]["1"]["ttft_ms"]["p50"] == 600.0 and out["by_turn"]["2"]["cached_tokens"]["p50"] == 65
     assert (out["by_turn"]["3"]["n"], out["by_turn"]["3"]["completed"]) == (2, 1)
     assert [(b["prompt_tokens_from"], b["n"]) for b in out["by_history"]] == [(0, 4), (256, 1)]

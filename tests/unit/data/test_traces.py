@@ -1,14 +1,18 @@
 import gzip
 import importlib.util
+from dataclasses import replace
 
 import pytest
 
 from inferencekit.data.traces import (
     SKIP_REASONS,
     TraceRow,
+    context_note,
+    fit_context,
     load_sample,
     load_trace,
     parse_trace,
+    replay_rate,
     scale,
 )
 from inferencekit.errors import OpError
@@ -135,6 +139,39 @@ def test_time_counts_from_the_first_row_kept(tmp_path):
               "a.csv")
     t = load_trace(p, "azure", max_context=2048)
     assert t.rows == (TraceRow(3, 0.0, 10, 10, None),) and t.skipped["over_context"] == 1
+
+
+def _trace(*rows: tuple[float, int, int]):
+    """A Trace of rows ``(t_s, input_len, output_len)`` (lines 1..n), one row already skipped as no_output."""
+    return replace(load_sample("azure"), path="t.csv", read=len(rows) + 1,
+                   rows=tuple(TraceRow(i + 1, t, n, o) for i, (t, n, o) in enumerate(rows)),
+                   skipped={"over_context": 0, "no_output": 1, "no_input": 0}, max_context=None)
+
+
+def test_fit_context_skips_and_counts_the_rows_over_the_servers_context_and_restarts_the_clock():
+    t = fit_context(_trace((0.0, 3000, 100), (1.5, 100, 28), (2.0, 2000, 48), (4.0, 2000, 49)), 2048)
+    assert [(r.line, r.t_s) for r in t.rows] == [(2, 0.0), (3, 0.5)]  # 2000 + 48 = 2048 fits, 2049 does not
+    assert t.skipped == {"over_context": 2, "no_output": 1, "no_input": 0} and t.max_context == 2048
+    assert t.describe()["context_checked"] is True and t.describe()["requests"] == 2
+    assert replay_rate(scale(t.rows, 2.0)) == 2 / 1.0  # two rows over one scaled second
+    assert context_note(t.describe()) == ("trace replay: 2 of 5 rows were skipped, not sent: their input + output is "
+                                          "over the server's context of 2048 tokens per request")
+
+
+def test_fit_context_without_a_context_checks_nothing_and_says_so():
+    t = _trace((0.0, 3000, 100), (1.0, 10, 10))
+    assert fit_context(t, None) is t and t.describe()["context_checked"] is False
+    assert "reports no context length, so the trace's rows were not checked" in context_note(t.describe())
+    assert context_note(fit_context(t, 4096).describe()) is None  # every row fits: nothing to say
+    assert replay_rate(t.rows[:1]) == 1.0  # one row: all at once
+
+
+def test_fit_context_refuses_a_trace_whose_every_row_is_over_the_context():
+    with pytest.raises(OpError, match=r"^trace 't.csv': all 3 requests were skipped: 2 over context, 1 no output "
+                                      r"\(context 512 tokens\)$"):
+        fit_context(_trace((0.0, 3000, 100), (1.0, 500, 13)), 512)
+    with pytest.raises(OpError, match="max context must be a positive integer"):
+        fit_context(_trace((0.0, 10, 10)), 0)
 
 
 def test_every_row_skipped_is_an_error(tmp_path):
