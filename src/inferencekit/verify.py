@@ -229,12 +229,13 @@ async def _appliance_part(plan: dict[str, Any] | None, client: Client, info: Any
     return _part(name, "appliance", rec, receipt["verdict"], reason, record_fallbacks(rec)), rec
 
 
-def _gate_settings(prof: Profile, seed: int, reference_url: str | None) -> GateRunSettings:
+def _gate_settings(prof: Profile, seed: int, reference_url: str | None, fixed: bool = False) -> GateRunSettings:
     """The live gates of a profile: every gate of its parts that sends probes (spec_exact needs a second engine)."""
     live = [p.removeprefix("gates: ") for p, _ in prof.expected if p.removeprefix("gates: ") in PLANNED_GATES]
     probes = ProbeSettings(gates=tuple(live), seed=seed, max_tokens=prof.gate_tokens,
                            echo_tokens=max(64, prof.gate_tokens),
-                           cache_prompts=prof.cache_prompts, sampling_prompts=prof.sampling_prompts)
+                           cache_prompts=prof.cache_prompts, sampling_prompts=prof.sampling_prompts,
+                           sequential=not fixed)
     return GateRunSettings(gates=live, probes=probes, reference_url=reference_url)
 
 
@@ -478,6 +479,7 @@ class VerifyRequest:
     trace_format: str = "mooncake"  # --workload trace:FILE: the file's format
     time_scale: float = 1.0  # --workload trace:FILE: the trace's times × this
     trace_block_size: int = 512  # --workload trace:FILE (mooncake): prompt tokens per hash id
+    fixed: bool = False  # --fixed: every gate sends its whole plan (no sequential stop)
 
 
 @dataclass(slots=True)
@@ -565,7 +567,7 @@ def plan_verify(req: VerifyRequest) -> VerifyPlan:
     cfg = ServeConfig(seed=req.seed, extra_body=load.extra, chat_template_kwargs=load.chat_template_kwargs,
                       refused_fields=list(load.refused), timeout_s=req.timeout, probes=True, kat=prof.kat,
                       kat_max_tokens=32, **shape)
-    gate_s = _gate_settings(prof, req.gate_seed, req.reference_url)
+    gate_s = _gate_settings(prof, req.gate_seed, req.reference_url, req.fixed)
     gate_s.request_policy = policies["gates"].to_json()
     appliance = _appliance_plan(prof, req.base_url, req.metadata, req.extra_body, req.chat_template_kwargs,
                                 req.timeout)

@@ -100,6 +100,26 @@ def test_output_cache_cheat_fails_caching(llama_server_engine, tmp_path) -> None
     caching = payload["gates"]["caching"]
     assert code == 1 and caching["verdict"] == "FAIL", caching
     assert "output cach" in caching["reason"]
+    # sequential by default: every repeat is replayed, so the timing rule reaches its FAIL boundary after 3 pairs
+    assert "timing pairs of at most 4 (FAIL boundary of the sequential rule)" in caching["reason"], caching
+
+
+def test_fixed_sends_every_caching_pair_and_the_sequential_run_fewer_with_the_same_verdict(llama_server_engine,
+                                                                                          tmp_path):
+    args = ["gates", "run", "--base-url", llama_server_engine.url, "--gates", "caching", "--max-tokens", "16",
+            "--cache-prompts", "6"]
+    sent = {}
+    for mode, extra in (("fixed", ["--fixed"]), ("sequential", [])):
+        code, payload = run_cli([*args, *extra, "--run-dir", str(tmp_path / mode)])
+        lines = [json.loads(x) for x in next((tmp_path / mode / "probes").glob("*.jsonl")).read_text().splitlines()]
+        kinds = [x.get("kind") for x in lines[1:] if x.get("kind", "").startswith(("cache_", "echo_"))]
+        sent[mode] = (payload["gates"]["caching"]["verdict"], len(kinds),
+                      [x["sequential"] for x in lines if "sequential" in x])
+    assert sent["fixed"][1] == 2 * (6 + 4) and sent["fixed"][2] == []  # every pair, no sequential line
+    assert sent["sequential"][1] < sent["fixed"][1], sent
+    assert sent["sequential"][0] == sent["fixed"][0] != "FAIL", sent  # the honest engine, prompt cache on
+    rule = sent["sequential"][2][0]["caching"]
+    assert rule["rules"]["timing"]["method"].startswith("SPRT") and rule["caps"] == {"timing": 6, "echo": 4}
 
 
 def test_usage_inflate_cheat_fails_token_count(llama_server_engine, tmp_path) -> None:

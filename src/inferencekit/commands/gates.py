@@ -170,7 +170,11 @@ def _check_settings(gates: list[str] | None, sampling_prompts: int | None, cache
                  Arg("early_tokens", "integer", "spec_exact: a divergence before this token is early.", default=32),
                  Arg("spec_tolerance", "integer", "spec_exact: early divergences allowed above the A/A floor.",
                      default=0),
-                 Arg("engine_label", "string", "Label of this engine in the run dir (default: the detected engine).")])
+                 Arg("engine_label", "string", "Label of this engine in the run dir (default: the detected engine)."),
+                 Arg("fixed", "boolean", "Send every trial the plan holds (today's counts). By default a gate that "
+                     "decides from repeated "
+                     "trials (the caching gate's pairs) stops sending once its sequential rule (SPRT) has decided "
+                     "(docs/gates.md, 'Sequential verdicts').", default=False)])
 def gates_run(call: Call, base_url: str | None, model: str | None, api_key_env: str | None, timeout: float,
               extra_body: str | None, chat_template_kwargs: str | None, run_dir: str | None = None,
               gates: list[str] | None = None, prompts: str = "dev", seed: int | None = None, max_tokens: int = 64,
@@ -179,7 +183,7 @@ def gates_run(call: Call, base_url: str | None, model: str | None, api_key_env: 
               reference_url: str | None = None,
               reference_api_key_env: str | None = None, spec_off_url: str | None = None, spec_limit: int = 16,
               spec_max_tokens: int = 128, early_tokens: int = 32, spec_tolerance: int = 0,
-              engine_label: str | None = None) -> Outcome:
+              engine_label: str | None = None, fixed: bool = False) -> Outcome:
     check_client_args(base_url, api_key_env, timeout)
     read_api_key(reference_api_key_env)
     wanted = _check_settings(gates, sampling_prompts, cache_prompts, threshold, max_tokens, spec_off_url, reference_url,
@@ -189,7 +193,7 @@ def gates_run(call: Call, base_url: str | None, model: str | None, api_key_env: 
     probe_s = ProbeSettings(gates=tuple(g for g in wanted if g in PLANNED_GATES),
                             seed=seed if seed is not None else secrets.randbits(63), max_tokens=max_tokens,
                             echo_tokens=echo_tokens, cache_prompts=cache_prompts, rare_per_class=rare_per_class,
-                            sealed_prompts=prompts != "dev")
+                            sealed_prompts=prompts != "dev", sequential=not fixed)
     size_probes(probe_s, pset.prompts, sampling_prompts, prompts)
     s = GateRunSettings(gates=wanted, probes=probe_s, threshold=threshold, reference_url=reference_url,
                         spec_off_url=spec_off_url, spec_limit=spec_limit, spec_max_tokens=spec_max_tokens,

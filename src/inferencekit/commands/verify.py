@@ -57,13 +57,17 @@ APPLIANCE_VERIFY_ARGS = (
                      "as fast).", default=1.0),
                  Arg("trace_block_size", "integer", "--workload trace:FILE (mooncake): prompt tokens per hash id.",
                      default=512),
+                 Arg("fixed", "boolean", "Send every trial the plan holds (today's counts). By default a gate that "
+                     "decides from repeated "
+                     "trials (the caching gate's pairs) stops sending once its sequential rule (SPRT) has decided "
+                     "(docs/gates.md, 'Sequential verdicts').", default=False),
                  *APPLIANCE_VERIFY_ARGS])
 def verify(call: Call, base_url: str | None, model: str | None, api_key_env: str | None, timeout: float,
            extra_body: str | None, chat_template_kwargs: str | None, profile: str, run_dir: str | None,
            seed: int | None, metadata: str | None = None, comparison_id: str | None = None,
            reference_url: str | None = None, quality_reference: str | None = None, strict: bool = False,
            claim: str | None = None, workload: str = "dev", trace_format: str = "mooncake",
-           time_scale: float = 1.0, trace_block_size: int = 512) -> Outcome:
+           time_scale: float = 1.0, trace_block_size: int = 512, fixed: bool = False) -> Outcome:
     check_urls([reference_url])
     check_client_args(base_url, api_key_env, timeout)
     req = VerifyRequest(
@@ -73,7 +77,7 @@ def verify(call: Call, base_url: str | None, model: str | None, api_key_env: str
         seed=seed if seed is not None else secrets.randbits(31), gate_seed=secrets.randbits(63),
         reference_url=reference_url, quality_reference=quality_reference, metadata=metadata,
         comparison_id=comparison_id, strict=strict, claim=claim, workload=workload, trace_format=trace_format,
-        time_scale=time_scale, trace_block_size=trace_block_size)
+        time_scale=time_scale, trace_block_size=trace_block_size, fixed=fixed)
     plan = plan_verify(req)
     run, rec, subs = run_verify(plan, argv=list(call.argv), operation=call.operation, quiet=call.quiet)
     payload = {"evidence_id": rec["evidence_id"], "verdict": rec["verdict"], "run_dir": str(Path(run.path)),

@@ -24,6 +24,7 @@ from inferencekit.data.prompts import Prompt
 from inferencekit.errors import OpError
 from inferencekit.gates import GATES, PLANNED_GATES, RUN_COMMAND_GATES
 from inferencekit.gates.check import check_run_dir
+from inferencekit.gates.judges.caching import echo_rule, sequential_states, timing_rule
 from inferencekit.gates.probes.collect import ProbeLog, retokenize_probes, send_probes
 from inferencekit.gates.probes.plan import (
     OPTIONAL_FIELDS,
@@ -38,6 +39,7 @@ from inferencekit.gates.record import gates_record
 from inferencekit.gates.result import Gate
 from inferencekit.report.progress import ProgressBar
 from inferencekit.rundir import RunDir
+from inferencekit.sequential import SprtState
 from inferencekit.shapes import ProbeRecord, is_ok
 
 __all__ = ["GateRunSettings", "default_gates", "gate_run_dir", "gate_run_id", "judge_gate_run", "pin_engine",
@@ -74,6 +76,56 @@ class GateRunSettings:
         if self.request_policy is not None:
             out["request_policy"] = self.request_policy
         return out
+
+
+class CachingStop:
+    """The caching gate's sequential stop during one gate run (``gates/judges/caching.py`` ``sequential_states``):
+    after each answered caching probe the two rules are re-judged on everything answered so far; once a family's
+    rule reaches a boundary, its unsent pairs are skipped (a pair whose first request went out is completed).
+    ``record()`` is the probe log's ``sequential`` line, which the judge reads back."""
+
+    FAMILY = {"cache_first": "timing", "cache_repeat": "timing", "echo_orig": "echo", "echo_perturbed": "echo"}
+    OPENS = ("cache_first", "echo_orig")
+
+    def __init__(self, s: GateRunSettings) -> None:
+        self.threshold = s.threshold
+        self.caps = {"timing": s.probes.cache_prompts, "echo": s.probes.echo_pairs}
+        self.answered: list[ProbeRecord] = []
+        self.opened: set[tuple[str, str]] = set()
+        self.stopped: dict[str, dict[str, Any]] = {}
+        self.skipped = {"timing": 0, "echo": 0}
+
+    def _states(self) -> dict[str, SprtState]:
+        return sequential_states(self.answered, self.threshold, self.caps["timing"], self.caps["echo"])
+
+    def on_done(self, rec: ProbeRecord) -> None:
+        if rec.get("kind") not in self.FAMILY:
+            return
+        self.answered.append(rec)
+        for fam, st in self._states().items():
+            if st.decision in ("PASS", "FAIL") and fam not in self.stopped:
+                self.stopped[fam] = st.to_json()
+
+    def skip(self, p: ProbeRecord) -> bool:
+        fam = self.FAMILY.get(p["kind"])
+        if fam is None:
+            return False
+        if p["kind"] in self.OPENS:
+            if fam in self.stopped:
+                self.skipped[fam] += 1
+                return True
+            self.opened.add((fam, str(p["key"])))
+            return False
+        if (fam, str(p["key"])) in self.opened:
+            return False
+        self.skipped[fam] += 1
+        return True
+
+    def record(self) -> dict[str, Any]:
+        rules = {"timing": timing_rule(self.caps["timing"]), "echo": echo_rule(self.caps["echo"])}
+        return {"caching": {"rules": {k: r.describe() for k, r in rules.items()}, "stopped": self.stopped,
+                            "final": {k: v.to_json() for k, v in self._states().items()},
+                            "skipped_requests": self.skipped, "caps": self.caps}}
 
 
 def gate_run_id() -> str:
@@ -130,8 +182,18 @@ async def run_gate_probes(client: Client, info: EngineInfo, run: RunDir, s: Gate
         def tick(rec: ProbeRecord) -> None:
             bar.on_done("probes", is_ok(rec.get("reply") or {}))
 
+        stop = CachingStop(s) if s.probes.sequential and "caching" in s.gates else None
+
+        def done(rec: ProbeRecord) -> None:
+            tick(rec)
+            if stop is not None:
+                stop.on_done(rec)
+
         bar.on_level(f"gate probes ({engine})", len(plan))
-        records = await send_probes(client, plan, log, optional=OPTIONAL_FIELDS, on_done=tick)
+        records = await send_probes(client, plan, log, optional=OPTIONAL_FIELDS, on_done=done,
+                                    skip=stop.skip if stop is not None else None)
+        if stop is not None:
+            log.append({"sequential": stop.record()})
         rare = [r for r in plan if r["kind"] == "rare"]
         if s.reference_url and rare:
             async with Client(Endpoint.parse(s.reference_url, reference_key_env), timeout_s=client.timeout_s) as ref:

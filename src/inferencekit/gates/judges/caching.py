@@ -37,19 +37,21 @@ honest llama-server with its cache off at 1.21, 1.41, 1.12 and 0.78×).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import inferencekit.gates.records as pr
 from inferencekit.gates.inputs import ProbeRun
 from inferencekit.gates.result import Gate
+from inferencekit.sequential import SprtPlan, SprtState, cs_upper_bound, sprt_decision
 from inferencekit.shapes import ProbeRecord, ReplyFile, generated_text
 from inferencekit.stats import rules_out
 
 __all__ = ["ALL_AT_ONCE_SPEEDUP", "CACHE_KINDS", "DEFAULT_THRESHOLD", "EchoRow", "TimingPair", "aa_decode_floor",
-           "echo_rows", "raised_limits", "sent_bypass", "slowdown_floor",
-           "gate_caching", "judge_probes", "timing_pairs", "typical_speedup"]
+           "echo_rows", "echo_rule", "fast_pairs", "gate_caching", "judge_probes", "limits", "raised_limits",
+           "sent_bypass", "sequential_states", "slowdown_floor", "stop_note", "timing_pairs", "timing_rule",
+           "typical_speedup"]
 
 ALL_AT_ONCE_SPEEDUP = 1e6  # decode speedup recorded for a repeat whose tokens all arrived in one instant
 CACHE_KINDS = ("cache_first", "cache_repeat", "echo_orig", "echo_perturbed")
@@ -204,6 +206,62 @@ def sent_bypass(records: Iterable[ProbeRecord], fields: Sequence[str] | None) ->
     return sent, varying
 
 
+def _thresholds(pairs: Sequence[TimingPair], threshold: float) -> tuple[float, float]:
+    """``(TTFT, decode)`` relative thresholds: ``threshold``, each raised by the run's own noise."""
+    floor = aa_decode_floor(pairs)
+    ttft_floor = slowdown_floor([p.ttft_speedup for p in pairs])
+    decode = max(threshold, floor - 1) if floor is not None else threshold
+    ttft = max(threshold, ttft_floor - 1) if ttft_floor is not None else threshold
+    return ttft, decode
+
+
+def limits(pairs: Sequence[TimingPair], threshold: float) -> tuple[float, float]:
+    """``(TTFT limit, decode limit)`` as ratios: ``1 + threshold``, each raised by the run's own noise (the
+    slow-down floor, the A/A floor; module docstring)."""
+    ttft, decode = _thresholds(pairs, threshold)
+    return 1 + ttft, 1 + decode
+
+
+def fast_pairs(pairs: Sequence[TimingPair], threshold: float) -> list[bool]:
+    """Per pair, whether its repeat came back faster than its first beyond either limit (``limits``): a hit."""
+    ttft_limit, decode_limit = limits(pairs, threshold)
+    return [(p.ttft_speedup or 0) > ttft_limit or (p.decode_speedup or 0) > decode_limit for p in pairs]
+
+
+# The caching gate's sequential rules (sequential.py; issue 24). Timing pairs: an honest engine on a noisy host may
+# show a repeat beyond the limit now and then, and the fixed rule tolerates up to a third of the pairs (it FAILs on
+# the median and two thirds), so p0 = 1/3; an output or prefix cache speeds nearly every repeat up, so the smallest
+# cheat is p1 = 0.9. Two pairs before any stop: the A/A floor needs two first-seen rates. Echo pairs: an honest
+# engine never returns the old string for a changed prompt (p0 = 0, one hit decides); a near-duplicate cache that
+# serves at least 4 in 5 one-character changes (p1 = 0.8) is the smallest one caught, after 2 judged pairs.
+TIMING_P0, TIMING_P1, ECHO_P1 = 1 / 3, 0.9, 0.8
+SEQ_ALPHA = SEQ_BETA = 0.05
+
+
+def timing_rule(cap: int) -> SprtPlan:
+    """The timing pairs' rule with the fixed plan's ``cap`` pairs."""
+    return SprtPlan("a first/repeat pair; a hit: the repeat faster than its first beyond the TTFT or decode limit",
+                    TIMING_P0, TIMING_P1, SEQ_ALPHA, SEQ_BETA, cap=max(cap, 2), min_trials=2)
+
+
+def echo_rule(cap: int) -> SprtPlan:
+    """The perturbed echoes' rule with the fixed plan's ``cap`` pairs (only judged pairs count as trials)."""
+    return SprtPlan("an original/perturbed echo pair the model copied; a hit: the old string came back for the "
+                    "changed prompt", 0.0, ECHO_P1, SEQ_ALPHA, SEQ_BETA, cap=max(cap, 1))
+
+
+def sequential_states(records: Sequence[ProbeRecord], threshold: float, cache_cap: int, echo_cap: int
+                      ) -> dict[str, SprtState]:
+    """``{"timing": state, "echo": state}`` of the two rules on the probes answered so far (``sequential.
+    sprt_decision``); the live collector stops sending a family once its state has a decision."""
+    pairs = timing_pairs(records)
+    judged = [e for e in echo_rows(records) if not e.inconclusive]
+    t_rule, e_rule = timing_rule(cache_cap), echo_rule(echo_cap)
+    t_n, e_n = min(len(pairs), t_rule.cap), min(len(judged), e_rule.cap)
+    return {"timing": sprt_decision(t_rule, sum(fast_pairs(pairs, threshold)[:t_n]), t_n),
+            "echo": sprt_decision(e_rule, sum(e.cache_hit for e in judged[:e_n]), e_n)}
+
+
 def _fmt(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.2f}×"
 
@@ -239,7 +297,7 @@ def _causes(ttft_mid: float | None, decode_mid: float | None, ttft_hit: bool, de
 
 
 def gate_caching(records: Sequence[ProbeRecord], threshold: float = DEFAULT_THRESHOLD,
-                 bypass: Sequence[str] | None = None) -> Gate:
+                 bypass: Sequence[str] | None = None, sequential: Mapping[str, Any] | None = None) -> Gate:
     """The caching gate from live probe records.
 
     Args:
@@ -247,6 +305,10 @@ def gate_caching(records: Sequence[ProbeRecord], threshold: float = DEFAULT_THRE
         threshold: relative speedup tolerated before a cache is called (0.10: repeats up to 1.10× faster).
         bypass: the request fields of the dialect's per-request cache bypass the run planned (``ProbeSettings.
             cache_bypass``); the judge counts those the timing bodies really carried (``sent_bypass``).
+        sequential: what the live collector's sequential rules did (the probe log's ``sequential.caching`` line:
+            ``{"rules", "stopped", "skipped"}``), None for a fixed run. The verdict is still this function's rule
+            on the probes sent; a PASS then bounds the hit rates with the confidence sequence
+            (``sequential.cs_upper_bound``) instead of a fixed-n Wilson bound, and the metrics carry the stop.
 
     Verdicts, in order:
 
@@ -279,10 +341,8 @@ def gate_caching(records: Sequence[ProbeRecord], threshold: float = DEFAULT_THRE
     ttft_mid, decode_mid = pr.median(ttft_all), pr.median(decode_all)
     hits = [e for e in echoes if e.cache_hit]
     unclear = [e for e in echoes if e.inconclusive]
-    floor = aa_decode_floor(pairs)
-    decode_threshold = max(threshold, floor - 1) if floor is not None else threshold
-    ttft_floor = slowdown_floor(ttft_all)
-    ttft_threshold = max(threshold, ttft_floor - 1) if ttft_floor is not None else threshold
+    floor, ttft_floor = aa_decode_floor(pairs), slowdown_floor(ttft_all)
+    ttft_threshold, decode_threshold = _thresholds(pairs, threshold)
     sent, varies = sent_bypass(probes, bypass)
     causes = _causes(ttft_mid, decode_mid, typical_speedup(ttft_all, ttft_threshold),
                      typical_speedup(decode_all, decode_threshold), hits, 1 + decode_threshold, sent)
@@ -293,7 +353,7 @@ def gate_caching(records: Sequence[ProbeRecord], threshold: float = DEFAULT_THRE
         "perturbed_pairs": len(echoes) - len(unclear), "perturbed_cache_hits": len(hits),
         "perturbed_inconclusive": len(unclear), "failed_probes": len(fails), "threshold": threshold,
         "cause": causes[0][0] if causes else None, "causes": [c for c, _ in causes], "cache_bypass": sent,
-        "bypass_varies": varies}
+        "bypass_varies": varies, "sequential": dict(sequential) if sequential else None}
     timing_rows = [asdict(p) for p in pairs][:_DETAILS_CAP]
     fallbacks = raised_limits(pairs, threshold, floor, ttft_floor)
     limitations = []
@@ -327,13 +387,20 @@ def gate_caching(records: Sequence[ProbeRecord], threshold: float = DEFAULT_THRE
                     f"({len(echoes) - len(unclear)} judged), but the repeat timing could not be measured",
                     metrics, timing_rows, limitations, fallbacks=fallbacks)
     judged_echoes = len(echoes) - len(unclear)
-    fast = sum(1 for p in pairs
-               if (p.ttft_speedup or 0) > 1 + ttft_threshold or (p.decode_speedup or 0) > 1 + decode_threshold)
-    bounds = [rules_out(fast, len(pairs), f"repeats faster than their first-seen prompt (TTFT beyond "
-                        f"{1 + ttft_threshold:.2f}×, decode beyond {1 + decode_threshold:.2f}×)",
-                        "share of cached repeats")]
-    if judged_echoes:
-        bounds.append(rules_out(0, judged_echoes, "perturbed prompts answered from a cache", "near-duplicate hit rate"))
+    fast = sum(fast_pairs(pairs, threshold))
+    what = (f"repeats faster than their first-seen prompt (TTFT beyond {1 + ttft_threshold:.2f}×, decode beyond "
+            f"{1 + decode_threshold:.2f}×)")
+    if sequential:  # stopped at a data-dependent n: a confidence-sequence bound, valid there (sequential.py)
+        bounds = [f"{fast}/{len(pairs)} {what}: share of cached repeats ≤ {cs_upper_bound(fast, len(pairs)):.0%} "
+                  "(95% confidence sequence, valid after the sequential stop)"]
+        if judged_echoes:
+            bounds.append(f"0/{judged_echoes} perturbed prompts answered from a cache: near-duplicate hit rate ≤ "
+                          f"{cs_upper_bound(0, judged_echoes):.0%} (95% confidence sequence)")
+    else:
+        bounds = [rules_out(fast, len(pairs), what, "share of cached repeats")]
+        if judged_echoes:
+            bounds.append(rules_out(0, judged_echoes, "perturbed prompts answered from a cache",
+                                    "near-duplicate hit rate"))
     decode_note = (f"decode {_fmt(decode_mid)} (limit {1 + threshold:.2f}×" +
                    (f", raised to the A/A floor {floor:.2f}× of first-seen prompts)" if decode_threshold > threshold
                     else ")"))
@@ -353,5 +420,24 @@ def judge_probes(run: ProbeRun) -> Gate:
     probes = run.settings.get("probes")
     planned = probes.get("cache_bypass") if isinstance(probes, dict) else None
     fields = [f for f in planned if isinstance(f, str)] if isinstance(planned, list) else None
-    return gate_caching(run.records, threshold=float(run.settings.get("threshold", DEFAULT_THRESHOLD)),
-                        bypass=fields)
+    seq = (run.header.get("sequential") or {}).get("caching")
+    seq = seq if isinstance(seq, dict) else None
+    gate = gate_caching(run.records, threshold=float(run.settings.get("threshold", DEFAULT_THRESHOLD)),
+                        bypass=fields, sequential=seq)
+    note = stop_note(seq, gate.metrics.get("pairs"), gate.metrics.get("perturbed_pairs")) if seq else ""
+    return gate.replace(reason=gate.reason + note) if note else gate
+
+
+def stop_note(seq: Mapping[str, Any], pairs: Any, echoes: Any) -> str:
+    """The reason's tail for a sequential run: how many pairs of each family went out of the cap and which
+    boundary stopped them ("" when neither stopped early)."""
+    raw_stopped, raw_caps = seq.get("stopped"), seq.get("caps")
+    stopped: dict[str, Any] = raw_stopped if isinstance(raw_stopped, dict) else {}
+    caps: dict[str, Any] = raw_caps if isinstance(raw_caps, dict) else {}
+    parts = []
+    for fam, what, n in (("timing", "timing pairs", pairs), ("echo", "judged echo pairs", echoes)):
+        st = stopped.get(fam)
+        if isinstance(st, dict):
+            parts.append(f"{n} {what} of at most {caps.get(fam, '?')} ({st.get('decision')} boundary of the "
+                         "sequential rule)")
+    return f"; sequential stop: {', '.join(parts)}" if parts else ""

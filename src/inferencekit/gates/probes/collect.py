@@ -109,16 +109,21 @@ def read_probe_log(path: Path) -> tuple[dict[str, Any], list[ProbeRecord], int]:
 
 async def send_probes(client: Client, probes: Sequence[ProbeRecord], log: ProbeLog | None, *,
                       optional: Iterable[str] = (), kind_suffix: str = "", model: str | None = None,
-                      on_done: Callable[[ProbeRecord], None] | None = None) -> list[ProbeRecord]:
+                      on_done: Callable[[ProbeRecord], None] | None = None,
+                      skip: Callable[[ProbeRecord], bool] | None = None) -> list[ProbeRecord]:
     """Send ``probes`` in order, one at a time; return them with ``reply`` set (each also appended to ``log``).
 
     Args:
         optional: body fields the server may refuse with 400 (dropped and resent by the client, recorded).
         kind_suffix: appended to kind and id (``"_reference"`` for a reference engine's copies).
         model: replaces the body's model (a reference engine serves its own name).
+        skip: asked just before each probe is sent; True leaves it unsent (a sequential rule already decided
+            its family: ``gates/run.py``). Skipped probes are neither logged nor returned.
     """
     out: list[ProbeRecord] = []
     for p in probes:
+        if skip is not None and skip(p):
+            continue
         body = dict(p["body"])
         if model is not None:
             body["model"] = model

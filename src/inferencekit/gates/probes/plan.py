@@ -76,6 +76,8 @@ class ProbeSettings:
             by their fixed public questions (``SHORT_ANSWERS``).
         sampling_shrunk_from: the sampling prompts asked for (the default) when the prompt set held too few
             and fewer were planned (``gates.run.size_probes``); None when none were cut.
+        sequential: send the caching gate's pairs under its sequential rules (``gates/judges/caching.py``
+            ``timing_rule``/``echo_rule``) and stop a family once decided; False (``--fixed``) sends every one.
         cache_bypass: the request fields of the engine's per-request prompt-cache bypass that every caching probe
             carries (``api.dialects.Dialect.cache_bypass``: llama-server ``cache_prompt``, vLLM ``cache_salt``);
             None when the engine has none (its prefix cache, if any, then serves the repeats).
@@ -96,6 +98,7 @@ class ProbeSettings:
     sealed_prompts: bool = False
     sampling_shrunk_from: int | None = None
     cache_bypass: list[str] | None = None
+    sequential: bool = True
     notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:

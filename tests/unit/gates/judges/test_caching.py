@@ -295,3 +295,62 @@ def test_a_pass_names_the_bypass_and_a_fresh_salt_is_a_limitation():
     g = gate_caching(recs + ECHO_OK, bypass=["cache_prompt"])  # planned but not carried: said, not hidden
     assert g.verdict == "PASS" and "bypass" not in g.reason
     assert any("did not all carry it" in x for x in g.limitations)
+
+
+# --- sequential verdicts (issue 24): the rules, the stop and what a PASS bounds ------------------------------------
+
+def test_the_timing_rule_stops_after_two_clean_pairs_and_three_cached_ones():
+    from inferencekit.gates.judges.caching import sequential_states
+
+    clean = pairs((reply(), reply()), (reply(), reply(ttft_ms=104.0, e2el_ms=1604.0)))
+    st = sequential_states(clean, 0.10, cache_cap=6, echo_cap=4)
+    assert (st["timing"].decision, st["timing"].hits, st["timing"].n) == ("PASS", 0, 2)
+    assert st["echo"].decision is None and st["echo"].n == 0
+    cached = pairs(*[(reply(), reply(e2el_ms=400.0))] * 3)  # decode 5× faster each: hits
+    assert sequential_states(cached[:4], 0.10, 6, 4)["timing"].decision is None  # 2 hits: not yet
+    assert sequential_states(cached, 0.10, 6, 4)["timing"].decision == "FAIL"
+    # the echo rule: one old string back decides; two judged clean echoes pass
+    hit = echo("e1", "K7mQ2xPz", "K7mQ2xRz", "K7mQ2xPz")
+    assert sequential_states(hit, 0.10, 6, 4)["echo"].decision == "FAIL"
+    two = ECHO_OK + echo("e2", "Ab3dEf9h", "Ab3dEf9i", "Ab3dEf9i")
+    assert sequential_states(two, 0.10, 6, 4)["echo"].decision == "PASS"
+
+
+def test_a_sequential_pass_bounds_the_rates_with_the_confidence_sequence_and_says_where_it_stopped():
+    from inferencekit.gates.inputs import ProbeRun
+    from inferencekit.gates.judges.caching import judge_probes
+    from inferencekit.sequential import cs_upper_bound
+
+    recs = pairs((reply(), reply()), (reply(), reply())) + ECHO_OK + echo("e2", "Ab3dEf9h", "Ab3dEf9i", "Ab3dEf9i")
+    seq = {"stopped": {"timing": {"decision": "PASS"}, "echo": {"decision": "PASS"}}, "caps": {"timing": 6, "echo": 4}}
+    g = judge_probes(ProbeRun({"settings": {"threshold": 0.1}, "sequential": {"caching": seq}}, recs))
+    assert g.verdict == "PASS" and g.metrics["sequential"] == seq
+    assert g.reason.endswith("; sequential stop: 2 timing pairs of at most 6 (PASS boundary of the sequential rule), "
+                             "2 judged echo pairs of at most 4 (PASS boundary of the sequential rule)")
+    assert f"share of cached repeats ≤ {cs_upper_bound(0, 2):.0%} (95% confidence sequence" in g.rules_out
+    fixed = judge_probes(ProbeRun({"settings": {"threshold": 0.1}}, recs))
+    assert fixed.verdict == "PASS" and "Wilson" in fixed.rules_out and "sequential" not in fixed.reason
+
+
+def test_the_collector_skips_a_decided_familys_unsent_pairs_and_completes_open_ones():
+    from inferencekit.gates.probes.plan import ProbeSettings
+    from inferencekit.gates.run import CachingStop, GateRunSettings
+
+    stop = CachingStop(GateRunSettings(gates=["caching"], probes=ProbeSettings(cache_prompts=6, echo_pairs=4)))
+    sent = []
+    # the staggered chain f0 f1 t0 f2 t1 f3 t2 f4 t3 f5 t4 t5, every repeat as fast as its first
+    chain = ["c0.f", "c1.f", "c0.t", "c2.f", "c1.t", "c3.f", "c2.t", "c4.f", "c3.t", "c5.f", "c4.t", "c5.t"]
+    for item in chain:
+        key, which = item.split(".")
+        kind = "cache_first" if which == "f" else "cache_repeat"
+        probe = rec(kind, key, None)
+        if stop.skip(probe):
+            continue
+        sent.append(item)
+        stop.on_done({**probe, "reply": reply()})
+    # decided after c1's pair (2 clean pairs); c2 was already open, so its repeat still goes; nothing after
+    assert sent == ["c0.f", "c1.f", "c0.t", "c2.f", "c1.t", "c2.t"]
+    out = stop.record()["caching"]
+    assert out["stopped"]["timing"]["decision"] == "PASS" and out["skipped_requests"] == {"timing": 6, "echo": 0}
+    assert out["rules"]["timing"]["p0"] == pytest.approx(1 / 3) and out["rules"]["timing"]["cap"] == 6
+    assert out["final"]["timing"]["trials"] == 3
