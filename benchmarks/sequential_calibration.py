@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+"""Do the sequential rules keep the error rates they state? The caching gate's family (issue 24 item 2).
+
+    .venv/bin/python benchmarks/sequential_calibration.py [--runs 8] [--resamples 10000]
+    make bench-sequential
+
+Against llama-server ``--parallel 4`` with its prompt cache on (started here), for the honest engine and each cheat
+the caching gate must catch (output-cache, near-duplicate-cache, prefix-cache-only, through the cheat proxy):
+
+1. ``--runs`` live ``gates run --gates caching --fixed`` runs (every pair of the plan sent) and as many sequential
+   ones (the default), each a fresh process with a fresh probe seed; their verdicts, requests sent and wall time;
+2. every fixed run's trials kept (the caching probes' timing fields and texts, ``slim``) in the results file;
+3. the replay: ``--resamples`` trial sequences per cell, each drawn from one fixed run chosen at random (its timing
+   pairs and echo pairs drawn with replacement, in random order, so a run's own noise stays together), fed pair by
+   pair to the sequential rules (``gates/judges/caching.py`` ``sequential_states``; a family stops at its boundary,
+   as in the live collector, which may also complete one pair already opened), then the gate's rule on what was
+   sent, and to the fixed rule (``gate_caching`` on the whole draw). The false-FAIL rate
+   (honest) and the miss rate (a cheat not FAILed) of each mode, with Wilson 95% intervals, against the α and β
+   the rule states.
+
+Writes ``benchmarks/results/sequential_calibration-<date>.json`` and prints one table: both modes' verdicts,
+requests and wall time per cell, live and replayed. Run by hand, never by ``make test``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from inferencekit.cheats.proxy import running_proxy  # noqa: E402
+from inferencekit.engines.launcher import start_engine, stop_engine  # noqa: E402
+from inferencekit.gates.judges.caching import (  # noqa: E402
+    SEQ_ALPHA,
+    SEQ_BETA,
+    echo_rule,
+    gate_caching,
+    sequential_states,
+    timing_rule,
+)
+from inferencekit.gates.probes.collect import read_probe_log  # noqa: E402
+from inferencekit.stats import wilson_interval  # noqa: E402
+
+CELLS = {"honest": [], "output-cache": ["output-cache"], "near-duplicate-cache": ["near-duplicate-cache"],
+         "prefix-cache-only": ["prefix-cache-only"]}
+CACHE_PROMPTS, ECHO_PAIRS = 6, 4  # gates run's defaults: the fixed plan, and the sequential cap
+FLAGS = ["--gates", "caching", "--max-tokens", "16", "--echo-tokens", "40", "--cache-prompts", str(CACHE_PROMPTS),
+         "--timeout", "120"]
+REPLY_FIELDS = ("status", "error", "ttft_ms", "e2el_ms", "usage", "n_streamed", "chunks", "text", "reasoning")
+CACHE_KINDS = ("cache_first", "cache_repeat", "echo_orig", "echo_perturbed")
+
+
+def slim(rec: dict[str, Any]) -> dict[str, Any]:
+    """A caching probe record with only what the caching gate reads: kind, key, meta, the bypass fields of its
+    body and its reply's timing, counts and text (no events)."""
+    reply = rec.get("reply") or {}
+    body = rec.get("body") or {}
+    return {"id": rec.get("id"), "kind": rec.get("kind"), "key": rec.get("key"), "meta": rec.get("meta") or {},
+            "body": {k: body[k] for k in ("cache_prompt", "cache_salt") if k in body},
+            "reply": {k: reply[k] for k in REPLY_FIELDS if k in reply} if reply else None}
+
+
+def live_run(url: str, run_dir: Path, fixed: bool) -> dict[str, Any]:
+    """One ``gates run`` process: verdict, reason, caching requests sent, wall seconds and (fixed) the slim trials."""
+    cmd = [sys.executable, "-m", "inferencekit", "gates", "run", "--base-url", url, *FLAGS,
+           *(["--fixed"] if fixed else []), "--run-dir", str(run_dir), "--json", "--quiet"]
+    t0 = time.monotonic()
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False,
+                       env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    wall = round(time.monotonic() - t0, 1)
+    try:
+        out = json.loads(p.stdout)
+    except json.JSONDecodeError:
+        return {"error": (p.stderr or p.stdout)[-500:], "wall_s": wall, "exit_code": p.returncode}
+    log = next((run_dir / "probes").glob("*.jsonl"))
+    header, records, _ = read_probe_log(log)
+    caching = [slim(dict(r)) for r in records if r.get("kind") in CACHE_KINDS]
+    gate = out["gates"]["caching"]
+    row: dict[str, Any] = {"verdict": gate["verdict"], "reason": gate["reason"], "exit_code": p.returncode,
+                           "wall_s": wall, "requests": len(caching),
+                           "sequential": header.get("sequential", {}).get("caching")}
+    if fixed:
+        row["trials"] = caching
+    return row
+
+
+def _pairs(trials: list[dict[str, Any]], first: str, second: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    by = {(r["kind"], r["key"]): r for r in trials}
+    return [(by[(first, k)], by[(second, k)]) for kind, k in by if kind == first and (second, k) in by]
+
+
+def _relabel(draw: list[tuple[dict[str, Any], dict[str, Any]]], prefix: str) -> list[list[dict[str, Any]]]:
+    """Pairs drawn with replacement get fresh keys, so a pair drawn twice stays two pairs."""
+    return [[{**a, "key": f"{prefix}{i}"}, {**b, "key": f"{prefix}{i}"}] for i, (a, b) in enumerate(draw)]
+
+
+def replay(runs: list[dict[str, Any]], resamples: int, seed: int) -> dict[str, Any]:
+    """The two modes on ``resamples`` trial sequences drawn from the fixed runs (module docstring, step 3)."""
+    rng = random.Random(seed)
+    pools = [(_pairs(r["trials"], "cache_first", "cache_repeat"), _pairs(r["trials"], "echo_orig", "echo_perturbed"))
+             for r in runs if r.get("trials")]
+    pools = [p for p in pools if p[0]]
+    seq_v: Counter[str] = Counter()
+    fix_v: Counter[str] = Counter()
+    sent: list[int] = []
+    for _ in range(resamples):
+        timing, echoes = rng.choice(pools)
+        t = _relabel([rng.choice(timing) for _ in range(CACHE_PROMPTS)], "c")
+        e = _relabel([rng.choice(echoes) for _ in range(ECHO_PAIRS)], "e") if echoes else []
+        fix_v[str(gate_caching([x for pair in t + e for x in pair]).verdict)] += 1
+        # the live collector's order: pairs complete one by one; a family stops once its rule decides
+        taken: list[dict[str, Any]] = []
+        queues = {"timing": list(t), "echo": list(e)}
+        while active := [fam for fam, q in queues.items() if q]:
+            for fam in active:
+                taken += queues[fam].pop(0)
+                if sequential_states(taken, 0.10, CACHE_PROMPTS, ECHO_PAIRS)[fam].decision in ("PASS", "FAIL"):
+                    queues[fam] = []  # decided: its other pairs are not sent
+        seq_v[str(gate_caching(taken, sequential={"stopped": {}}).verdict)] += 1
+        sent.append(len(taken))
+    return {"resamples": resamples, "runs_pooled": len(pools), "fixed": dict(fix_v), "sequential": dict(seq_v),
+            "sequential_requests_mean": sum(sent) / len(sent), "fixed_requests": 2 * (CACHE_PROMPTS + ECHO_PAIRS)}
+
+
+def rate(counter: dict[str, int], what: str) -> dict[str, Any]:
+    n = sum(counter.values())
+    k = counter.get("FAIL", 0) if what == "FAIL" else n - counter.get("FAIL", 0)
+    lo, hi = wilson_interval(k, n) if n else (0.0, 1.0)
+    return {"k": k, "n": n, "rate": k / n if n else None, "wilson95": [lo, hi]}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=8, help="live runs per cell and mode")
+    ap.add_argument("--resamples", type=int, default=10000)
+    ap.add_argument("--cells", default=",".join(CELLS))
+    args = ap.parse_args()
+    cells = args.cells.split(",")
+    t_all = time.monotonic()
+    result: dict[str, Any] = {"date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                              "engine": "llama-server --parallel 4 (llama.cpp), prompt cache on (its default); every "
+                                        "caching probe carries cache_prompt: false",
+                              "rules": {"timing": timing_rule(CACHE_PROMPTS).describe(),
+                                        "echo": echo_rule(ECHO_PAIRS).describe()},
+                              "alpha": SEQ_ALPHA, "beta": SEQ_BETA, "runs_per_mode": args.runs, "cells": {}}
+    with tempfile.TemporaryDirectory(prefix="ik-seq-cal-") as tmp:
+        work = Path(tmp)
+        eng = start_engine("llama-server", work / "engine", parallel=4)
+        try:
+            for cell in cells:
+                live: dict[str, list[dict[str, Any]]] = {"fixed": [], "sequential": []}
+                with running_proxy(eng.url, CELLS[cell] or ["none"]) as url:
+                    for i in range(args.runs):  # interleaved: the host's drift touches both modes alike
+                        for mode in ("fixed", "sequential"):
+                            row = live_run(url, work / f"{cell}-{mode}-{i}", mode == "fixed")
+                            live[mode].append(row)
+                            print(f"{cell} {mode} {i}: {row.get('verdict')} {row.get('requests')} requests "
+                                  f"{row.get('wall_s')} s", flush=True)
+                rep = replay(live["fixed"], args.resamples, seed=zlib.crc32(cell.encode()))
+                want = "not FAIL" if cell == "honest" else "FAIL"
+                error_rate = {m: rate(rep[m], "FAIL" if cell == "honest" else "miss") for m in ("fixed", "sequential")}
+                bound = SEQ_ALPHA if cell == "honest" else SEQ_BETA
+                result["cells"][cell] = {
+                    "expected": want, "live": live, "replay": rep, "error_rate": error_rate, "stated": bound,
+                    "within_stated": (error_rate["sequential"]["rate"] or 0.0) <= bound,
+                    "live_verdicts": {m: dict(Counter(r.get("verdict") for r in live[m])) for m in live},
+                    "live_requests_mean": {m: sum(r.get("requests") or 0 for r in live[m]) / max(1, len(live[m]))
+                                           for m in live},
+                    "live_wall_s_mean": {m: sum(r.get("wall_s") or 0 for r in live[m]) / max(1, len(live[m]))
+                                         for m in live}}
+        finally:
+            stop_engine(eng)
+    result["wall_s"] = round(time.monotonic() - t_all)
+    lines = ["| cell | mode | live verdicts | live requests (mean) | live wall s (mean) | replayed error rate "
+             "[Wilson 95%] | stated |", "|---|---|---|---|---|---|---|"]
+    for cell, c in result["cells"].items():
+        for m in ("fixed", "sequential"):
+            er = c["error_rate"][m]
+            lines.append(f"| {cell} | {m} | {c['live_verdicts'][m]} | {c['live_requests_mean'][m]:.1f} | "
+                         f"{c['live_wall_s_mean'][m]:.1f} | {er['k']}/{er['n']} = {er['rate']:.4f} "
+                         f"[{er['wilson95'][0]:.4f}, {er['wilson95'][1]:.4f}] | "
+                         f"{'α' if cell == 'honest' else 'β'} {c['stated']} |")
+    result["table_markdown"] = "\n".join(lines)
+    print(result["table_markdown"])
+    out = ROOT / "benchmarks" / "results" / f"sequential_calibration-{dt.datetime.now(dt.UTC):%Y%m%d-%H%M}.json"
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
