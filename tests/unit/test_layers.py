@@ -30,7 +30,7 @@ LAYERS: list[set[str]] = [
     {"api"},
     {"report"},
     {"engines", "evidence"},
-    {"rundir", "stats", "sequential", "errors", "shapes", "redact", "inferencekit"},
+    {"rundir", "stats", "sequential", "errors", "shapes", "redact", "extras", "inferencekit"},
 ]
 BOTTOM = LAYERS[-1]
 

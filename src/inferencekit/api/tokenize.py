@@ -16,9 +16,10 @@ from typing import Any, Protocol
 from inferencekit.api.client import Client
 from inferencekit.api.dialects import Dialect
 from inferencekit.errors import OpError
+from inferencekit.extras import require_extra
 
-__all__ = ["Tokenizer", "EngineTokenizer", "LocalTokenizer", "TokenizeError", "choose_tokenizer", "engine_chat_ids",
-           "refused_texts_note"]
+__all__ = ["Tokenizer", "EngineTokenizer", "LocalTokenizer", "TokenizeError", "check_tokenizer", "choose_tokenizer",
+           "engine_chat_ids", "refused_texts_note"]
 
 
 class TokenizeError(RuntimeError):
@@ -86,18 +87,33 @@ class EngineTokenizer:
         return text
 
 
-class LocalTokenizer:
-    """A Hugging Face tokenizer from a local directory or a GGUF file (needs ``transformers``; ``gguf`` for GGUF).
+def check_tokenizer(path: str | None, need: str = "--tokenizer") -> None:
+    """Refuse a local tokenizer ``path`` (a Hugging Face folder, or a ``.gguf`` file) when the ``tokenizers`` extra is
+    not installed: transformers and tokenizers; for a GGUF file also gguf and torch (transformers' GGUF reader,
+    ``transformers/integrations/gguf/reader.py``, imports torch). Nothing when ``path`` is None. Called with the
+    flag checks: nothing is imported.
 
     Raises:
-        OpError: transformers missing, or the path cannot be loaded.
+        OpError: a module missing (``extras.require_extra``: ``pip install 'inferencekit[tokenizers]' (or make
+            demo)``).
+    """
+    if path:
+        gguf = ("gguf", "torch") if str(path).endswith(".gguf") else ()
+        require_extra("tokenizers", need, ("transformers", "tokenizers", *gguf))
+
+
+class LocalTokenizer:
+    """A Hugging Face tokenizer from a local directory or a GGUF file (the ``tokenizers`` extra: ``transformers``;
+    ``gguf`` and ``torch`` for GGUF).
+
+    Raises:
+        OpError: the ``tokenizers`` extra missing (``check_tokenizer``), or the path cannot be loaded.
     """
 
     def __init__(self, path: str) -> None:
-        try:
-            from transformers import AutoTokenizer
-        except ImportError:
-            raise OpError("--tokenizer needs transformers: pip install 'inferencekit[tokenizers]'") from None
+        check_tokenizer(path)
+        from transformers import AutoTokenizer
+
         p = Path(path)
         try:
             if p.is_file() and p.suffix == ".gguf":

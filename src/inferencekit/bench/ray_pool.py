@@ -20,21 +20,18 @@ from typing import Any
 
 from inferencekit.bench.workers import LevelWorker, WorkerTask
 from inferencekit.errors import OpError
+from inferencekit.extras import require_extra
 
 __all__ = ["RayPool", "require_ray"]
 
 
-def require_ray() -> Any:
-    """The ``ray`` module.
+def require_ray() -> None:
+    """Refuse ``--ray`` when Ray is not installed (called with the flag checks; Ray is not imported here).
 
     Raises:
-        OpError: Ray is not installed (with the install command).
+        OpError: Ray is not installed (``extras.require_extra``: ``pip install 'inferencekit[ray]' (or make venv)``).
     """
-    try:
-        import ray
-    except ImportError:
-        raise OpError("--ray needs Ray: pip install 'inferencekit[ray]' (or pip install ray)") from None
-    return ray
+    require_extra("ray", "--ray")
 
 
 def _reachable(address: str, timeout_s: float = 5.0) -> None:
@@ -89,9 +86,11 @@ class RayPool:
     shared_fs = False
 
     def __init__(self, address: str, workers: int) -> None:
-        ray = require_ray()
+        require_ray()
+        import ray as ray_module
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+        ray: Any = ray_module  # its actor handles are untyped (``.remote`` is added at run time)
         self.ray = ray
         _reachable(address)
         self.started_here = not ray.is_initialized()

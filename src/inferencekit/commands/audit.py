@@ -16,6 +16,7 @@ from inferencekit.quality.equivalence_first import FIRST_TOKEN_REQUESTS
 from inferencekit.quality.equivalence_pool import SHORT_SURFACES, audit_prompt_set
 from inferencekit.quality.equivalence_run import AuditSettings, load_table
 from inferencekit.quality.equivalence_task import plan_audit, run_audit, statistic_line
+from inferencekit.quality.local_model import require_reference
 from inferencekit.quality.reference import LocalReference
 from inferencekit.quality.task_run import open_task_run
 from inferencekit.quality.trajectory_run import local_source
@@ -95,6 +96,7 @@ def audit_equivalence(call: Call, base_url: str | None = None, model: str | None
                       "(--reference local scores against the model in this process)")
     if reference != "local":
         raise OpError(f"--reference {reference!r}: only 'local' is supported so far")
+    require_reference("--reference local")
     surface = surface.replace("-", "_")
     if budget_requests is None:
         budget_requests = FIRST_TOKEN_REQUESTS if surface == "first_token" else TEXT_REQUESTS

@@ -36,6 +36,7 @@ from inferencekit.quality.equivalence_pool import (
     calibration_capacity,
 )
 from inferencekit.quality.equivalence_text import ReferenceSamples
+from inferencekit.quality.local_model import require_reference
 from inferencekit.quality.reference import LocalReference
 from inferencekit.quality.task_run import open_task_run
 from inferencekit.quality.trajectory_run import local_source
@@ -133,6 +134,7 @@ def audit_calibrate(call: Call, claim: str | None = None, honest: str | None = N
     if reference != "local":
         raise OpError("--reference local is required: calibration runs are scored against a reference "
                       f"(got {reference!r})")
+    require_reference("--reference local")
     surface = surface.replace("-", "_")
     hon, subs = parse_named_urls(honest, "honest"), parse_named_urls(substitute, "substitute")
     check_client_args(None, api_key_env, timeout)

@@ -12,6 +12,7 @@ from inferencekit.api.body import body_policy
 from inferencekit.api.client import Client
 from inferencekit.api.endpoint import Endpoint, normalize_base_url
 from inferencekit.api.loop import run as run_loop
+from inferencekit.api.tokenize import check_tokenizer
 from inferencekit.bench.config import FIXED_FIELDS, ServeConfig
 from inferencekit.bench.plan import LevelSpec, parse_levels, parse_slo, ramp_level, repeat_levels, trace_level
 from inferencekit.bench.serve import prepare_serve, run_bench
@@ -21,6 +22,7 @@ from inferencekit.data.datasets import load_static
 from inferencekit.data.prompts import Prompt
 from inferencekit.engines.target import serve_target
 from inferencekit.errors import OpError
+from inferencekit.extras import require_extra
 from inferencekit.gates.check import check_run_dir
 from inferencekit.gates.probes.load import kat_pool_size
 from inferencekit.gates.probes.structured import structured_pool_size
@@ -29,7 +31,7 @@ from inferencekit.options import CLIENT_ARGS, check_client_args
 from inferencekit.registry import Arg, Call, Outcome, operation
 from inferencekit.report.card import render_bench
 from inferencekit.report.export_table import FORMATS as TABLE_FORMATS
-from inferencekit.report.export_table import export_tables
+from inferencekit.report.export_table import check_table_format, export_tables
 from inferencekit.report.export_vllm import FORMATS as EXPORT_FORMATS
 from inferencekit.report.export_vllm import export_run, export_targets
 from inferencekit.report.progress import ProgressBar
@@ -238,6 +240,7 @@ def config_from_args(a: dict[str, Any]) -> ServeConfig:
         from inferencekit.bench.ray_pool import require_ray
 
         require_ray()
+    check_tokenizer(a.get("tokenizer"))
     if a["temperature"] < 0:
         raise OpError(f"--temperature must be ≥ 0, got {a['temperature']}")
     mi = a.get("metrics_interval")
@@ -266,6 +269,8 @@ def config_from_args(a: dict[str, Any]) -> ServeConfig:
     if source == "sharegpt" and a.get("input_len") is not None:
         raise OpError("--input-len sets synthetic turns; --conversation-source sharegpt sends ShareGPT's human "
                       "messages as they are")
+    if source == "sharegpt":
+        require_extra("sharegpt", "--conversation-source sharegpt")
     if conv:
         if (a.get("turns") or 0) < 1 or not 0 <= (a.get("think_time") or 0.0) <= 3600:
             raise OpError("--turns must be ≥ 1 and --think-time from 0 to 3600 seconds")
@@ -312,10 +317,13 @@ def check_export_args(a: dict[str, Any], cfg: ServeConfig) -> None:
     """``--export``/``--export-path`` against the run's levels (before anything is sent).
 
     Raises:
-        OpError: --export-path without --export, or one file named for several levels (no {level}).
+        OpError: --export-path without --export, one file named for several levels (no {level}), or --export csv or
+            parquet without the ``parquet`` extra.
     """
     if a.get("export_path") is not None and not a.get("export"):
         raise OpError("--export-path needs --export (e.g. --export vllm-json)")
+    if a.get("export") in TABLE_FORMATS:
+        check_table_format(a["export"], "--export")
     if a.get("export") in EXPORT_FORMATS:
         export_targets([lv.label for lv in cfg.levels], a.get("export_path"), Path("."), flag="--export-path")
 

@@ -12,7 +12,7 @@ from inferencekit.api.body import body_policy
 from inferencekit.api.client import Client
 from inferencekit.api.detect import detect_engine
 from inferencekit.api.endpoint import Endpoint, read_api_key
-from inferencekit.api.tokenize import choose_tokenizer
+from inferencekit.api.tokenize import check_tokenizer, choose_tokenizer
 from inferencekit.data.bfcl import bfcl_data_dir, cap_draw, draw
 from inferencekit.data.prompts import load_prompt_set
 from inferencekit.engines.target import serve_target
@@ -186,6 +186,7 @@ def gates_run(call: Call, base_url: str | None, model: str | None, api_key_env: 
               engine_label: str | None = None, fixed: bool = False) -> Outcome:
     check_client_args(base_url, api_key_env, timeout)
     read_api_key(reference_api_key_env)
+    check_tokenizer(tokenizer)
     wanted = _check_settings(gates, sampling_prompts, cache_prompts, threshold, max_tokens, spec_off_url, reference_url,
                              rare_per_class)
     policy = body_policy(extra_body, chat_template_kwargs, fixed=PROBE_FIXED, operation="gates run")

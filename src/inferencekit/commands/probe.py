@@ -12,7 +12,7 @@ from inferencekit.api.client import Client
 from inferencekit.api.detect import detect_engine
 from inferencekit.api.endpoint import Endpoint
 from inferencekit.api.probe import CAPABILITY_FIXED, probe_endpoint
-from inferencekit.api.tokenize import choose_tokenizer
+from inferencekit.api.tokenize import check_tokenizer, choose_tokenizer
 from inferencekit.commands.gates import render_gates
 from inferencekit.engines.target import serve_target
 from inferencekit.errors import OpError
@@ -124,6 +124,7 @@ def _contract(call: Call, base_url: str | None, model: str | None, api_key_env: 
     policy = body_policy(extra_body, chat_template_kwargs, fixed=CONTRACT_FIXED, operation="probe --contract")
     if s.tokenizer is not None and not Path(s.tokenizer).exists():
         raise OpError(f"--tokenizer {s.tokenizer!r}: no such file or folder")
+    check_tokenizer(s.tokenizer)
     run, existing = gate_run_dir(run_dir)
 
     async def main(url: str) -> tuple[str, str, GateRunSettings]:

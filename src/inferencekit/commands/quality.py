@@ -25,6 +25,7 @@ from inferencekit.quality import niah
 from inferencekit.quality.gsm8k import pair_problem
 from inferencekit.quality.gsm8k_lmeval_run import check_lm_eval_request, run_lm_eval_backend
 from inferencekit.quality.gsm8k_run import GSM_FIXED, gsm8k_settings, load_paired_run, run_builtin
+from inferencekit.quality.local_model import require_reference
 from inferencekit.quality.niah_run import EMBEDDED_N_CTX_FLAG, NIAH_FIXED, check_fit, run_niah
 from inferencekit.quality.reference import (
     REFERENCE_KINDS,
@@ -111,6 +112,8 @@ def quality_trajectory(call: Call, base_url: str | None = None, model: str | Non
     check_client_args(base_url, api_key_env, timeout)
     if top_logprobs < 1 or limit < 0 or concurrency < 1 or (max_tokens is not None and max_tokens < 1):
         raise OpError("--top-logprobs ≥ 1, --limit ≥ 0, --concurrency ≥ 1 and --max-tokens ≥ 1 are required")
+    if local:
+        require_reference("--local")
     src = local_source(local) if local else None
     chat_template_kwargs = pinned_template_kwargs(run_dir, chat_template_kwargs)
     policy = body_policy(extra_body, chat_template_kwargs, fixed=TRAJ_FIXED, operation="quality trajectory")
@@ -238,6 +241,8 @@ def quality_score(call: Call, trajectories: list[str], reference: str = "local",
         raise OpError("--baseline-repeat needs --baseline")
     if reference != "local" and not reference_url:
         raise OpError(f"--reference {reference} needs --reference-url")
+    if reference == "local":
+        require_reference("--reference local")
     check_urls([reference_url])
     read_api_key(reference_api_key_env)
     if top_k < 1 or resamples < 10 or not timeout > 0:

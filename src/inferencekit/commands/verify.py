@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+import sys
 from pathlib import Path
 
 from inferencekit.api.body import parse_json_object
@@ -79,6 +80,9 @@ def verify(call: Call, base_url: str | None, model: str | None, api_key_env: str
         comparison_id=comparison_id, strict=strict, claim=claim, workload=workload, trace_format=trace_format,
         time_scale=time_scale, trace_block_size=trace_block_size, fixed=fixed)
     plan = plan_verify(req)
+    if not call.quiet:
+        for part, line in plan.unavailable.items():
+            print(f"inferencekit: note: --profile {profile}: '{part}' cannot run here: {line}", file=sys.stderr)
     run, rec, subs = run_verify(plan, argv=list(call.argv), operation=call.operation, quiet=call.quiet)
     payload = {"evidence_id": rec["evidence_id"], "verdict": rec["verdict"], "run_dir": str(Path(run.path)),
                "parts": rec["data"]["parts"], "levels": subs["bench"]["data"]["levels"]}

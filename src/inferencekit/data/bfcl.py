@@ -193,7 +193,7 @@ def bfcl_data_dir(path: str | None = None) -> Path:
         dist = importlib.metadata.distribution(BFCL_PACKAGE)
     except importlib.metadata.PackageNotFoundError:
         raise OpError(f"the BFCL data needs the {BFCL_PACKAGE} package, which is not installed: "
-                      f"{INSTALL_HINT} (--no-deps: only its data files are read); or pass "
+                      f"{INSTALL_HINT} (--no-deps: only its data files are read; make venv does it); or pass "
                       f"--bfcl-data DIR, a folder holding its BFCL_v4_<subset>.json files") from None
     return _check_files(Path(str(dist.locate_file("bfcl_eval/data"))),
                         f"the data folder of the installed {BFCL_PACKAGE} {dist.version}")

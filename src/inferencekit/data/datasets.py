@@ -9,6 +9,7 @@ from inferencekit.api.client import Client
 from inferencekit.api.tokenize import Tokenizer
 from inferencekit.data.prompts import Prompt, load_prompt_set
 from inferencekit.errors import OpError
+from inferencekit.extras import require_extra
 
 __all__ = ["DYNAMIC", "load_static", "build_dynamic"]
 
@@ -16,11 +17,14 @@ DYNAMIC = ("sharegpt", "random", "conversations")
 
 
 def load_static(dataset: str) -> tuple[list[Prompt], dict[str, Any]] | None:
-    """Prompts and description for ``dev`` or a file; None for a dynamic dataset.
+    """Prompts and description for ``dev`` or a file; None for a dynamic dataset (``sharegpt`` checked here, before any
+    request, to be installed).
 
     Raises:
-        OpError: unreadable or invalid file (``path:line``).
+        OpError: unreadable or invalid file (``path:line``); ``sharegpt`` without the ``sharegpt`` extra.
     """
+    if dataset == "sharegpt":
+        require_extra("sharegpt", "--dataset sharegpt")
     if dataset in DYNAMIC:
         return None
     ps = load_prompt_set(dataset)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from inferencekit.errors import OpError
+from inferencekit.extras import EXTRAS, missing_modules, require_extra
 
 __all__ = ["NUMBER_PATTERN", "PACKAGED_COUNT", "PACKAGED_NAME", "GsmData", "GsmItem", "load_gsm8k", "normalize_number",
            "number_of"]
@@ -79,8 +80,6 @@ PACKAGED_COUNT = 1319
 _PACKAGED_SOURCE = "package:inferencekit.data/gsm8k/test.jsonl"
 
 
-_PARQUET_HINT = ("reading Parquet needs pyarrow (pip install pyarrow, or the extra inferencekit[parquet]) "
-                 "or pandas with a Parquet engine (pip install pandas pyarrow); or convert the file to JSONL")
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,23 +159,25 @@ def _items_from_jsonl(raw: bytes, where: str, prefix: str) -> tuple[GsmItem, ...
 
 
 def _parquet_records(raw: bytes, where: str) -> list[Any]:
-    try:
+    """The rows of a Parquet file: with pyarrow, else with pandas and a Parquet engine of its own; with neither, the
+    ``parquet`` extra's refusal (``extras.require_extra``), or JSONL instead."""
+    need = f"{where}: reading Parquet"
+    if not missing_modules(("pyarrow",)):
         import pyarrow.parquet as pq
-    except ImportError:
-        pq = None
-    if pq is not None:
+
         try:
             return list(pq.read_table(BytesIO(raw), columns=["question", "answer"]).to_pylist())
         except Exception as e:  # pyarrow raises several types for a bad file or a missing column
             raise OpError(f"{where}: cannot read as Parquet with columns question, answer: {e}") from e
-    try:
-        import pandas as pd
-    except ImportError:
-        raise OpError(f"{where}: {_PARQUET_HINT}") from None
+    if missing_modules(("pandas",)):  # pandas alone may still read it (with fastparquet)
+        require_extra("parquet", need, ("pyarrow", "pandas"))
+    import pandas as pd
+
     try:
         frame = pd.read_parquet(BytesIO(raw), columns=["question", "answer"])
-    except ImportError:
-        raise OpError(f"{where}: {_PARQUET_HINT}") from None
+    except ImportError:  # pandas without a Parquet engine
+        raise OpError(f"{need} needs pyarrow (missing: pyarrow): {EXTRAS['parquet'].hint()}; or convert the file "
+                      "to JSONL") from None
     except Exception as e:
         raise OpError(f"{where}: cannot read as Parquet with columns question, answer: {e}") from e
     return list(frame.to_dict("records"))
@@ -197,7 +198,8 @@ def load_gsm8k(path: str | os.PathLike[str] | None = None) -> GsmData:
         OpError: the file is missing or unreadable; a line is not JSON, lacks a non-empty
             ``question``/``answer`` or its answer has no ``#### <number>`` line (named as
             ``path:line``, or ``path: row i`` for Parquet; reading stops there); the file holds no
-            problems; Parquet with neither pyarrow nor pandas installed.
+            problems; Parquet with neither pyarrow nor pandas installed (the ``parquet`` extra's line:
+            ``pip install 'inferencekit[parquet]' (or make venv)``).
 
     Source: the answer format is the dataset's own (Cobbe et al. 2021).
     """

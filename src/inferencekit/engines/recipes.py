@@ -22,6 +22,7 @@ from pathlib import Path
 
 from inferencekit.engines.model import EMBEDDED_MODEL_NAME, embedded_gguf
 from inferencekit.errors import OpError
+from inferencekit.extras import require_extra
 
 __all__ = ["DEFAULT_CONTEXT", "Recipe", "ENGINES", "embedded_threads", "recipe", "cache_root", "llama_server_binary",
            "vllm_install"]
@@ -152,11 +153,7 @@ def recipe(engine: str, port: int, *, threads: int | None = None, parallel: int 
     cores = len(os.sched_getaffinity(0)) or 1  # the cores this process may run on
     host = ("--host", "127.0.0.1", "--port", str(port))
     if engine == "llama-cpp-python":
-        try:
-            import llama_cpp  # noqa: F401
-        except ImportError:
-            raise OpError("llama-cpp-python is not installed in this environment; run `make demo` (it builds "
-                          "it with GGML_NATIVE=OFF)") from None
+        require_extra("engine", "the embedded engine")
         argv = (sys.executable, "-m", "llama_cpp.server", "--model", str(gguf or embedded_gguf()), *host,
                 "--n_ctx", str(ctx_size), "--n_threads", str(threads or embedded_threads(cores)),
                 "--model_alias", EMBEDDED_MODEL_NAME,

@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from inferencekit.engines.launcher import RunningEngine, start_engine, stop_engine
+from inferencekit.extras import require_extra
 
 __all__ = ["serve_target", "EMBEDDED_ENGINE"]
 
@@ -20,11 +21,14 @@ def serve_target(base_url: str | None, log_dir: Path, *, quiet: bool = False,
     """Yield ``(url, started engine or None)``; an engine started here is stopped on exit.
 
     Raises:
-        OpError: the embedded engine is not installed or crashed while starting (log named).
+        OpError: the embedded engine is not installed (the ``engine`` extra's line) or crashed while starting (log
+            named).
     """
     if base_url:
         yield base_url, None
         return
+    if engine == EMBEDDED_ENGINE:  # before the line that says it starts
+        require_extra("engine", "the embedded engine")
     if not quiet:
         print(f"inferencekit: starting the embedded engine ({engine}, SmolLM2-135M-Instruct Q4_1); log in {log_dir}",
               file=sys.stderr)

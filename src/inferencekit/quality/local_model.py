@@ -19,8 +19,9 @@ from typing import Any
 
 from inferencekit.engines.recipes import llama_threads
 from inferencekit.errors import OpError
+from inferencekit.extras import require_extra
 
-__all__ = ["LocalModel", "load_local_model"]
+__all__ = ["LocalModel", "load_local_model", "require_reference"]
 
 _CACHE: dict[str, LocalModel] = {}
 
@@ -35,6 +36,17 @@ def _versions() -> dict[str, str | None]:
     return out
 
 
+def require_reference(need: str) -> None:
+    """Refuse a local float32 reference when the ``reference`` extra (torch, transformers, gguf, accelerate) is
+    missing. Called with the flag checks of the commands that load one: nothing is imported.
+
+    Raises:
+        OpError: a module missing; the line names ``need`` and ``pip install 'inferencekit[reference]' (or make
+            venv)`` (``extras.require_extra``).
+    """
+    require_extra("reference", need)
+
+
 class LocalModel:
     """A causal LM in float32 that generates greedily and scores token sequences (teacher forcing).
 
@@ -46,7 +58,7 @@ class LocalModel:
             threads beside a busy llama-server, 55 ms with 1).
 
     Raises:
-        OpError: torch/transformers missing, or the model cannot be loaded.
+        OpError: the ``reference`` extra missing (``require_reference``), or the model cannot be loaded.
     """
 
     def __init__(self, source: str | Path, threads: int | None = None) -> None:
@@ -55,12 +67,10 @@ class LocalModel:
         os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         os.environ.setdefault("TQDM_DISABLE", "1")  # the GGUF dequantisation bar; progress is ours to show
-        try:
-            import torch
-            from transformers import AutoModelForCausalLM, AutoTokenizer
-        except ImportError as e:
-            raise OpError(f"the local reference needs torch and transformers ({e}); install them with "
-                          "`pip install -e '.[reference]'` (make test does)") from None
+        require_reference("the local reference")
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
         self.source = Path(source).resolve()
         if not self.source.exists():
             raise OpError(f"local reference model not found: {source}")

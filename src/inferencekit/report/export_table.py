@@ -43,15 +43,15 @@ from pathlib import Path
 from typing import Any
 
 from inferencekit.errors import OpError
+from inferencekit.extras import require_extra
 from inferencekit.report.export_vllm import bench_record_of, level_problems
 from inferencekit.rundir import RETOKENIZED_FILE, RunDir, read_json
 from inferencekit.shapes import is_ok, n_out, reply_start_ns
 
-__all__ = ["EXTRA_HINT", "FORMATS", "MAX_LIST", "REQUEST_COLUMNS", "completed", "export_tables", "flatten_figures",
-           "level_row", "request_row", "spec_columns", "table_frames", "table_targets"]
+__all__ = ["FORMATS", "MAX_LIST", "REQUEST_COLUMNS", "check_table_format", "completed", "export_tables",
+           "flatten_figures", "level_row", "request_row", "spec_columns", "table_frames", "table_targets"]
 
 FORMATS = ("csv", "parquet")
-EXTRA_HINT = "pip install 'inferencekit[parquet]'"
 MAX_LIST = 4  # longer lists in a level's record are distributions, not figures
 
 # (column, pandas dtype) of the requests table, in order; "Int64" is pandas' nullable integer
@@ -253,14 +253,20 @@ def spec_columns(label: str, entry: Mapping[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------- I/O: the run dir and the files
 
 
-def _pandas(fmt: str) -> Any:
-    try:
-        import pandas as pd
+def check_table_format(fmt: str, flag: str = "--format") -> None:
+    """Refuse ``fmt`` (csv, parquet) when the ``parquet`` extra it writes with is missing: pandas, and pyarrow for
+    Parquet. Called with the flag checks (``bench export --format``, ``bench serve --export``): nothing is imported.
 
-        if fmt == "parquet":
-            import pyarrow  # noqa: F401
-    except ImportError as e:
-        raise OpError(f"--format {fmt} needs pandas and pyarrow ({e.name} is not installed): {EXTRA_HINT}") from None
+    Raises:
+        OpError: a module missing (``extras.require_extra``: ``pip install 'inferencekit[parquet]' (or make venv)``).
+    """
+    require_extra("parquet", f"{flag} {fmt}", ("pandas", "pyarrow") if fmt == "parquet" else ("pandas",))
+
+
+def _pandas(fmt: str) -> Any:
+    check_table_format(fmt)
+    import pandas as pd
+
     return pd
 
 

@@ -387,7 +387,8 @@ def test_the_package_missing_is_an_op_error_with_the_install_command(monkeypatch
     monkeypatch.setattr(importlib.metadata, "distribution", absent)
     with pytest.raises(OpError) as e:
         bfcl_data_dir()
-    assert "pip install --no-deps bfcl-eval==2026.3.23" in str(e.value)
+    assert "pip install --no-deps bfcl-eval==2026.3.23 (--no-deps: only its data files are read; make venv does it)" \
+        in str(e.value)
     assert "not installed" in str(e.value) and "--bfcl-data DIR" in str(e.value)
     assert bfcl.installed_version() is None
 

@@ -118,7 +118,20 @@ def test_parquet_without_a_reader_says_how_to_install(tmp_path, monkeypatch):
         monkeypatch.setitem(sys.modules, name, None)  # import of a None entry raises ImportError
     with pytest.raises(OpError) as e:
         load_gsm8k(str(path))
-    assert "pip install pyarrow" in str(e.value) and str(path) in str(e.value)
+    assert str(e.value) == (f"{path}: reading Parquet needs pandas and pyarrow (missing: pyarrow, pandas): "
+                            "pip install 'inferencekit[parquet]' (or make venv)")
+
+
+def test_parquet_with_pandas_but_no_engine_names_pyarrow(tmp_path, monkeypatch):
+    pytest.importorskip("pandas")
+    path = tmp_path / "test.parquet"
+    path.write_bytes(b"PAR1 not really")
+    for name in ("pyarrow", "pyarrow.parquet", "fastparquet"):
+        monkeypatch.setitem(sys.modules, name, None)  # pandas.read_parquet then finds no engine: ImportError
+    with pytest.raises(OpError) as e:
+        load_gsm8k(str(path))
+    assert str(e.value) == (f"{path}: reading Parquet needs pyarrow (missing: pyarrow): pip install "
+                            "'inferencekit[parquet]' (or make venv); or convert the file to JSONL")
 
 
 # --------------------------------------------------------------------------- prompt

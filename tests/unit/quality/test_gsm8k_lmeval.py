@@ -27,6 +27,7 @@ from inferencekit.quality.gsm8k_lmeval import (
     refused_settings,
     write_task,
 )
+from tests.hide import hide_modules
 from tests.paths import FIXTURES
 
 FIX = FIXTURES / "lmeval"
@@ -177,8 +178,9 @@ def test_what_the_scripted_server_received_shows_the_pass_through():
 
 def test_missing_lm_eval_names_the_extra_to_install(monkeypatch, tmp_path):
     import inferencekit.quality.gsm8k_lmeval as mod
-    monkeypatch.setattr(mod.importlib.util, "find_spec", lambda name: None)
-    with pytest.raises(OpError, match=r"pip install 'inferencekit\[lmeval\]'"):
+    hide_modules(monkeypatch, "lm_eval")
+    with pytest.raises(OpError, match=r"^--backend lm-eval needs lm-evaluation-harness \(missing: lm_eval\): "
+                                      r"pip install 'inferencekit\[lmeval\]' \(or make venv\)$"):
         mod.run_lm_eval(base_url="http://127.0.0.1:9", model="m", data_file=tmp_path / "d.jsonl", limit=1,
                         concurrency=1, max_tokens=8, out_dir=tmp_path, timeout_s=5, api_key_env=None)
     assert not (tmp_path / "task").exists()  # refused before anything is written

@@ -34,6 +34,7 @@ from inferencekit.report.export_table import (
     table_targets,
 )
 from inferencekit.rundir import RunDir, write_json
+from tests.hide import hide_modules
 from tests.paths import FIXTURES
 
 FIX = FIXTURES / "replies"
@@ -380,16 +381,13 @@ def test_cli_writes_both_tables_and_vllm_json_still_works(capsys: pytest.Capture
 
 
 def test_missing_pandas_names_the_extra(monkeypatch: pytest.MonkeyPatch, run: RunDir) -> None:
-    import builtins
-
-    real = builtins.__import__
-
-    def no_pyarrow(name: str, *a: Any, **k: Any) -> Any:
-        if name == "pyarrow":
-            raise ImportError("no pyarrow", name="pyarrow")
-        return real(name, *a, **k)
-
-    monkeypatch.setattr(builtins, "__import__", no_pyarrow)
-    with pytest.raises(OpError, match=r"--format parquet needs pandas and pyarrow \(pyarrow is not installed\): "
-                                      r"pip install 'inferencekit\[parquet\]'"):
+    hide_modules(monkeypatch, "pyarrow")
+    with pytest.raises(OpError) as e:
         export_tables(run.path, "parquet")
+    assert str(e.value) == ("--format parquet needs pandas and pyarrow (missing: pyarrow): "
+                            "pip install 'inferencekit[parquet]' (or make venv)")
+    hide_modules(monkeypatch, "pandas")
+    with pytest.raises(OpError) as e:
+        export_tables(run.path, "csv")
+    assert str(e.value) == ("--format csv needs pandas and pyarrow (missing: pandas): "
+                            "pip install 'inferencekit[parquet]' (or make venv)")
