@@ -8,10 +8,12 @@ sending"; MLPerf Endpoints allows prefix reuse only behind a per-query salt). Th
 will be sent less the per-request salt (``bench/plan.py`` puts it at a prompt's start, or right after its prefix):
 
 - every prompt of a group opens with the same ``shared_prefix_chars`` characters, and holds that many; sent without
-  a salt, the members' own texts after the prefix differ from their first word on;
+  a salt, the members' own texts after the prefix differ within their first ``OPENING_WORDS`` words;
 - two groups' prefixes, and two prompts outside any group that are sent without a salt (a set drawn afresh per run:
-  ``--dataset random`` / ``conversations``), differ from their first word on: a common first word is already a
-  shared leading token a prefix cache could reuse, which nobody declared;
+  ``--dataset random`` / ``conversations``), differ within their first ``OPENING_WORDS`` words: more shared leading
+  text is reuse a prefix cache could serve that nobody declared. Two words, not one: a drawn set larger than the
+  tokenizer's single-token words cannot start every prompt differently, so ``random_prompts`` makes the first *two*
+  words distinct there (one shared leading token at most, by design);
 - a salted prompt shares nothing past its salt, so it is not compared (the salt is unique per request).
 
 A trace replay's sharing is Mooncake's ``hash_ids``, planned block by block and made exact by construction
@@ -27,7 +29,9 @@ from typing import Any
 from inferencekit.data.prompts import Prompt
 from inferencekit.errors import OpError
 
-__all__ = ["check_declared_sharing", "first_user_text"]
+__all__ = ["OPENING_WORDS", "check_declared_sharing", "first_user_text"]
+
+OPENING_WORDS = 2  # leading words two undeclared prompts may not both start with (see the module docstring)
 
 
 def first_user_text(p: Prompt) -> str:
@@ -39,9 +43,9 @@ def first_user_text(p: Prompt) -> str:
     return c if isinstance(c, str) else ""
 
 
-def _first_word(text: str) -> str:
-    parts = text.split(None, 1)
-    return parts[0] if parts else ""
+def _opening(text: str) -> str:
+    """The first ``OPENING_WORDS`` words, space-joined."""
+    return " ".join(text.split(None, OPENING_WORDS)[:OPENING_WORDS])
 
 
 def check_declared_sharing(prompts: Sequence[Prompt], *, salted: bool) -> dict[str, Any]:
@@ -56,7 +60,7 @@ def check_declared_sharing(prompts: Sequence[Prompt], *, salted: bool) -> dict[s
 
     Raises:
         OpError: a group member without its group's prefix, two groups or two unsalted ungrouped prompts opening
-            with the same word (named, with the word).
+            with the same ``OPENING_WORDS`` words (named, with the words).
     """
     groups: dict[str, tuple[str, str]] = {}  # group -> (prefix, first prompt id)
     opening: dict[str, str] = {}  # first word -> who opened with it (a group, or a prompt id)
@@ -70,7 +74,7 @@ def check_declared_sharing(prompts: Sequence[Prompt], *, salted: bool) -> dict[s
                               f"character prefix but its first user message holds {len(text)} characters")
             head = text[:p.shared_prefix_chars]
             if not salted:  # nothing but the prefix may be shared: the text after it opens differently per member
-                after = (p.shared_prefix_id, _first_word(text[p.shared_prefix_chars:]))
+                after = (p.shared_prefix_id, _opening(text[p.shared_prefix_chars:]))
                 if after in tails:
                     raise OpError(f"prompts {tails[after]} and {p.id} of group {p.shared_prefix_id!r} both go on "
                                   f"with {after[1]!r} after the shared prefix: they would share more than it")
@@ -89,7 +93,7 @@ def check_declared_sharing(prompts: Sequence[Prompt], *, salted: bool) -> dict[s
         else:
             unsalted += 1
             owner = f"prompt {p.id}"
-        word = _first_word(text)
+        word = _opening(text)
         if word in opening:
             raise OpError(f"{opening[word]} and {owner} both open with {word!r} without declaring a shared prefix: a "
                           "prefix cache could reuse that leading text, which the workload does not intend")
