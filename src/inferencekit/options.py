@@ -9,10 +9,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from inferencekit.api.endpoint import normalize_base_url, read_api_key
+from inferencekit.data.traces import DEFAULT_BLOCK_SIZE, FORMATS
 from inferencekit.errors import OpError
 from inferencekit.registry import Arg
 
-__all__ = ["CLIENT_ARGS", "check_client_args", "check_urls"]
+__all__ = ["CLIENT_ARGS", "FIXED_ARG", "check_client_args", "check_urls", "trace_args"]
 
 CLIENT_ARGS: tuple[Arg, ...] = (
     Arg("base_url", "string", "Server URL, with or without /v1 (e.g. http://127.0.0.1:8000). Without it the embedded "
@@ -29,6 +30,22 @@ CLIENT_ARGS: tuple[Arg, ...] = (
     Arg("chat_template_kwargs", "string", "JSON object sent as chat_template_kwargs, e.g. "
         "'{\"enable_thinking\": false}'; merged per key over --extra-body's, under a prompt record's own."),
 )
+
+
+def trace_args(scope: str) -> tuple[Arg, ...]:
+    """The flags that shape a trace replay (``bench serve --trace``, ``verify --workload trace:FILE``); ``scope`` names
+    the flag they belong to in their help ("--trace")."""
+    return (Arg("trace_format", "string", f"{scope}: the file's format.", default="mooncake", choices=FORMATS),
+            Arg("time_scale", "number", f"{scope}: multiply the trace's times by this (0.5 = twice as fast).",
+                default=1.0),
+            Arg("trace_block_size", "integer", f"{scope} (mooncake): prompt tokens per hash id.",
+                default=DEFAULT_BLOCK_SIZE))
+
+
+# --fixed: every command that runs the live gates takes it (gates run, verify)
+FIXED_ARG = Arg("fixed", "boolean", "Send every trial the plan holds (today's counts). By default a gate that decides "
+                "from repeated trials (the caching gate's pairs) stops sending once its sequential rule (SPRT) has "
+                "decided (docs/gates.md, 'Sequential verdicts').", default=False)
 
 
 def check_urls(urls: Iterable[str | None]) -> None:

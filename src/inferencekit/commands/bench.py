@@ -27,7 +27,7 @@ from inferencekit.gates.check import check_run_dir
 from inferencekit.gates.probes.load import kat_pool_size
 from inferencekit.gates.probes.structured import structured_pool_size
 from inferencekit.gates.record import gates_record
-from inferencekit.options import CLIENT_ARGS, check_client_args
+from inferencekit.options import CLIENT_ARGS, check_client_args, trace_args
 from inferencekit.registry import Arg, Call, Outcome, operation
 from inferencekit.report.card import render_bench
 from inferencekit.report.export_table import FORMATS as TABLE_FORMATS
@@ -93,10 +93,7 @@ BENCH_ARGS: tuple[Arg, ...] = (
         "before anything is sent; its rows set --num-prompts, and there is no warm-up. Not with --concurrency, "
         "--request-rate, --ramp-up-strategy, --dataset, --input-len, --max-tokens, --duration, --repeats or --workers; "
         "--max-concurrency caps the requests in flight."),
-    Arg("trace_format", "string", "--trace: the file's format.", default="mooncake",
-        choices=("mooncake", "azure", "burstgpt")),
-    Arg("time_scale", "number", "--trace: multiply the trace's times by this (0.5 = twice as fast).", default=1.0),
-    Arg("trace_block_size", "integer", "--trace mooncake: prompt tokens per hash id.", default=512),
+    *trace_args("--trace"),
     Arg("keep_trace_repeats", "boolean", "--trace: send the trace's exact repeats (same hash_ids and length) as exact "
         "repeats; by default each later one has its last word changed, so only the blocks the trace shares are "
         "shared.", default=False),

@@ -33,7 +33,7 @@ from inferencekit.gates.run import (
     run_gate_probes,
     size_probes,
 )
-from inferencekit.options import CLIENT_ARGS, check_client_args, check_urls
+from inferencekit.options import CLIENT_ARGS, FIXED_ARG, check_client_args, check_urls
 from inferencekit.registry import Arg, Call, Outcome, operation
 from inferencekit.report.card import print_limitations, structured_load_tables, verdict_style
 from inferencekit.rundir import RunDir, gate_run_name
@@ -171,10 +171,7 @@ def _check_settings(gates: list[str] | None, sampling_prompts: int | None, cache
                  Arg("spec_tolerance", "integer", "spec_exact: early divergences allowed above the A/A floor.",
                      default=0),
                  Arg("engine_label", "string", "Label of this engine in the run dir (default: the detected engine)."),
-                 Arg("fixed", "boolean", "Send every trial the plan holds (today's counts). By default a gate that "
-                     "decides from repeated "
-                     "trials (the caching gate's pairs) stops sending once its sequential rule (SPRT) has decided "
-                     "(docs/gates.md, 'Sequential verdicts').", default=False)])
+                 FIXED_ARG])
 def gates_run(call: Call, base_url: str | None, model: str | None, api_key_env: str | None, timeout: float,
               extra_body: str | None, chat_template_kwargs: str | None, run_dir: str | None = None,
               gates: list[str] | None = None, prompts: str = "dev", seed: int | None = None, max_tokens: int = 64,

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from inferencekit.api.body import parse_json_object
-from inferencekit.options import CLIENT_ARGS, check_client_args, check_urls
+from inferencekit.options import CLIENT_ARGS, FIXED_ARG, check_client_args, check_urls, trace_args
 from inferencekit.registry import Arg, Call, Outcome, operation
 from inferencekit.report.verify_card import render_verification
 from inferencekit.verify import PROFILES, VerifyRequest, plan_verify, run_verify
@@ -52,16 +52,7 @@ APPLIANCE_VERIFY_ARGS = (
                      "earlier replies; one session per stream at the profile's concurrency levels) or 'trace:FILE' "
                      "(a request trace replayed at its own times, token-exact; --trace-format, --time-scale). The "
                      "gates and quality parts are the same for every workload.", default="dev", metavar="WORKLOAD"),
-                 Arg("trace_format", "string", "--workload trace:FILE: the file's format.", default="mooncake",
-                     choices=("mooncake", "azure", "burstgpt")),
-                 Arg("time_scale", "number", "--workload trace:FILE: multiply the trace's times by this (0.5 = twice "
-                     "as fast).", default=1.0),
-                 Arg("trace_block_size", "integer", "--workload trace:FILE (mooncake): prompt tokens per hash id.",
-                     default=512),
-                 Arg("fixed", "boolean", "Send every trial the plan holds (today's counts). By default a gate that "
-                     "decides from repeated "
-                     "trials (the caching gate's pairs) stops sending once its sequential rule (SPRT) has decided "
-                     "(docs/gates.md, 'Sequential verdicts').", default=False),
+                 *trace_args("--workload trace:FILE"), FIXED_ARG,
                  *APPLIANCE_VERIFY_ARGS])
 def verify(call: Call, base_url: str | None, model: str | None, api_key_env: str | None, timeout: float,
            extra_body: str | None, chat_template_kwargs: str | None, profile: str, run_dir: str | None,
