@@ -42,10 +42,10 @@ def trace_args(scope: str) -> tuple[Arg, ...]:
                 default=DEFAULT_BLOCK_SIZE))
 
 
-# --fixed: every command that runs the live gates takes it (gates run, verify)
-FIXED_ARG = Arg("fixed", "boolean", "Send every trial the plan holds (today's counts). By default a gate that decides "
-                "from repeated trials (the caching gate's pairs) stops sending once its sequential rule (SPRT) has "
-                "decided (docs/gates.md, 'Sequential verdicts').", default=False)
+# --fixed: every command that runs a sequential check takes it (gates run, quality sampling, verify)
+FIXED_ARG = Arg("fixed", "boolean", "Send every trial the plan holds (today's counts). By default a check that decides "
+                "from repeated trials (the caching gate's pairs, the sampler check's draws) stops sending once its "
+                "sequential rule has decided (docs/gates.md, 'Sequential verdicts').", default=False)
 
 
 def check_urls(urls: Iterable[str | None]) -> None:

@@ -421,8 +421,10 @@ def _quality_reason(report: dict[str, Any], label: str) -> str:
     return f"{fig(eng)}{floor}; {eng['verdict']['reason']}"
 
 
-def _task_parts(built: dict[str, Part], url: str, run: RunDir, prof: Profile, **kw: Any) -> list[dict[str, Any]]:
-    """Run the profile's quality tasks (``quality/verify_tasks.py``) into ``built`` by part name; their records."""
+def _task_parts(built: dict[str, Part], url: str, run: RunDir, prof: Profile, *, fixed: bool = False,
+                **kw: Any) -> list[dict[str, Any]]:
+    """Run the profile's quality tasks (``quality/verify_tasks.py``) into ``built`` by part name; their records.
+    ``fixed`` (``--fixed``): the sampler check takes every draw instead of stopping once decided."""
     if prof.tasks is None:
         return []
     recs: list[dict[str, Any]] = []
@@ -430,7 +432,7 @@ def _task_parts(built: dict[str, Part], url: str, run: RunDir, prof: Profile, **
     if prof.tasks.niah_lengths:
         jobs.append((NIAH_PART, niah_task))
     for name, job in jobs:
-        verdict, reason, out = job(url, run, prof.tasks, **kw)
+        verdict, reason, out = job(url, run, prof.tasks, **({**kw, "fixed": fixed} if job is sampler_task else kw))
         built[name] = _part(name, "quality_task" if out else None, out[-1] if out else None, verdict, reason,
                             record_fallbacks(*out))
         recs += out
@@ -688,7 +690,8 @@ def run_verify(plan: VerifyPlan, *, argv: list[str], operation: str, quiet: bool
             built[QUALITY_PART] = st["q_part"]  # a built part like the gates, found by its name below
         if st["eq_part"]:
             built[EQUIV_PART] = st["eq_part"]
-        task_recs = _task_parts(built, url, run, prof, label=label, model=req.model, api_key_env=req.api_key_env,
+        task_recs = _task_parts(built, url, run, prof, fixed=req.fixed, label=label, model=req.model,
+                                api_key_env=req.api_key_env,
                                 timeout=req.timeout, extra_body=req.extra_body, ctk=cfg.chat_template_kwargs,
                                 quiet=quiet)
         notes = plan.notes()

@@ -121,6 +121,8 @@ def test_sampling_on_the_honest_engine_draws_from_its_own_distribution(embedded_
     # 4 prompts are below the 8 a TV verdict needs: UNPROVEN, said so, never PASS
     assert out["verdict"] == "UNPROVEN" and code == 3 and "need 8" in out["reason"]
     assert out["seed_check"]["status"] in ("honoured", "inconclusive")
+    # 4 prompts can never PASS, so the rounds run to the cap (16 draws), where the fixed rules decide
+    assert out["sequential"]["why"] == "the cap" and out["sequential"]["looks"] == [4, 8, 12, 16]
     doc = json.loads(Path(out["results_file"]).read_text())
     rows = doc["result"]["rows"]
     assert len(rows) == 4 and all(sum(c for _, c in r["histogram"]) == 16 for r in rows if "histogram" in r)
@@ -132,7 +134,10 @@ def test_sampling_fails_when_the_engine_ignores_temperature(embedded_engine, tmp
         code, out = run_cli([*SAMPLING, "--base-url", proxy, "--run-dir", str(tmp_path / "c"), "--label", "cheat"])
     assert out["verdict"] == "FAIL" and code == 1
     g = out["checks"]["greedy_only"]
-    assert g["verdict"] == "FAIL" and g["greedy_draws"] == g["draws"] == 64
+    seq = out["sequential"]  # drawn in rounds of 4 per prompt, stopped at the first look that FAILs
+    assert seq["decided"] and seq["draws_per_prompt"] in (4, 8, 12, 16)
+    assert g["verdict"] == "FAIL" and g["greedy_draws"] == g["draws"] == 4 * seq["draws_per_prompt"]
+    assert out["requests"] == 4 * 2 + g["draws"] + min(8, seq["draws_per_prompt"]) * 4  # lists, draws, seed repeats
     assert "temperature 1 ignored" in out["reason"]
 
 

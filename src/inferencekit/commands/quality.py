@@ -20,7 +20,7 @@ from inferencekit.data.prompts import load_prompt_set
 from inferencekit.engines.recipes import DEFAULT_CONTEXT
 from inferencekit.engines.target import serve_target
 from inferencekit.errors import OpError
-from inferencekit.options import CLIENT_ARGS, check_client_args, check_urls
+from inferencekit.options import CLIENT_ARGS, FIXED_ARG, check_client_args, check_urls
 from inferencekit.quality import niah
 from inferencekit.quality.gsm8k import pair_problem
 from inferencekit.quality.gsm8k_lmeval_run import check_lm_eval_request, run_lm_eval_backend
@@ -37,6 +37,7 @@ from inferencekit.quality.reference import (
 from inferencekit.quality.sampling import MIN_PROMPTS, sampling_settings
 from inferencekit.quality.sampling_collect import SamplingPlan
 from inferencekit.quality.sampling_run import DEFAULT_SETTINGS, OWN_FIELDS, SAMPLING_FIELDS, run_sampling_check
+from inferencekit.quality.sampling_sequential import draw_looks
 from inferencekit.quality.score_run import CONTEXTS, score_record, score_sets
 from inferencekit.quality.task_run import open_task_run, pinned_template_kwargs
 from inferencekit.quality.trajectory import TrajectorySettings, select_prompts
@@ -572,7 +573,9 @@ def render_sampling(console: Any, rec: dict[str, Any]) -> None:
                        "bound), and an exact test that not every draw was the top token. A request field the check "
                        "does not model makes it UNPROVEN; a sampling field left unsent is named (the engine may apply "
                        "its own default). Sends temperature 1, top_k 20, top_p 1, min_p 0 unless told otherwise. "
-                       "--baseline-url checks a second server the same way.",
+                       "--baseline-url checks a second server the same way. The draws go in four rounds, judged "
+                       "after each, and stop once the verdict is decided (docs/quality.md, 'Sequential sampler "
+                       "check'); --fixed takes all S.",
            example="inferencekit quality sampling --n-prompts 16 --seeds 256 --run-dir runs/s1",
            args=[*CLIENT_ARGS,
                  Arg("label", "string", "Name of the server checked (default: the detected engine's name)."),
@@ -596,6 +599,7 @@ def render_sampling(console: Any, rec: dict[str, Any]) -> None:
                      "the record's verdict is the first server's)."),
                  Arg("baseline_model", "string", "Model name on the baseline server (default: --model)."),
                  Arg("baseline_api_key_env", "string", "NAME of the environment variable with the baseline's API key."),
+                 FIXED_ARG,
                  Arg("run_dir", "string", "Run directory (default: runs/<run-id>; an existing one is added to).")])
 def quality_sampling(call: Call, base_url: str | None = None, model: str | None = None, api_key_env: str | None = None,
                      timeout: float = 600.0, extra_body: str | None = None, chat_template_kwargs: str | None = None,
@@ -604,7 +608,8 @@ def quality_sampling(call: Call, base_url: str | None = None, model: str | None 
                      min_p: float | None = None, omit: list[str] | None = None, margin: float = 0.02,
                      resamples: int = 10000, bootstrap_seed: int = 0, concurrency: int = 1,
                      baseline_url: str | None = None, baseline_model: str | None = None,
-                     baseline_api_key_env: str | None = None, run_dir: str | None = None) -> Outcome:
+                     baseline_api_key_env: str | None = None, fixed: bool = False, run_dir: str | None = None
+                     ) -> Outcome:
     check_urls([baseline_url])
     check_client_args(base_url, api_key_env, timeout)
     read_api_key(baseline_api_key_env)
@@ -625,7 +630,7 @@ def quality_sampling(call: Call, base_url: str | None = None, model: str | None 
     if len(chosen) < 2:
         raise OpError(f"prompt set {prompts!r} has {len(chosen)} chat prompt(s); the check needs at least 2")
     plan = SamplingPlan(send=send, seeds=seeds, concurrency=concurrency, ctk=policy.chat_template_kwargs,
-                        notes=policy.limitations())
+                        notes=policy.limitations(), looks=() if fixed else draw_looks(seeds))
     run = open_task_run(run_dir, call.argv, call.operation)
     run.pin("chat_template_kwargs", dict(policy.chat_template_kwargs or {}))
     info = {**pset.describe(), "selected": [p.id for p in chosen]}
@@ -644,5 +649,6 @@ def quality_sampling(call: Call, base_url: str | None = None, model: str | None 
                "dropped": d["dropped"],
                "n_informative": d["n_informative"], "seed_check": d["seed_check"], "not_sent": d["not_sent"],
                "results_file": str(run.path / d["results_file"]), "baseline": d["baseline"],
+               "requests": d["requests"], "sequential": d.get("sequential"),
                "summary": rec["summary"], "limitations": rec["limitations"]}
     return Outcome(payload, d["verdict"], lambda console: render_sampling(console, rec))

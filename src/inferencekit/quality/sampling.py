@@ -707,7 +707,8 @@ def judge_sampling(per_prompt: Sequence[Mapping[str, Any]], *, sampling: Mapping
                    min_prompts: int = MIN_PROMPTS, oos_max: float = OOS_MAX,
                    order: Iterable[str | Sequence[str]] = DEFAULT_ORDERS, tol: float = LOGPROB_TOL,
                    near_deterministic: float = NEAR_DETERMINISTIC, greedy_alpha: float = GREEDY_ONLY_ALPHA,
-                   vocab_size: int | None = None) -> dict[str, Any]:
+                   vocab_size: int | None = None, confidence: float = 0.95,
+                   oos_decision: tuple[str, str] | None = None) -> dict[str, Any]:
     """One server's sampler verdict from its per-prompt logprobs and draws.
 
     Per prompt: requests failed or draws missing → ``incomplete``; listed tokens that differ between the
@@ -745,6 +746,11 @@ def judge_sampling(per_prompt: Sequence[Mapping[str, Any]], *, sampling: Mapping
         n_seeds: draws each prompt must have (fewer → incomplete); None: no count check.
         min_prompts, oos_max, order, tol, near_deterministic, greedy_alpha, vocab_size: see the module
             constants and ``implied_distribution``.
+        confidence: coverage of the excess-TV bootstrap interval (0.95; a sequential look uses 1 − α/K, the
+            Bonferroni share of one of K looks: ``quality/sampling_sequential.py``). ``ci95`` holds the interval
+            at this coverage, named in ``confidence`` and in the reason.
+        oos_decision: ``(verdict, why)`` that replaces the out-of-support Wilson rule (a sequential look's SPRT
+            decision); None keeps the Wilson rule.
 
     Returns:
         ``{"verdict", "reason", "checks": {"excess_tv", "out_of_support", "greedy_only", "settings"},
@@ -808,23 +814,24 @@ def judge_sampling(per_prompt: Sequence[Mapping[str, Any]], *, sampling: Mapping
     dropped.update({status: len(rs) for status, rs in grouped.items() if status != "informative"})
     inf = grouped.get("informative", [])
     sup = inf + grouped.get("near_deterministic", [])  # every prompt whose kept set is known
-    lo, hi = (stats.cluster_bootstrap_ci([(r["excess"], 1) for r in inf], resamples, seed) if len(inf) >= 2
-              else (None, None))
+    lo, hi = (stats.cluster_bootstrap_ci([(r["excess"], 1) for r in inf], resamples, seed, confidence)
+              if len(inf) >= 2 else (None, None))
+    cov = f"{confidence * 100:.4g}%"
 
     def mean(key: str) -> float | None:
         return float(np.mean([r[key] for r in inf])) if inf else None
 
     tv_check: dict[str, Any] = {
         "mean_tv": mean("tv"), "mean_tv_expected": mean("tv_expected"), "excess": mean("excess"),
-        "ci95": [lo, hi], "margin": margin, "n_prompts": len(inf), "min_prompts": min_prompts,
-        "resamples": resamples, "bootstrap_seed": seed}
+        "ci95": [lo, hi], "confidence": confidence, "margin": margin, "n_prompts": len(inf),
+        "min_prompts": min_prompts, "resamples": resamples, "bootstrap_seed": seed}
     if len(inf) < min_prompts:
         tv_v = "UNPROVEN"
         tv_why = f"{len(inf)} informative prompt(s), need {min_prompts} (dropped: {_fmt_dropped(dropped)})"
     else:
         tv_v, _ = stats.margin_verdict(lo, hi, margin)
         tv_why = (f"mean excess TV {tv_check['excess']:+.4f} (observed {tv_check['mean_tv']:.4f}, expected "
-                  f"{tv_check['mean_tv_expected']:.4f}), 95% CI {lo:+.4f} to {hi:+.4f} against margin {margin:g} "
+                  f"{tv_check['mean_tv_expected']:.4f}), {cov} CI {lo:+.4f} to {hi:+.4f} against margin {margin:g} "
                   f"over {len(inf)} prompts")
     tv_check.update(verdict=tv_v, reason=tv_why)
 
@@ -834,8 +841,11 @@ def judge_sampling(per_prompt: Sequence[Mapping[str, Any]], *, sampling: Mapping
     wl, wh = stats.wilson_interval(oos, of) if of else (None, None)
     oos_fail = wl is not None and wl > oos_max
     oos_short = of > 0 and not oos_fail and wh is not None and wh > oos_max  # too few draws to bound the rate
-    oos_check = {"verdict": "FAIL" if oos_fail else ("UNPROVEN" if oos_short else "PASS" if of else "NOT RUN"),
-                 "draws": oos, "of": of,
+    oos_verdict = "FAIL" if oos_fail else ("UNPROVEN" if oos_short else "PASS" if of else "NOT RUN")
+    if oos_decision is not None and of:
+        oos_verdict = oos_decision[0]
+        oos_fail, oos_short = oos_verdict == "FAIL", oos_verdict == "UNPROVEN"
+    oos_check = {"verdict": oos_verdict, "draws": oos, "of": of,
                  "rate": oos / of if of else None, "ci95": [wl, wh], "max_rate": oos_max,
                  "outside_listed": outside, "prompts": len(sup)}
 
@@ -864,8 +874,9 @@ def judge_sampling(per_prompt: Sequence[Mapping[str, Any]], *, sampling: Mapping
         fails.append(f"temperature {t:g} ignored: all {drawn} draws over {len(inf)} prompts were the top token, "
                      f"probability 10^{log10_p:.1f} if the server sampled as its log-probabilities imply")
     if oos_fail:
-        fails.append(f"{oos}/{of} draws ({oos / of:.2%}, 95% CI {wl:.2%} to {wh:.2%}) fall outside the set these "
-                     f"settings keep (at most {oos_max:.1%} allowed)"
+        fails.append(f"{oos}/{of} draws ({oos / of:.2%}, "
+                     + (f"{oos_decision[1]}" if oos_decision else f"95% CI {wl:.2%} to {wh:.2%}")
+                     + f") fall outside the set these settings keep (at most {oos_max:.1%} allowed)"
                      + (f"; {outside} of them lie beyond the whole listed top" if outside else ""))
     notes = []
     if unsent:
@@ -878,7 +889,8 @@ def judge_sampling(per_prompt: Sequence[Mapping[str, Any]], *, sampling: Mapping
     problems = []
     if oos_short:
         problems.append(f"{oos} of {of} draws outside the kept tokens: too few draws to bound that share below "
-                        f"{oos_max:.1%} (95% Wilson upper bound {wh:.2%})")
+                        f"{oos_max:.1%} " + (f"({oos_decision[1]})" if oos_decision else
+                                             f"(95% Wilson upper bound {wh:.2%})"))
     incomplete = dropped.get("incomplete", 0)
     if incomplete:
         problems.append(f"{incomplete} prompt(s) incomplete: failed requests or missing logprobs or draws"

@@ -43,7 +43,9 @@ SEED_CHECK_SEEDS = 8
 class SamplingPlan:
     """What every request of one side sends: ``send`` (the sampling fields and --extra-body), the draw count
     ``seeds`` per prompt (a block of its own, ``seed_block``), ``top_logprobs`` asked for the lists,
-    ``concurrency`` and the chat_template_kwargs given by flag (a prompt record's own win per key)."""
+    ``concurrency`` and the chat_template_kwargs given by flag (a prompt record's own win per key). ``looks``
+    non-empty: the draws go in rounds up to each look's count, every prompt's round before the next
+    (``collect_side``); empty: each prompt's ``seeds`` draws at once (the fixed check)."""
 
     send: dict[str, Any]
     seeds: int
@@ -51,6 +53,7 @@ class SamplingPlan:
     concurrency: int = 1
     ctk: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # the request policy's limitations (refused --extra-body fields)
+    looks: tuple[int, ...] = ()  # sequential: draws per prompt at each look (``sampling_sequential.draw_looks``)
 
 
 def seed_block(index: int, seeds: int) -> range:
@@ -151,11 +154,13 @@ class _Side:
                            rows: dict[str, dict[str, Any]]) -> dict[str, dict[int, Any]]:
         """The first SEED_CHECK_SEEDS seeds of each prompt's block asked again, on the SEED_CHECK_PROMPTS prompts
         with the most varied draws."""
-        complete = [p for p in prompts if len(rows[p.id]["draws"]) == self.plan.seeds]
+        drawn = max((len(rows[p.id]["draws"]) for p in prompts), default=0)
+        complete = [p for p in prompts if drawn and len(rows[p.id]["draws"]) == drawn]
         varied = sorted(complete, key=lambda p: (collision_probability(Counter(rows[p.id]["draws"].values())), p.id))
         pick = varied[:SEED_CHECK_PROMPTS]
         index = {p.id: i for i, p in enumerate(prompts)}
-        jobs = [(p, s) for p in pick for s in list(seed_block(index[p.id], self.plan.seeds))[:SEED_CHECK_SEEDS]]
+        per = min(SEED_CHECK_SEEDS, drawn)
+        jobs = [(p, s) for p in pick for s in list(seed_block(index[p.id], self.plan.seeds))[:per]]
         got = await asyncio.gather(*(self.draw(p, s) for p, s in jobs))
         out: dict[str, dict[int, Any]] = {p.id: {} for p in pick}
         for (p, s), (key, err) in zip(jobs, got):
@@ -164,23 +169,90 @@ class _Side:
         return out
 
 
+    async def rounds(self, prompts: Sequence[Prompt], decide: Callable[[dict[str, dict[str, Any]], int], bool]
+                     ) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
+        """The sequential collection: every prompt's first list, then the draws round by round (a round: each
+        prompt's next seeds up to the look's count, prompt after prompt), ``decide(rows, look)`` after each round,
+        and once it says stop (or at the last look) every prompt's second list. Rows are written when the whole
+        collection ends; an interrupted sequential side is asked again whole (its stop depends on every prompt)."""
+        plan = self.plan
+        request = {"seeds": f"{plan.seeds} per prompt at most", "looks": list(plan.looks)}
+        rows: dict[str, dict[str, Any]] = {}
+        errors: dict[str, list[str]] = {p.id: [] for p in prompts}
+        firsts = await asyncio.gather(*(self.top(p) for p in prompts))
+        for p, (top, err) in zip(prompts, firsts):
+            if err:
+                errors[p.id].append(f"logprobs: {err}")
+            block = seed_block(len(rows), plan.seeds)
+            rows[p.id] = {"format": FORMAT, "id": p.id, "bucket": p.bucket,
+                          "request": {**self.body(p, 0), "seed": f"{block.start}..{block.stop - 1}",
+                                      "top_logprobs": self.cap.k, **request},
+                          "top": top, "top_again": None, "draws": {}, "errors": [], "failed_requests": 0}
+        states: list[dict[str, Any]] = []
+        prev = 0
+        for look, upto in enumerate(plan.looks):
+            jobs = [(p, s) for i, p in enumerate(prompts) for s in seed_block(i, plan.seeds)[prev:upto]]
+            got = await asyncio.gather(*(self.draw(p, s) for p, s in jobs))
+            for (p, s), (key, e) in zip(jobs, got):
+                if e:
+                    errors[p.id].append(f"seed {s}: {e}")
+                else:
+                    rows[p.id]["draws"][str(s)] = key
+            prev = upto
+            for p in prompts:
+                rows[p.id]["errors"], rows[p.id]["failed_requests"] = errors[p.id][:20], len(errors[p.id])
+            stop = decide(rows, look)
+            states.append({"look": look + 1, "draws_per_prompt": upto, "requests_so_far": self.requests,
+                           "stop": stop})
+            if stop:
+                break
+        agains = await asyncio.gather(*(self.top(p) for p in prompts))
+        for p, (again, err) in zip(prompts, agains):
+            if err:
+                errors[p.id].append(f"logprobs again: {err}")
+            row = rows[p.id]
+            row["top_again"] = again
+            row["errors"], row["failed_requests"] = errors[p.id][:20], len(errors[p.id])
+            kinds = {type(k) for k, _ in (row["top"] or [])} | {type(v) for v in row["draws"].values()}
+            if len(kinds) > 1:
+                row["errors"].append("the list names tokens by id and some draws by text (or the reverse): they "
+                                     "cannot be matched")
+        return rows, states
+
+
 async def collect_side(client: Client, info: EngineInfo, prompts: Sequence[Prompt], plan: SamplingPlan,
-                       folder: Path, *, on_done: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+                       folder: Path, *, on_done: Callable[[dict[str, Any]], None] | None = None,
+                       decide: Callable[[dict[str, dict[str, Any]], int], bool] | None = None) -> dict[str, Any]:
     """Every prompt's lists and draws from one server, then the seed repeats.
 
+    With ``plan.looks`` and ``decide``, the draws go in rounds and stop once ``decide(rows so far, look index)``
+    is True (``_Side.rounds``); the result then also holds ``looks_run`` (each look's draws and requests so far).
+
     Returns ``{"rows": {prompt id: row}, "repeats": {prompt id: {seed: key}}, "requests", "top_logprobs"
-    (the k used, after any cap), "cap_errors", "refused", "reused"}``; a row holds ``top``/``top_again``
+    (the k used, after any cap), "cap_errors", "refused", "reused", "looks_run"}`` (``looks_run``: rounds of draws
+    sent before ``decide`` stopped them, or all of them); a row holds ``top``/``top_again``
     (``[[key, logprob], …]`` or None), ``draws`` (``{"<seed>": key}``) and ``errors``.
     """
     store = ItemStore(folder)
     store.claim({"send": plan.send, "seeds": plan.seeds, "top_logprobs": plan.top_logprobs,
+                 **({"looks": list(plan.looks)} if plan.looks else {}),
                  "concurrency": plan.concurrency, "ctk": plan.ctk, "prompts": [p.id for p in prompts]}, "sampling")
     side = _Side(client, info, plan, store)
     rows: dict[str, dict[str, Any]] = {}
-    for i, p in enumerate(prompts):  # one prompt at a time: its draws sit between its two lists
-        rows[p.id] = await side.prompt(p, i)
-        if on_done:
-            on_done(rows[p.id])
+    looks_run: list[dict[str, Any]] = []
+    if plan.looks and decide is not None:
+        rows, looks_run = await side.rounds(prompts, decide)
+        for row in rows.values():
+            if not row["errors"]:
+                store.put(row["id"], row)
+            if on_done:
+                on_done(row)
+    else:
+        for i, p in enumerate(prompts):  # one prompt at a time: its draws sit between its two lists
+            rows[p.id] = await side.prompt(p, i)
+            if on_done:
+                on_done(rows[p.id])
     repeats = await side.seed_repeats(prompts, rows)
     return {"rows": rows, "repeats": repeats, "requests": side.requests, "top_logprobs": side.cap.k,
-            "cap_errors": side.cap.errors, "refused": side.cap.refused, "reused": side.store.reused}
+            "cap_errors": side.cap.errors, "refused": side.cap.refused, "reused": side.store.reused,
+            "looks_run": looks_run}

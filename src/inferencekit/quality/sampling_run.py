@@ -19,6 +19,7 @@ from inferencekit.data.prompts import Prompt
 from inferencekit.evidence import artifact, metric
 from inferencekit.quality.sampling import DEFAULT_ORDERS, judge_sampling, sampling_settings, tv_between
 from inferencekit.quality.sampling_collect import FORMAT, SamplingPlan, collect_side
+from inferencekit.quality.sampling_sequential import describe_rule, judge_look
 from inferencekit.quality.task_run import save_task_record, write_new
 from inferencekit.report.progress import ProgressBar
 from inferencekit.rundir import RunDir, safe_name
@@ -58,8 +59,20 @@ def _cross(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
             "per_prompt": per}
 
 
+def _judge(got: dict[str, Any], prompts: list[Prompt], plan: SamplingPlan, kw: dict[str, Any]) -> dict[str, Any]:
+    """The side's verdict: the fixed judgement, or (sequential) the judgement at the look the rounds stopped at."""
+    per = _per_prompt(got, prompts)
+    if not plan.looks:
+        return judge_sampling(per, **kw)
+    look = max(len(got["looks_run"]) - 1, 0)
+    res, _ = judge_look(per, looks=plan.looks, look=look, **{k: v for k, v in kw.items() if k != "n_seeds"})
+    res["sequential"].update(rule=describe_rule(len(prompts), plan.seeds, plan.looks), looks_run=got["looks_run"],
+                             requests=got["requests"])
+    return res
+
+
 async def _side(url: str, model: str | None, api_key_env: str | None, timeout: float, prompts: list[Prompt],
-                plan: SamplingPlan, run: RunDir, label: str | None, quiet: bool
+                plan: SamplingPlan, run: RunDir, label: str | None, quiet: bool, kw: dict[str, Any]
                 ) -> tuple[dict[str, Any], EngineInfo, str]:
     async with Client(Endpoint.parse(url, api_key_env), timeout_s=timeout) as client:
         info = await detect_engine(client, model)
@@ -67,8 +80,13 @@ async def _side(url: str, model: str | None, api_key_env: str | None, timeout: f
         safe_name(name, "--label")
         with ProgressBar(quiet) as bar:
             bar.on_level(f"sampler check ({name}: {len(prompts)} prompts × {plan.seeds} draws)", len(prompts))
+            def decide(rows: dict[str, dict[str, Any]], look: int) -> bool:
+                per = _per_prompt({"rows": rows, "repeats": {}}, prompts)
+                return judge_look(per, looks=plan.looks, look=look,
+                                  **{k: v for k, v in kw.items() if k != "n_seeds"})[1]
+
             got = await collect_side(client, info, prompts, plan, run.quality_dir("sampling", name),
-                                     on_done=lambda r: bar.on_done("s", not r["errors"]))
+                                     on_done=lambda r: bar.on_done("s", not r["errors"]), decide=decide)
     return got, info, name
 
 
@@ -108,9 +126,20 @@ def _limitations(res: dict[str, Any], got: dict[str, Any], plan: SamplingPlan, *
                    "beside other requests need not follow the logprobs of one request alone")
     if got["reused"]:
         out.append(f"{got['reused']} prompts kept from an earlier, interrupted run of the same requests")
+    seq = res.get("sequential")
+    if seq:
+        out.append(f"sequential: drawn in rounds up to {seq['looks']} draws per prompt, stopped at look {seq['look']} "
+                   f"({seq['draws_per_prompt']} draws per prompt, {seq['why']}); the TV interval is at "
+                   f"{seq['confidence']:.2%} (α {seq['rule']['alpha']:g} split over {len(seq['looks'])} looks) and "
+                   "out-of-support is Wald's SPRT (honest ≤ 0.5%, cheat ≥ 3%); --fixed draws every seed")
     out.append(f"the margin bounds the mean excess TV, not the sampler's own error (the excess grows about with the "
-               f"square of a small error): {plan.seeds} draws × {n_asked} prompts")
+               f"square of a small error): {_drawn(res, plan)} draws × {n_asked} prompts")
     return out
+
+
+def _drawn(res: dict[str, Any], plan: SamplingPlan) -> int:
+    """Draws per prompt the verdict rests on: the seeds, or a sequential side's draws at its stop."""
+    return int((res.get("sequential") or {}).get("draws_per_prompt", plan.seeds))
 
 
 def _metrics(res: dict[str, Any], label: str, requests: int) -> list[dict[str, Any]]:
@@ -131,10 +160,12 @@ def _fmt(x: float | None, spec: str = "+.4f") -> str:
 def _summary(label: str, res: dict[str, Any], seeds: int, base: dict[str, Any] | None) -> str:
     tv, oos = res["checks"]["excess_tv"], res["checks"]["out_of_support"]
     lo, hi = tv["ci95"]
+    cov = f"{tv.get('confidence', 0.95) * 100:.4g}%"
     text = (f"{label}: {res['verdict']}: first-token draws vs the server's own logprobs — mean TV "
             f"{_fmt(tv['mean_tv'], '.4f')}, expected {_fmt(tv['mean_tv_expected'], '.4f')}, "
             f"excess {_fmt(tv['excess'])} "
-            f"(95% CI {_fmt(lo)} to {_fmt(hi)}, margin {tv['margin']:g}) over {tv['n_prompts']} informative prompts × "
+            f"({cov} CI {_fmt(lo)} to {_fmt(hi)}, margin {tv['margin']:g}) over {tv['n_prompts']} informative "
+            "prompts × "
             f"{seeds} draws; {oos['draws']} of {oos['of']} draws outside the kept tokens; seed "
             f"{res['seed_check']['status']}")
     if base is not None:
@@ -148,18 +179,20 @@ def run_sampling_check(url: str, run: RunDir, prompts: list[Prompt], plan: Sampl
                        baseline_api_key_env: str | None = None, prompts_info: dict[str, Any],
                        quiet: bool = False) -> dict[str, Any]:
     """Collect and judge one server (and the optional baseline, the same way); write the results file and the
-    ``quality_task`` record, and return the record. The record's verdict is the first server's."""
-    got, info, name = asyncio.run(_side(url, model, api_key_env, timeout, prompts, plan, run, label, quiet))
+    ``quality_task`` record, and return the record. The record's verdict is the first server's. ``plan.looks``
+    set: the draws go in rounds and stop once decided (``quality/sampling_sequential.py``); the record's
+    ``data.sequential`` then states the rule, each look run and why it stopped."""
     kw: dict[str, Any] = {"sampling": plan.send, "margin": margin, "resamples": resamples, "seed": bootstrap_seed,
                           "n_seeds": plan.seeds, "order": DEFAULT_ORDERS}
-    res = judge_sampling(_per_prompt(got, prompts), **kw)
+    got, info, name = asyncio.run(_side(url, model, api_key_env, timeout, prompts, plan, run, label, quiet, kw))
+    res = _judge(got, prompts, plan, kw)
     res["checks"]["settings"]["binned_by"] = ("id" if any(isinstance(k, int) for r in got["rows"].values()
                                                           for k, _ in r["top"] or []) else "text")
     base = cross = None
     if baseline_url:
         bgot, _, _ = asyncio.run(_side(baseline_url, baseline_model or model, baseline_api_key_env or api_key_env,
-                                       timeout, prompts, plan, run, f"{name}-baseline", quiet))
-        base = judge_sampling(_per_prompt(bgot, prompts), **kw)
+                                       timeout, prompts, plan, run, f"{name}-baseline", quiet, kw))
+        base = _judge(bgot, prompts, plan, kw)
         cross = _cross(res, base)
     _, unsent = sampling_settings(plan.send)
     out = write_new(run.quality_file("sampling", f"{name}.json"), orjson.dumps({"format": FORMAT, "label": name,
@@ -173,8 +206,8 @@ def run_sampling_check(url: str, run: RunDir, prompts: list[Prompt], plan: Sampl
     fallbacks = sampling_fallbacks(got, plan)
     failed = sum(1 for r in got["rows"].values() if r["errors"])
     return save_task_record(
-        run, task="sampling", label=name, summary=_summary(name, res, plan.seeds, base)[:600], engine=info.identity(),
-        model=str(info.model),
+        run, task="sampling", label=name, summary=_summary(name, res, _drawn(res, plan), base)[:600],
+        engine=info.identity(), model=str(info.model),
         workload={"prompts": prompts_info, "seeds": plan.seeds, "max_tokens": 1, "sampling": plan.send,
                   "concurrency": plan.concurrency},
         metrics=_metrics(res, name, got["requests"]), artifacts=[artifact(out, run.path, "sampling_results")],
@@ -184,7 +217,7 @@ def run_sampling_check(url: str, run: RunDir, prompts: list[Prompt], plan: Sampl
               "dropped": res["dropped"],
               "dropped_why": res["dropped_why"], "n_prompts": res["n_prompts"], "n_informative": res["n_informative"],
               "seed_check": res["seed_check"], "not_sent": unsent, "results_file": out.relative_to(run.path).as_posix(),
-              "requests": got["requests"], "failed_prompts": failed,
+              "requests": got["requests"], "failed_prompts": failed, "sequential": res.get("sequential"),
               "baseline": ({"url": baseline_url, "verdict": base["verdict"], "reason": base["reason"],
                             "checks": base["checks"]} if base else None),
               "cross_server": ({k: v for k, v in cross.items() if k != "per_prompt"} if cross else None)})

@@ -20,6 +20,7 @@ from inferencekit.quality.gsm8k_run import GSM_FIXED, gsm8k_settings, run_builti
 from inferencekit.quality.niah_run import NIAH_FIXED, run_niah
 from inferencekit.quality.sampling_collect import SamplingPlan
 from inferencekit.quality.sampling_run import DEFAULT_SETTINGS, OWN_FIELDS, run_sampling_check
+from inferencekit.quality.sampling_sequential import draw_looks
 from inferencekit.quality.trajectory import select_prompts
 from inferencekit.rundir import RunDir
 
@@ -52,14 +53,17 @@ def _measured(rec: dict[str, Any]) -> Result:
 
 
 def sampler_task(url: str, run: RunDir, sizes: TaskSizes, *, label: str, model: str | None, api_key_env: str | None,
-                 timeout: float, extra_body: dict[str, Any], ctk: dict[str, Any], quiet: bool) -> Result:
+                 timeout: float, extra_body: dict[str, Any], ctk: dict[str, Any], quiet: bool,
+                 fixed: bool = False) -> Result:
     """``quality sampling`` with its default settings (temperature 1, top_k 20, top_p 1, min_p 0; --extra-body's
-    fields over them) on ``sizes.sampler_prompts`` dev prompts × ``sizes.sampler_seeds`` draws."""
+    fields over them) on ``sizes.sampler_prompts`` dev prompts × ``sizes.sampler_seeds`` draws at most: drawn in
+    rounds and stopped once decided (``quality/sampling_sequential.py``), every draw with ``fixed``."""
     policy = body_policy(extra_body, ctk, fixed=OWN_FIELDS, operation="quality sampling")
     pset = load_prompt_set("dev")
     prompts = select_prompts(pset.prompts, sizes.sampler_prompts)
     plan = SamplingPlan(send={**DEFAULT_SETTINGS, **policy.extra}, seeds=sizes.sampler_seeds,
-                        ctk=policy.chat_template_kwargs, notes=policy.limitations())
+                        ctk=policy.chat_template_kwargs, notes=policy.limitations(),
+                        looks=() if fixed else draw_looks(sizes.sampler_seeds))
     try:
         rec = run_sampling_check(url, run, prompts, plan, label=label, model=model, api_key_env=api_key_env,
                                  timeout=timeout, margin=sizes.sampler_margin, resamples=2000, bootstrap_seed=0,
@@ -67,7 +71,10 @@ def sampler_task(url: str, run: RunDir, sizes: TaskSizes, *, label: str, model: 
     except (OpError, ValueError) as e:
         return "NOT RUN", str(e), []
     d = rec["data"]
-    return d["verdict"], f"{d['reason']} ({len(prompts)} prompts × {sizes.sampler_seeds} draws)", [rec]
+    seq = d.get("sequential")
+    drawn = (f"{seq['draws_per_prompt']} of at most {sizes.sampler_seeds} draws, stopped at look {seq['look']}"
+             if seq else f"{sizes.sampler_seeds} draws")
+    return d["verdict"], f"{d['reason']} ({len(prompts)} prompts × {drawn}; {d['requests']} requests)", [rec]
 
 
 def gsm8k_task(url: str, run: RunDir, sizes: TaskSizes, *, label: str, model: str | None, api_key_env: str | None,

@@ -1,0 +1,147 @@
+"""The sampler check's sequential rule: draw in rounds, judge at each round's end, stop once decided (issue 24).
+
+The fixed check takes S seeded draws per prompt and judges once. Sequentially, the S draws are split into K
+rounds (``draw_looks``: after S/K, 2S/K, …, S draws per prompt) and the data are judged after each round. What
+the rule states beforehand (``describe_rule`` writes it into the record):
+
+- **excess TV** (the distribution check). Honest hypothesis: the mean excess TV over the informative prompts is
+  at most 0 (draws follow the implied distribution); the smallest cheat it must catch: a mean excess of the
+  pre-registered ``margin`` (an engine ignoring temperature shows about 1 − p_max per prompt, far beyond it).
+  Each look judges the percentile-bootstrap interval at coverage 1 − α/K (``look_confidence``): by the union
+  bound (Bonferroni) the K intervals cover the true mean together with probability ≥ 1 − α, so the interval
+  printed at a data-dependent stop keeps its coverage (a group-sequential design with Bonferroni α-spending:
+  C. Jennison and B. W. Turnbull, *Group Sequential Methods with Applications to Clinical Trials*, Chapman &
+  Hall 2000, §2; the interval's own coverage is the bootstrap's, approximate over few prompts). A false FAIL
+  (lower end beyond the margin with an honest sampler) and a missed cheat (upper end within it with the mean at
+  the margin or beyond) are then each at most α/2 = 2.5%.
+- **out of support** (draws outside the kept set). Honest hypothesis: at most ``OOS_P0`` (0.5%, the fixed
+  check's limit) of draws fall outside; the smallest cheat: ``OOS_P1`` (3%) of draws outside (a pruned
+  vocabulary or a filter applied wrongly puts mass there on every prompt). Wald's SPRT on the pooled draws
+  (``inferencekit.sequential``), α = β = 0.05, checked at the looks only (checking less often than every
+  draw only lowers the chance of crossing a boundary, so Wald's bounds still hold); a PASS prints the
+  Beta(1, 1)-mixture confidence-sequence upper bound of the rate, valid at the stop.
+- **all draws greedy** (temperature ignored): the fixed check's exact test at ``GREEDY_ONLY_ALPHA`` (10⁻⁶); over
+  K looks the union bound makes it K·10⁻⁶ at most.
+
+A look *decides* when the verdict is settled: FAIL (any check), PASS (the TV interval within the margin and
+the SPRT at its PASS boundary), or UNPROVEN for settings the check cannot model (nothing it computes applies).
+Otherwise the next round is drawn: an UNPROVEN for too few informative prompts or an incomplete prompt goes on
+to the cap, since more draws can still show a FAIL. At the cap (S draws, today's count), the last look's verdict
+stands, the SPRT's undecided state falling back to the fixed check's Wilson rule.
+
+Pure: no HTTP; ``quality/sampling_collect.py`` sends the rounds and calls ``judge_look``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from inferencekit.quality.sampling import OOS_MAX, judge_sampling
+from inferencekit.sequential import SprtPlan, cs_upper_bound, sprt_decision
+
+__all__ = ["LOOKS", "OOS_P0", "OOS_P1", "SEQ_ALPHA", "describe_rule", "draw_looks", "judge_look", "look_confidence",
+           "oos_plan"]
+
+SEQ_ALPHA = 0.05
+"""The check's overall error rate, split over the looks (Bonferroni) for the TV interval; α and β of the SPRT."""
+LOOKS = 4
+"""Rounds the S draws per prompt are split into (S/4 each)."""
+OOS_P0 = OOS_MAX
+"""Out-of-support share an honest sampler stays at or below (the fixed check's limit, 0.5%)."""
+OOS_P1 = 0.03
+"""The smallest out-of-support share the sequential rule must catch (3% of draws)."""
+
+
+def draw_looks(seeds: int, looks: int = LOOKS) -> tuple[int, ...]:
+    """Draws per prompt at each look: ``ceil(seeds·i/looks)`` for i = 1..looks, repeats removed (fewer seeds
+    than looks gives fewer looks).
+
+    Raises:
+        ValueError: ``seeds`` or ``looks`` below 1.
+    """
+    if seeds < 1 or looks < 1:
+        raise ValueError(f"need seeds ≥ 1 and looks ≥ 1, got {seeds}, {looks}")
+    return tuple(sorted({math.ceil(seeds * i / looks) for i in range(1, looks + 1)}))
+
+
+def look_confidence(n_looks: int, alpha: float = SEQ_ALPHA) -> float:
+    """Coverage of each look's TV interval: 1 − α/K, the Bonferroni share of K looks (0.9875 for K = 4)."""
+    if n_looks < 1:
+        raise ValueError(f"need at least one look, got {n_looks}")
+    return 1 - alpha / n_looks
+
+
+def oos_plan(prompts: int, seeds: int) -> SprtPlan:
+    """The out-of-support SPRT for ``prompts`` × ``seeds`` draws (the cap)."""
+    return SprtPlan(trial="one seeded draw; a hit is a draw outside the set the settings keep", p0=OOS_P0,
+                    p1=OOS_P1, alpha=SEQ_ALPHA, beta=SEQ_ALPHA, cap=max(1, prompts * seeds))
+
+
+def describe_rule(prompts: int, seeds: int, looks: Sequence[int]) -> dict[str, Any]:
+    """The sequential rule as the record states it, before any draw."""
+    return {"method": "group-sequential: the draws in rounds, judged after each; TV by a bootstrap interval at "
+                      "Bonferroni-split coverage (Jennison & Turnbull 2000, §2), out-of-support by Wald's SPRT",
+            "looks": list(looks), "cap_draws_per_prompt": seeds, "look_confidence": look_confidence(len(looks)),
+            "alpha": SEQ_ALPHA,
+            "tv": {"honest": "mean excess TV ≤ 0", "smallest_cheat": "mean excess TV ≥ the margin",
+                   "false_fail_max": SEQ_ALPHA / 2, "miss_max": SEQ_ALPHA / 2},
+            "out_of_support": oos_plan(prompts, seeds).describe(),
+            "at_cap": "the last look's verdict; an undecided SPRT falls back to the fixed Wilson rule"}
+
+
+def _provisional(per_prompt: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Rows for a look before the second logprob list exists: the first list stands for both (tolerance then
+    stays at ``LOGPROB_TOL``); the final judgement uses the real second list."""
+    return [{**r, "top_again": r["top_again"] if r.get("top_again") is not None else r.get("top")} for r in per_prompt]
+
+
+def judge_look(per_prompt: Sequence[Mapping[str, Any]], *, looks: Sequence[int], look: int,
+               sampling: Mapping[str, Any], margin: float, resamples: int, seed: int,
+               **kw: Any) -> tuple[dict[str, Any], bool]:
+    """Judge the draws so far at look ``look`` (0-based index into ``looks``): ``(result, decided)``.
+
+    ``result`` is ``judge_sampling``'s at ``look_confidence(len(looks))``, with ``n_seeds = looks[look]`` and the
+    out-of-support check replaced by the SPRT decision, plus ``sequential`` (the rule's state at this look).
+    ``decided`` is True when more draws cannot change the verdict (module docstring), or at the last look.
+    Rows without ``top_again`` (drawn, second list not yet asked) use their first list for both.
+
+    Raises:
+        ValueError: as ``judge_sampling``; ``look`` outside ``looks``.
+    """
+    if not 0 <= look < len(looks):
+        raise ValueError(f"look {look} outside the {len(looks)} planned looks")
+    rows = _provisional(per_prompt)
+    n, last = looks[look], look == len(looks) - 1
+    conf = look_confidence(len(looks))
+    first = judge_sampling(rows, sampling=sampling, margin=margin, resamples=resamples, seed=seed, n_seeds=n,
+                           confidence=conf, **kw)
+    oos = first["checks"]["out_of_support"]
+    plan = oos_plan(len(per_prompt), looks[-1])
+    state = sprt_decision(plan, oos["draws"], oos["of"]) if oos["of"] else None
+    if state is not None and state.decision in ("PASS", "FAIL"):
+        bound = cs_upper_bound(oos["draws"], oos["of"], SEQ_ALPHA)
+        why = (f"SPRT {state.decision} at {oos['of']} draws, α = β = {SEQ_ALPHA:g}; rate ≤ {bound:.2%} by the 95% "
+               "confidence sequence")
+        res = judge_sampling(rows, sampling=sampling, margin=margin, resamples=resamples, seed=seed, n_seeds=n,
+                             confidence=conf, oos_decision=(state.decision, why), **kw)
+        res["checks"]["out_of_support"]["cs_upper"] = bound
+        if res["verdict"] == "PASS":
+            res["reason"] += f"; out of support: {why}"
+    elif state is not None and not last:
+        res = judge_sampling(rows, sampling=sampling, margin=margin, resamples=resamples, seed=seed, n_seeds=n,
+                             confidence=conf, oos_decision=("UNPROVEN", f"SPRT undecided at {oos['of']} draws"),
+                             **kw)
+    else:  # the cap (or no draw to judge): the fixed Wilson rule stands
+        res = first
+    tv = res["checks"]["excess_tv"]["verdict"]
+    # settings the check cannot model: nothing it computes applies, more draws change nothing. An UNPROVEN for
+    # too few informative prompts or an incomplete prompt is not a stop: more draws can still show a FAIL
+    decided = last or res["verdict"] == "FAIL" or bool(res["checks"]["settings"]["unmodelled"]) or (
+        res["verdict"] == "PASS" and tv == "PASS" and state is not None and state.decision == "PASS")
+    why = ("the cap" if last and res["verdict"] not in ("PASS", "FAIL") else
+           f"{res['verdict']} decided" if decided else "undecided: another round")
+    res["sequential"] = {"look": look + 1, "looks": list(looks), "draws_per_prompt": n, "confidence": conf,
+                         "oos_sprt": state.to_json() if state else None, "decided": decided, "why": why}
+    return res, decided

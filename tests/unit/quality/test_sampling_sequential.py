@@ -1,0 +1,122 @@
+"""The sampler check's sequential rule on simulated engines: where it stops, what it says, what the record states."""
+
+import pytest
+
+from inferencekit.quality.sampling_sequential import (
+    OOS_P0,
+    OOS_P1,
+    describe_rule,
+    draw_looks,
+    judge_look,
+    look_confidence,
+    oos_plan,
+)
+from inferencekit.sequential import cs_upper_bound
+from tests.unit.quality.test_sampling import HONEST, prompts
+
+LOOKS = draw_looks(64)
+ARGS = {"sampling": HONEST, "margin": 0.05, "resamples": 2000, "seed": 0}
+
+
+def upto(per_prompt, n):
+    """Each prompt's first ``n`` draws (seeds 0..n-1): what a look at ``n`` draws per prompt sees."""
+    return [{**r, "draws": {s: t for s, t in r["draws"].items() if s < n}} for r in per_prompt]
+
+
+def run_rounds(per_prompt):
+    """Judge look after look until decided, as the collector does: (result, looks judged)."""
+    return run_rounds_with(per_prompt)
+
+
+def run_rounds_with(per_prompt, **kw):
+    for i, n in enumerate(LOOKS):
+        res, decided = judge_look(upto(per_prompt, n), looks=LOOKS, look=i, **{**ARGS, **kw})
+        if decided:
+            return res, i + 1
+    raise AssertionError("the last look always decides")
+
+
+def test_looks_split_the_draws_in_four_rounds():
+    assert draw_looks(64) == (16, 32, 48, 64)
+    assert draw_looks(10) == (3, 5, 8, 10)
+    assert draw_looks(2) == (1, 2)  # fewer seeds than looks: fewer looks
+    with pytest.raises(ValueError):
+        draw_looks(0)
+    assert look_confidence(4) == pytest.approx(0.9875)
+    assert look_confidence(1) == pytest.approx(0.95)
+
+
+def test_honest_engine_stops_before_the_cap_with_a_pass():
+    res, looks = run_rounds(prompts(1, n_prompts=16))
+    assert res["verdict"] == "PASS", res["reason"]
+    assert looks < len(LOOKS)
+    seq = res["sequential"]
+    assert seq["decided"] and seq["draws_per_prompt"] == LOOKS[looks - 1]
+    tv = res["checks"]["excess_tv"]
+    assert tv["confidence"] == pytest.approx(0.9875) and tv["ci95"][1] <= 0.05
+    assert "98.75% CI" in tv["reason"]
+    oos = res["checks"]["out_of_support"]
+    assert oos["verdict"] == "PASS" and seq["oos_sprt"]["decision"] == "PASS"
+    # the confidence-sequence bound printed on the PASS: valid at this data-dependent stop, wider than Wilson's
+    assert oos["cs_upper"] == pytest.approx(cs_upper_bound(0, oos["of"]))
+    assert oos["draws"] == 0 and 0 < oos["cs_upper"] < 0.05
+    assert f"rate ≤ {oos['cs_upper']:.2%} by the 95% confidence sequence" in res["reason"]
+
+
+def test_temperature_ignored_engine_fails_at_the_first_look():
+    res, looks = run_rounds(prompts(1, n_prompts=16, engine="greedy"))
+    assert looks == 1
+    assert res["verdict"] == "FAIL"
+    assert res["checks"]["greedy_only"]["verdict"] == "FAIL"
+
+
+def test_pruned_vocabulary_fails_by_the_sprt():
+    res, looks = run_rounds(prompts(2, n_prompts=16, engine="pruned"))
+    assert res["verdict"] == "FAIL"
+    assert res["sequential"]["oos_sprt"]["decision"] == "FAIL"
+    assert "SPRT FAIL" in res["reason"]
+    assert looks == 1
+
+
+def test_an_incomplete_prompt_is_unproven_at_the_cap_not_a_stop():
+    pp = prompts(1, n_prompts=16)
+    pp[3]["error"] = "HTTP 500"
+    res, looks = run_rounds(pp)  # more draws could still show a FAIL: the rounds go on
+    assert looks == len(LOOKS) and res["verdict"] == "UNPROVEN"
+    assert res["sequential"]["why"] == "the cap"
+
+
+def test_too_few_prompts_still_catch_a_greedy_engine():
+    # 4 prompts can never PASS (8 needed) but the all-greedy test FAILs once enough draws are in
+    res, looks = run_rounds(prompts(1, n_prompts=4, engine="greedy"))
+    assert res["verdict"] == "FAIL" and res["checks"]["greedy_only"]["verdict"] == "FAIL"
+    assert res["checks"]["greedy_only"]["draws"] == 4 * LOOKS[looks - 1]
+
+
+def test_settings_it_cannot_model_stop_at_the_first_look():
+    res, looks = run_rounds_with(prompts(1, n_prompts=16), sampling={**HONEST, "repetition_penalty": 1.1})
+    assert looks == 1 and res["verdict"] == "UNPROVEN" and "repetition_penalty" in res["reason"]
+
+
+def test_an_undecided_interval_draws_another_round():
+    # at 16 draws the widened interval of 8 prompts does not reach under a tight margin; the rule goes on
+    pp = prompts(5, n_prompts=8)
+    res, decided = judge_look(upto(pp, 16), looks=LOOKS, look=0, **{**ARGS, "margin": 0.001})
+    assert not decided and res["sequential"]["why"] == "undecided: another round"
+    assert res["checks"]["excess_tv"]["verdict"] == "UNPROVEN"
+
+
+def test_the_last_look_decides_and_falls_back_to_the_wilson_rule():
+    pp = prompts(5, n_prompts=8)
+    res, decided = judge_look(pp, looks=LOOKS, look=3, **{**ARGS, "margin": 0.001})
+    assert decided and res["sequential"]["why"] == "the cap"
+    assert res["verdict"] == "UNPROVEN"
+
+
+def test_the_rule_is_stated_before_any_draw():
+    rule = describe_rule(16, 64, LOOKS)
+    assert rule["looks"] == [16, 32, 48, 64] and rule["look_confidence"] == pytest.approx(0.9875)
+    oos = rule["out_of_support"]
+    assert (oos["p0"], oos["p1"], oos["alpha"], oos["beta"], oos["cap"]) == (OOS_P0, OOS_P1, 0.05, 0.05, 1024)
+    assert "SPRT" in oos["method"] and "Bonferroni" in rule["method"]
+    assert oos_plan(16, 64).pass_at < 0 < oos_plan(16, 64).fail_at
