@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -162,6 +162,13 @@ def size_probes(s: ProbeSettings, prompts: Sequence[Prompt], sampling_prompts: i
         raise OpError(f"prompt set {what!r} has {pool} usable chat prompts; the probes need {prompts_needed(s)}")
 
 
+def with_bypass(rec: ProbeRecord, drop: Sequence[str], bypass: Callable[[], dict[str, Any]] | None) -> ProbeRecord:
+    """A copy of ``rec`` for another engine: the fields ``drop`` (the first engine's cache bypass) taken out of its
+    body and that engine's own bypass (``Dialect.cache_bypass``, or nothing) put in."""
+    body = {k: v for k, v in rec["body"].items() if k not in drop}
+    return {**rec, "body": {**body, **(bypass() if bypass else {})}}
+
+
 async def run_gate_probes(client: Client, info: EngineInfo, run: RunDir, s: GateRunSettings, prompts: list[Prompt], *,
                           engine: str, extra: dict[str, Any], ctk: dict[str, Any], tokenizer: Tokenizer | None,
                           api_key_env: str | None, reference_key_env: str | None, quiet: bool = True) -> str:
@@ -199,6 +206,7 @@ async def run_gate_probes(client: Client, info: EngineInfo, run: RunDir, s: Gate
             async with Client(Endpoint.parse(s.reference_url, reference_key_env), timeout_s=client.timeout_s) as ref:
                 ref_info = await detect_engine(ref)
                 bar.on_level("rare strings on the reference engine", len(rare))
+                rare = [with_bypass(r, s.probes.cache_bypass or [], ref_info.dialect.cache_bypass) for r in rare]
                 records += await send_probes(ref, rare, log, optional=OPTIONAL_FIELDS, kind_suffix="_reference",
                                              model=str(ref_info.model), on_done=tick)
         if s.spec_off_url:

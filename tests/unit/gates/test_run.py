@@ -1,4 +1,4 @@
-"""``gates run``'s sizing of the probes to a prompt set (``gates/run.py`` ``size_probes``)."""
+"""``gates run``: the probes sized to a prompt set (``size_probes``), the reference copies (``with_bypass``)."""
 
 from __future__ import annotations
 
@@ -35,3 +35,14 @@ def test_the_public_set_draws_no_ignore_eos_prompt_so_it_has_three_more_for_samp
     s = ProbeSettings()
     size_probes(s, sealed(22), None, "dev")
     assert s.sampling_prompts == 7 and s.sampling_shrunk_from == 8
+
+
+def test_a_reference_copy_swaps_the_engines_cache_bypass_for_the_references():
+    from inferencekit.api.dialects import DIALECTS
+    from inferencekit.gates.run import with_bypass
+
+    rec = {"id": "r0.rare", "kind": "rare", "key": "r0", "body": {"model": "m", "cache_prompt": False, "seed": 1}}
+    to_vllm = with_bypass(rec, ["cache_prompt"], DIALECTS["vllm"].cache_bypass)
+    assert set(to_vllm["body"]) == {"model", "seed", "cache_salt"} and len(to_vllm["body"]["cache_salt"]) == 32
+    assert rec["body"]["cache_prompt"] is False  # the engine's own record is not changed
+    assert with_bypass(rec, ["cache_prompt"], None)["body"] == {"model": "m", "seed": 1}

@@ -9,7 +9,8 @@ to a reference engine.
 A probe is judged on its core string: a slip in a random ASCII nonce is a model's copy error, which a
 pruned vocabulary cannot cause (a limitation, not a miss). A refused rare probe is a miss (refusing is
 what an engine hiding a pruned vocabulary would do) unless the reference refused it too; a miss the
-reference also missed is not counted. These rules are the seed's ``gate_rare``.
+reference also missed is not counted. These rules are the seed's ``gate_rare``. A reply that lost the leading
+ASCII nonce went wrong before the rare string and is not judged either (inferencekit's: see ``_diverged_before``).
 
 One addition (inferencekit's): a string the reference engine also failed to copy verbatim still counts
 when the reference's reply holds rare characters of it (non-ASCII) that the engine's reply lacks
@@ -72,6 +73,8 @@ class RareRow:
     lost_characters: str | None = None
     framed: bool = False  # the reply holds both nonces: the model attempted the copy
     omitted: bool = False  # framed, yet none of the core's rare characters (or, for an ASCII core, nothing between)
+    diverged: bool = False  # answered, missed, and the leading ASCII nonce is not in the reply: the copy went wrong
+    # before the rare string was reached
 
 
 def _reference_outcome(record: ProbeRecord | None, core: str) -> str | None:
@@ -99,11 +102,23 @@ def _row(record: ProbeRecord, reference: ProbeRecord | None) -> RareRow:
     text = generated_text(reply)
     whole = reproduced(target, text)
     hit = whole or reproduced(core, text)
-    lost = _lost_characters(core, reference, text) if not hit and ref == "miss" else ""
+    diverged = not hit and _diverged_before(target, core, text)
+    lost = _lost_characters(core, reference, text) if not hit and ref == "miss" and not diverged else ""
     framed, omitted = _framing(target, core, text)
     return RareRow(key, cls, target, refused=False, core_reproduced=hit, nonces_intact=whole, reference=ref,
-                   counted=not hit and (ref != "miss" or bool(lost)), got=text[:200], lost_characters=lost or None,
-                   framed=framed, omitted=not hit and omitted)
+                   counted=not hit and not diverged and (ref != "miss" or bool(lost)), got=text[:200],
+                   lost_characters=lost or None, framed=framed, omitted=not hit and omitted, diverged=diverged)
+
+
+def _diverged_before(target: str, core: str, text: str) -> bool:
+    """The reply lacks the target's leading ASCII nonce: the copy went wrong before the rare string.
+
+    No pruned vocabulary or masked block removes plain ASCII, so such a reply shows nothing about the rare
+    tokens. llama-server with its prompt cache on answers the same greedy request differently when part of the
+    prompt came from the cache (observed 6 Dec 2026: ``"Kwadwv,\n\nI'm glad…"`` for ``"Kdwv विज्ञान … wNAa"``
+    after a 24-token cache hit, the copy after a 97-token one), so such a slip can fall on either engine."""
+    words = target.split(" ")
+    return len(words) >= 3 and core != target and words[0] not in text
 
 
 def _framing(target: str, core: str, text: str) -> tuple[bool, bool]:
@@ -156,24 +171,28 @@ def gate_rare_tokens(records: Sequence[ProbeRecord], reference_given: bool) -> G
     - FAIL (with a reference): counted misses, naming the classes, e.g. ``"2/9 rare strings not
       reproduced verbatim (hangul)"``;
     - UNPROVEN: counted misses without a reference (docs/design.md departure); or probes refused by both engines;
-    - PASS: every core string reproduced (or missed by the reference too).
+    - UNPROVEN when no string is left to judge (every reply went wrong before its string: ``_diverged_before``);
+    - PASS: every core string reproduced (or missed by the reference too, or not reached: a reply that lost the
+      leading ASCII nonce is the model's slip, set aside as a limitation).
 
     Metrics: ``probes``, ``answered``, ``refused``, ``reproduced``, ``nonce_slips``, ``counted_misses``,
-    ``missed_by_reference_too``, ``reference_failed``.
+    ``missed_by_reference_too``, ``diverged_before_string``, ``reference_failed``.
     """
     rows = rare_rows(records)
     if not rows:
         return Gate("rare_tokens", "NOT RUN", "no rare-string probe was sent")
     misses = [r for r in rows if r.counted]
     slips = [r for r in rows if r.core_reproduced and not r.nonces_intact]
-    shared_misses = [r for r in rows if not r.refused and not r.core_reproduced and r.reference == "miss"]
+    diverged = [r for r in rows if r.diverged]
+    shared_misses = [r for r in rows if not r.refused and not r.core_reproduced and r.reference == "miss"
+                     and not r.diverged]
     both_refused = [r for r in rows if r.refused and not r.counted]
     ref_failed = pr.failed([rec for rec in records if rec.get("kind") == "rare_reference"])
     answered = sum(not r.refused for r in rows)
     hits = sum(r.core_reproduced for r in rows)
     metrics = {"probes": len(rows), "answered": answered, "refused": len(rows) - answered, "reproduced": hits,
                "nonce_slips": len(slips), "counted_misses": len(misses), "missed_by_reference_too": len(shared_misses),
-               "reference_failed": len(ref_failed)}
+               "diverged_before_string": len(diverged), "reference_failed": len(ref_failed)}
     limitations = []
     if not reference_given:
         limitations.append("no reference engine: a rare string copied with part of it wrong may be the model's own "
@@ -194,6 +213,10 @@ def gate_rare_tokens(records: Sequence[ProbeRecord], reference_given: bool) -> G
         limitations.append(f"{len(slips)} rare string(s) were copied intact while a random ASCII nonce around them "
                            "was not; the nonces are plain ASCII, which no vocabulary pruning removes, so these are the "
                            "model's copying slips and are not counted as misses")
+    if diverged:
+        limitations.append(f"{len(diverged)} repl(ies) went wrong in the leading ASCII nonce, before the rare string "
+                           "was reached; plain ASCII is in every vocabulary, so these are the model's slips and were "
+                           f"not judged (keys: {', '.join(r.key for r in diverged[:8])})")
     if ref_failed:
         limitations.append(pr.fail_note(ref_failed, "reference probe") + ": those strings were judged without the "
                            "reference")
@@ -233,11 +256,15 @@ def gate_rare_tokens(records: Sequence[ProbeRecord], reference_given: bool) -> G
     said = f"{hits}/{len(rows)} rare strings reproduced verbatim"
     said += f" ({len(slips)} inside a slipped ASCII nonce)" if slips else ""
     said += f"; {len(shared_misses)} missed by the reference engine too (not counted)" if shared_misses else ""
+    said += f"; {len(diverged)} went wrong before the rare string (not judged)" if diverged else ""
     if both_refused:
         return Gate("rare_tokens", "UNPROVEN", f"{said}; {len(both_refused)} refused by both engines (not judged)",
                     metrics, [asdict(r) for r in both_refused + slips], limitations)
-    judged = len(rows) - len(shared_misses)
-    return Gate("rare_tokens", "PASS", said, metrics, [asdict(r) for r in slips], limitations, judged=judged,
+    judged = len(rows) - len(shared_misses) - len(diverged)
+    if judged == 0:
+        return Gate("rare_tokens", "UNPROVEN", f"{said}; no rare string was left to judge", metrics,
+                    [asdict(r) for r in slips + diverged], limitations)
+    return Gate("rare_tokens", "PASS", said, metrics, [asdict(r) for r in slips + diverged], limitations, judged=judged,
                 rules_out=rules_out(0, judged, "rare strings the engine could not write", "share of unwritable "
                                     "strings") if judged else "")
 

@@ -193,9 +193,10 @@ def plan_probes(prompts: Sequence[Prompt], s: ProbeSettings, *, model: str, extr
         count_fields: the engine dialect's fields that make the stream carry token ids / logprob entries.
         neutral: the dialect's fields that undo a distribution-changing server default (``neutral_sampling``).
         cache_bypass: the dialect's per-request prompt-cache bypass (``Dialect.cache_bypass``), called once per
-            caching probe (vLLM's salt is fresh each call) and set last in its body, over ``extra``: the caching
-            gate asks whether a repeat is served from a cache the engine was told not to use
-            (``gates/judges/caching.py``), so an honest engine's prompt cache left on is not a FAIL.
+            caching and rare-string probe (vLLM's salt is fresh each call) and set last in its body, over
+            ``extra``: the caching gate asks whether a repeat is served from a cache the engine was told not to
+            use (``gates/judges/caching.py``), so an honest engine's prompt cache left on is not a FAIL; a rare
+            copy is compared with the reference engine's greedy copy, which a partial cache hit can change.
 
     Raises:
         OpError: the prompt set has fewer usable prompts than the plan needs.
@@ -218,10 +219,10 @@ def plan_probes(prompts: Sequence[Prompt], s: ProbeSettings, *, model: str, extr
     chains: list[list[list[ProbeRecord]]] = []  # chains of units; a unit goes out as one contiguous run
     singles: list[ProbeRecord] = []
     echo_max = max(s.max_tokens, s.echo_tokens)
-    if "caching" in gates:
-        def bypass() -> dict[str, Any]:
-            return dict(cache_bypass()) if cache_bypass else {}
+    def bypass() -> dict[str, Any]:
+        return dict(cache_bypass()) if cache_bypass else {}
 
+    if "caching" in gates:
         texts = [fresh() for _ in range(s.cache_prompts)]
         firsts = [_probe("cache_first", f"c{i}", b.chat(t, s.max_tokens, **bypass())) for i, t in enumerate(texts)]
         repeats = [_probe("cache_repeat", f"c{i}", b.chat(t, s.max_tokens, **bypass())) for i, t in enumerate(texts)]
@@ -249,7 +250,10 @@ def plan_probes(prompts: Sequence[Prompt], s: ProbeSettings, *, model: str, extr
         singles += _hidden(b, fresh, rng, s)
     if "rare_tokens" in gates:
         for i, (cls, target) in enumerate(pt.rare_targets(rng, s.rare_per_class)):
-            singles.append(_probe("rare", f"r{i}", b.chat(pt.echo_prompt(target, pt.echo_style(rng)), echo_max),
+            # cold like the caching probes: the copy and its reference copy must not depend on what the prompt
+            # cache held (llama-server's greedy replies differ after partial hits: docs/gates.md, rare_tokens)
+            singles.append(_probe("rare", f"r{i}", b.chat(pt.echo_prompt(target, pt.echo_style(rng)), echo_max,
+                                                          **bypass()),
                                   **{"class": cls, "target": target, "core": pt.rare_core(target)}))
     units = pt.interleave([*chains, *([[p]] for p in singles)], rng)
     return warm + [p for unit in units for p in unit]

@@ -200,3 +200,29 @@ def test_one_string_per_class_says_the_per_class_rule_cannot_fire():
     # with a reference every miss is judged against it: no such limitation
     with_ref = gate_rare_tokens(ALL_COPIED, reference_given=True)
     assert not any("classes were sent fewer" in x for x in with_ref.limitations)
+
+
+def test_a_reply_that_went_wrong_before_the_string_is_not_judged():
+    # recorded on llama-server, prompt cache on (6 Dec 2026): the engine's greedy reply lost the leading nonce
+    # after a partial cache hit while the reference copy (same server, longer cache hit) got the string
+    core = "विज्ञान और प्रौद्योगिकी"
+    t = f"Kdwv {core} wNAa"
+    eng = rare("r16", "devanagari", core, reply("Kwadwv,\n\nI'm glad to see that you're enjoying the world"))
+    eng["meta"]["target"] = t
+    ref = rare("r16", "devanagari", core, reply(f"|>KwDv {core} wNaA."), "rare_reference")
+    ref["meta"]["target"] = t
+    recs = [copied("r0", "cjk"), copied("r0", "cjk", "rare_reference"), eng, ref]
+    g = gate_rare_tokens(recs, reference_given=True)
+    assert g.verdict == "PASS", g.reason
+    assert g.reason == "1/2 rare strings reproduced verbatim; 1 went wrong before the rare string (not judged)"
+    assert g.metrics["diverged_before_string"] == 1 and g.metrics["counted_misses"] == 0
+    assert g.judged == 1 and any("leading ASCII nonce" in x and "r16" in x for x in g.limitations)
+    # the same reply with the nonce copied and the string lost still FAILs
+    eng["reply"] = reply("Kdwv and then nothing wNAa")
+    assert gate_rare_tokens(recs, reference_given=True).verdict == "FAIL"
+
+
+def test_nothing_reached_is_unproven_not_pass():
+    eng = rare("r1", "hangul", STRINGS["hangul"], reply("Sure, here is a poem about spring."))
+    g = gate_rare_tokens([eng], reference_given=True)
+    assert g.verdict == "UNPROVEN" and g.metrics["diverged_before_string"] == 1

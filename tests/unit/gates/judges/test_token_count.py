@@ -162,9 +162,29 @@ def test_fail_retokenized_far_from_stream():
     assert gate.verdict == "FAIL" and gate.details[0]["problem"] == "re-tokenized 30 vs streamed 40"
     # within max(2, 2 %) it agrees
     assert gate_token_count([row(usage=40, streamed=40, retok=38, max_tokens=64)], tokenizer="tok").verdict == "PASS"
-    # without a stream, the text is judged against usage
-    usage_only = judge_counts([row(usage=100, retok=80, max_tokens=128)])
-    assert usage_only["bad"][0]["problem"] == "re-tokenized 80 vs usage 100"
+    # without a stream, the text is judged against usage: a text above usage is a mismatch at once
+    over = judge_counts([row(usage=80, retok=100, max_tokens=128)])
+    assert over["bad"][0]["problem"] == "re-tokenized 100 vs usage 80"
+
+
+def test_usage_above_the_text_without_a_stream_fails_only_on_most_replies():
+    # recorded on llama-server (6 Dec 2026): a greedy warm-up generated "\n\n" as a non-canonical split
+    honest = row(key="warmup:w1.warmup", usage=24, retok=21, max_tokens=24)
+    agree = [row(key=f"warmup:w{i}", usage=24, retok=24, max_tokens=24) for i in range(2, 5)]
+    judged = judge_counts([honest, *agree])
+    assert not judged["bad"] and judged["checked"] == 3
+    assert judged["retok_only"][0]["problem"] == "re-tokenized 21 vs usage 24: usage above the text's own split"
+    gate = gate_token_count([honest, *agree], tokenizer="tok")
+    assert gate.verdict == "PASS" and gate.metrics["retokenize_only_gaps"] == 1
+    assert any("non-canonical split" in x and "warmup:w1.warmup" in x for x in gate.limitations)
+    # inflated on 3 of 4 replies without a stream: a miscount
+    inflated = [row(key=f"cache_first:c{i}", usage=30, retok=24, max_tokens=32) for i in range(3)]
+    judged = judge_counts([*inflated, agree[0]])
+    assert len(judged["bad"]) == 3 and judged["checked"] == 4
+    assert judged["bad"][0]["problem"] == ("re-tokenized 24 vs usage 30: usage above the text's own split, on 3 of 4 "
+                                           "replies without a stream")
+    # two of four are not a majority: set aside
+    assert not judge_counts([*inflated[:2], *agree[:2]])["bad"]
 
 
 def test_fail_details_put_offending_rows_first_and_cap_them():

@@ -132,18 +132,18 @@ def test_ignore_eos_candidates_are_raised_only_where_the_dialect_streams_some(co
     assert tops == {want}
 
 
-def test_caching_probes_carry_the_dialects_bypass_over_extra_body_and_nothing_else_does():
+def test_caching_and_rare_probes_carry_the_dialects_bypass_over_extra_body_and_nothing_else_does():
     from inferencekit.api.dialects import DIALECTS
 
     s = ProbeSettings(seed=5)
     plan = plan_probes(DEV, s, model="m", extra={"cache_prompt": True},
                        cache_bypass=DIALECTS["llama-server"].cache_bypass)
-    caching = [p for p in plan if p["kind"] in ("cache_first", "cache_repeat", "echo_orig", "echo_perturbed")]
-    assert len(caching) == 2 * (s.cache_prompts + s.echo_pairs)
+    caching = [p for p in plan if p["kind"] in ("cache_first", "cache_repeat", "echo_orig", "echo_perturbed", "rare")]
+    assert len(caching) == 2 * (s.cache_prompts + s.echo_pairs) + sum(1 for p in plan if p["kind"] == "rare") > 20
     assert all(p["body"]["cache_prompt"] is False for p in caching)  # the bypass wins over --extra-body
     assert all(p["body"]["cache_prompt"] is True for p in plan if p not in caching)
     # vLLM's bypass: a fresh salt for every caching probe, the repeat's differing from its first's
     plan = plan_probes(DEV, ProbeSettings(seed=5), model="m", cache_bypass=DIALECTS["vllm"].cache_bypass)
-    salts = [p["body"].get("cache_salt") for p in plan if p["kind"].startswith(("cache_", "echo_"))]
-    assert len(salts) == len(set(salts)) == 20 and all(isinstance(x, str) and len(x) == 32 for x in salts)
-    assert not any("cache_salt" in p["body"] for p in plan if not p["kind"].startswith(("cache_", "echo_")))
+    salts = [p["body"].get("cache_salt") for p in plan if p["kind"].startswith(("cache_", "echo_", "rare"))]
+    assert len(salts) == len(set(salts)) > 20 and all(isinstance(x, str) and len(x) == 32 for x in salts)
+    assert not any("cache_salt" in p["body"] for p in plan if not p["kind"].startswith(("cache_", "echo_", "rare")))
