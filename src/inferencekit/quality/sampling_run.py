@@ -80,14 +80,24 @@ async def _side(url: str, model: str | None, api_key_env: str | None, timeout: f
         safe_name(name, "--label")
         with ProgressBar(quiet) as bar:
             bar.on_level(f"sampler check ({name}: {len(prompts)} prompts × {plan.seeds} draws)", len(prompts))
-            def decide(rows: dict[str, dict[str, Any]], look: int) -> bool:
+            def decide(rows: dict[str, dict[str, Any]], look: int) -> tuple[bool, dict[str, Any]]:
                 per = _per_prompt({"rows": rows, "repeats": {}}, prompts)
-                return judge_look(per, looks=plan.looks, look=look,
-                                  **{k: v for k, v in kw.items() if k != "n_seeds"})[1]
+                res, stop = judge_look(per, looks=plan.looks, look=look,
+                                       **{k: v for k, v in kw.items() if k != "n_seeds"})
+                return stop, look_shown(res)
 
             got = await collect_side(client, info, prompts, plan, run.quality_dir("sampling", name),
                                      on_done=lambda r: bar.on_done("s", not r["errors"]), decide=decide)
     return got, info, name
+
+
+def look_shown(res: dict[str, Any]) -> dict[str, Any]:
+    """What one look showed, for its state in ``looks_run``: the verdict, the TV interval and the informative
+    prompts behind it, the out-of-support count and the SPRT's state."""
+    tv, oos = res["checks"]["excess_tv"], res["checks"]["out_of_support"]
+    sprt = (res.get("sequential") or {}).get("oos_sprt") or {}
+    return {"verdict": res["verdict"], "excess_tv_ci": tv["ci95"], "informative_prompts": tv["n_prompts"],
+            "out_of_support": [oos["draws"], oos["of"]], "sprt": sprt.get("decision")}
 
 
 def sampling_fallbacks(got: dict[str, Any], plan: SamplingPlan) -> list[str]:

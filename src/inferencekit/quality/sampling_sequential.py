@@ -5,15 +5,18 @@ rounds (``draw_looks``: after S/K, 2S/K, …, S draws per prompt) and the data a
 the rule states beforehand (``describe_rule`` writes it into the record):
 
 - **excess TV** (the distribution check). Honest hypothesis: the mean excess TV over the informative prompts is
-  at most 0 (draws follow the implied distribution); the smallest cheat it must catch: a mean excess of the
-  pre-registered ``margin`` (an engine ignoring temperature shows about 1 − p_max per prompt, far beyond it).
+  at most 0 (draws follow the implied distribution); the smallest cheat it must catch: a sampler whose mean excess
+  at the cap (S draws, what the fixed check judges) is the ``margin``, taken as a temperature partly ignored
+  (``cheat_share``; an engine ignoring temperature entirely shows about 1 − p_max per prompt, far beyond it).
   Each look judges the percentile-bootstrap interval at coverage 1 − α/K (``look_confidence``): by the union
   bound (Bonferroni) the K intervals cover the true mean together with probability ≥ 1 − α, so the interval
   printed at a data-dependent stop keeps its coverage (a group-sequential design with Bonferroni α-spending:
   C. Jennison and B. W. Turnbull, *Group Sequential Methods with Applications to Clinical Trials*, Chapman &
-  Hall 2000, §2; the interval's own coverage is the bootstrap's, approximate over few prompts). A false FAIL
-  (lower end beyond the margin with an honest sampler) and a missed cheat (upper end within it with the mean at
-  the margin or beyond) are then each at most α/2 = 2.5%.
+  Hall 2000, §2; the interval's own coverage is the bootstrap's, approximate over few prompts). An early look
+  judges it against ``margin_at``, the excess that smallest cheat shows at that look's draws (below the margin:
+  noise hides part of a shift at few draws); the last look against the margin itself. A false FAIL (lower end
+  beyond) with an honest sampler and a PASS (upper end within) of the smallest cheat are then each at most about
+  α/2 = 2.5%.
 - **out of support** (draws outside the kept set). Honest hypothesis: at most ``OOS_P0`` (0.5%, the fixed
   check's limit) of draws fall outside; the smallest cheat: ``OOS_P1`` (3%) of draws outside (a pruned
   vocabulary or a filter applied wrongly puts mass there on every prompt). Wald's SPRT on the pooled draws
@@ -34,15 +37,19 @@ Pure: no HTTP; ``quality/sampling_collect.py`` sends the rounds and calls ``judg
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+import numpy as np
+from scipy.stats import binom
 
 from inferencekit.quality.sampling import OOS_MAX, judge_sampling
 from inferencekit.sequential import SprtPlan, cs_upper_bound, sprt_decision
 
 __all__ = ["LOOKS", "OOS_P0", "OOS_P1", "SEQ_ALPHA", "describe_rule", "draw_looks", "judge_look", "look_confidence",
-           "oos_plan"]
+           "cheat_share", "margin_at", "oos_plan"]
 
 SEQ_ALPHA = 0.05
 """The check's overall error rate, split over the looks (Bonferroni) for the TV interval; α and β of the SPRT."""
@@ -85,10 +92,81 @@ def describe_rule(prompts: int, seeds: int, looks: Sequence[int]) -> dict[str, A
                       "Bonferroni-split coverage (Jennison & Turnbull 2000, §2), out-of-support by Wald's SPRT",
             "looks": list(looks), "cap_draws_per_prompt": seeds, "look_confidence": look_confidence(len(looks)),
             "alpha": SEQ_ALPHA,
-            "tv": {"honest": "mean excess TV ≤ 0", "smallest_cheat": "mean excess TV ≥ the margin",
+            "tv": {"honest": "mean excess TV ≤ 0",
+                   "smallest_cheat": "mean excess TV at the cap ≥ the margin (a temperature partly ignored: a share "
+                                     "of each prompt's mass moved to its top token)",
+                   "early_looks": "judged against the excess that cheat shows at the look's draws (margin_at)",
                    "false_fail_max": SEQ_ALPHA / 2, "miss_max": SEQ_ALPHA / 2},
             "out_of_support": oos_plan(prompts, seeds).describe(),
             "at_cap": "the last look's verdict; an undecided SPRT falls back to the fixed Wilson rule"}
+
+
+def _expected_tv_under(p: np.ndarray, truth: np.ndarray, n: int) -> float:
+    """``E[½ Σ_i |X_i/n − p_i|]`` with ``X_i ~ Binomial(n, truth_i)``: the TV from ``p`` of n draws from ``truth``
+    (``sampling.expected_tv`` is the case truth = p)."""
+    x = np.arange(n + 1)
+    pmf = binom.pmf(x[None, :], n, truth[:, None])
+    return float(0.5 * (pmf * np.abs(x[None, :] / n - p[:, None])).sum())
+
+
+def _shown(arrays: Sequence[np.ndarray], q: float, n: int) -> float:
+    """Mean over prompts of the excess TV at n draws of each p with a share q of its mass moved to its top token."""
+    out = []
+    for a in arrays:
+        shifted = (1 - q) * a
+        shifted[int(a.argmax())] += q
+        out.append(_expected_tv_under(a, shifted, n) - _expected_tv_under(a, a, n))
+    return float(np.mean(out))
+
+
+def margin_at(implied: Sequence[Sequence[float]], n: int, margin: float, cap: int) -> float:
+    """The mean excess TV that the smallest cheat shows at ``n`` draws per prompt: the margin as an early look sees it.
+
+    The fixed check bounds the mean excess TV at its S draws (``cap``): the smallest cheat is a sampler whose mean
+    excess at S draws is the margin. The excess of a sampler off by a given TV shrinks with fewer draws (sampling
+    noise hides part of the shift), so an early look that judged against the margin itself would PASS that
+    cheat (measured: 100% of replays at 8 of 32 draws, ``make bench-sampler-calibration``). The cheat is taken
+    as a temperature partly ignored: a share q of each prompt's mass moved to its top token, p' = (1 − q)·p +
+    q·δ_top, with q found by bisection so that the mean of ``E_p'[TV_S] − E_p[TV_S]`` over the prompts is the
+    margin (exact over the binomial marginals). Returns that mean at n draws instead (the margin itself at
+    n = ``cap``; less below it). ``implied``: each informative prompt's kept probabilities (``judge_sampling``'s
+    ``implied``).
+
+    Raises:
+        ValueError: no distribution, n or cap below 1.
+    """
+    if n < 1:
+        raise ValueError(f"need n ≥ 1, got {n}")
+    arrays = _arrays(implied)
+    return _shown(arrays, cheat_share(implied, margin, cap), n)
+
+
+def _arrays(implied: Sequence[Sequence[float]]) -> list[np.ndarray]:
+    return [np.asarray(x, dtype=float) / float(np.sum(x)) for x in implied]
+
+
+def cheat_share(implied: Sequence[Sequence[float]], margin: float, cap: int) -> float:
+    """q of the smallest cheat (``margin_at``): the share of each prompt's mass moved to its top token that puts
+    the mean excess TV at ``cap`` draws at ``margin`` (1 when even all of it does not reach the margin).
+
+    Raises:
+        ValueError: no distribution, or cap below 1.
+    """
+    if not implied or cap < 1:
+        raise ValueError(f"need at least one distribution and cap ≥ 1, got {len(implied)} and {cap}")
+    return _cheat_share(tuple(tuple(float(p) for p in x) for x in implied), margin, cap)
+
+
+@functools.lru_cache(maxsize=256)
+def _cheat_share(implied: tuple[tuple[float, ...], ...], margin: float, cap: int) -> float:
+    arrays = _arrays(implied)
+    if _shown(arrays, 1.0, cap) <= margin:
+        return 1.0  # even an engine that ignores the temperature stays within: no smaller cheat
+    lo, hi = 0.0, 1.0
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if _shown(arrays, mid, cap) < margin else (lo, mid)
+    return hi
 
 
 def _provisional(per_prompt: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -117,6 +195,11 @@ def judge_look(per_prompt: Sequence[Mapping[str, Any]], *, looks: Sequence[int],
     conf = look_confidence(len(looks))
     first = judge_sampling(rows, sampling=sampling, margin=margin, resamples=resamples, seed=seed, n_seeds=n,
                            confidence=conf, **kw)
+    probs = [[p for _, p in r["implied"]] for r in first["rows"] if r["status"] == "informative"]
+    if not last and probs:  # an early look judges TV against the margin as n draws show it
+        margin = margin_at(probs, n, margin, looks[-1])
+        first = judge_sampling(rows, sampling=sampling, margin=margin, resamples=resamples, seed=seed, n_seeds=n,
+                               confidence=conf, **kw)
     oos = first["checks"]["out_of_support"]
     plan = oos_plan(len(per_prompt), looks[-1])
     state = sprt_decision(plan, oos["draws"], oos["of"]) if oos["of"] else None
@@ -143,5 +226,6 @@ def judge_look(per_prompt: Sequence[Mapping[str, Any]], *, looks: Sequence[int],
     why = ("the cap" if last and res["verdict"] not in ("PASS", "FAIL") else
            f"{res['verdict']} decided" if decided else "undecided: another round")
     res["sequential"] = {"look": look + 1, "looks": list(looks), "draws_per_prompt": n, "confidence": conf,
+                         "margin_at_look": margin,
                          "oos_sprt": state.to_json() if state else None, "decided": decided, "why": why}
     return res, decided

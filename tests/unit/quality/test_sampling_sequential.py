@@ -120,3 +120,34 @@ def test_the_rule_is_stated_before_any_draw():
     assert (oos["p0"], oos["p1"], oos["alpha"], oos["beta"], oos["cap"]) == (OOS_P0, OOS_P1, 0.05, 0.05, 1024)
     assert "SPRT" in oos["method"] and "Bonferroni" in rule["method"]
     assert oos_plan(16, 64).pass_at < 0 < oos_plan(16, 64).fail_at
+
+
+def test_each_look_states_what_it_showed():
+    from inferencekit.quality.sampling_run import look_shown
+
+    per = prompts(1, n_prompts=16)
+    res, _ = judge_look(upto(per, LOOKS[0]), looks=LOOKS, look=0, **ARGS)
+    shown = look_shown(res)
+    assert set(shown) == {"verdict", "excess_tv_ci", "informative_prompts", "out_of_support", "sprt"}
+    assert shown["verdict"] == res["verdict"] and shown["informative_prompts"] == 16
+    assert shown["out_of_support"][1] == 16 * LOOKS[0] and shown["excess_tv_ci"] == res["checks"]["excess_tv"]["ci95"]
+    assert shown["sprt"] in ("PASS", "FAIL", "cap", None)
+
+
+def test_an_early_look_judges_against_the_margin_as_its_draws_show_it():
+    from inferencekit.quality.sampling_sequential import cheat_share, margin_at
+
+    implied = [[0.5, 0.3, 0.2], [0.7, 0.2, 0.1], [0.4, 0.4, 0.1, 0.1]]
+    at = [margin_at(implied, n, 0.05, 64) for n in LOOKS]
+    assert at[-1] == pytest.approx(0.05, abs=1e-6)  # at the cap: the fixed check's margin
+    assert at[0] < at[1] < at[2] < at[3]  # fewer draws show less of the same shift
+    q = cheat_share(implied, 0.05, 64)
+    assert 0 < q < 1
+    # the shift itself (TV q·(1 − p_top) on average) is larger than the excess it shows at 64 draws
+    assert q * sum(1 - max(p) for p in implied) / len(implied) > 0.05
+    # an honest engine's look 1 is judged against that smaller margin
+    res, looks = run_rounds(prompts(1, n_prompts=16))
+    seq = res["sequential"]
+    assert looks == 1 and seq["margin_at_look"] < 0.05 and res["checks"]["excess_tv"]["margin"] == seq["margin_at_look"]
+    with pytest.raises(ValueError):
+        margin_at([], 16, 0.05, 64)
