@@ -168,9 +168,10 @@ def main() -> int:
     ap.add_argument("--replays", type=int, default=10000)
     ap.add_argument("--boot", type=int, default=2000, help="bootstrap resamples inside each judgement")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default=None, help="results file (default results/sampler_calibration-<date>.json)")
     a = ap.parse_args()
     stamp = dt.datetime.now(dt.UTC)
-    out = ROOT / "benchmarks" / "results" / f"sampler_calibration-{stamp:%Y%m%d}.json"
+    out = Path(a.out or ROOT / "benchmarks" / "results" / f"sampler_calibration-{stamp:%Y%m%d}.json")
     results: dict[str, Any] = {}
     table: list[dict[str, Any]] = []
     for src in a.sources:

@@ -9,10 +9,12 @@ caching gate's pairs and the sampler check's draws stop once decided), one after
 ``--seed``, each a fresh CLI process:
 
 - ``embedded``: ``verify`` with no URL (it starts and stops the embedded engine, llama-cpp-python serving
-  SmolLM2-135M-Instruct Q4_1). Requests are counted by the server: the lines of uvicorn's access log in the run
-  dir's ``engine/`` folder.
+  SmolLM2-135M-Instruct Q4_1). Requests are counted by the server: the generation POSTs in uvicorn's access log in
+  the run dir's ``engine/`` folder (``http_requests``: every line).
 - ``llama-server``: llama.cpp's llama-server ``--parallel 4`` (prompt cache on, its default), started here once,
-  behind a pass-through ``cheat-proxy --cheat none`` per run whose request counter is read when it stops;
+  behind a pass-through ``cheat-proxy --cheat none`` per run whose generation-request counter is read when it stops
+  (``http_requests``: every request, the telemetry's ``/metrics`` and ``/slots`` polls included, which grow with
+  the wall time);
   ``--quality-reference embedded --claim Q4_1`` (llama-server serves the same GGUF), so the quality parts run as on
   the embedded engine.
 
@@ -45,6 +47,7 @@ from inferencekit.engines.launcher import free_port, start_engine, stop_engine  
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
 ACCESS_LINE = re.compile(rb'"(?:GET|POST|PUT|DELETE|HEAD|OPTIONS) /\S* HTTP/1\.[01]" \d{3}')
+GENERATION_LINE = re.compile(rb'"POST /v1/(?:chat/)?completions HTTP/1\.[01]" \d{3}')
 
 
 def _wait_answers(url: str, limit_s: float = 60.0) -> None:
@@ -60,8 +63,9 @@ def _wait_answers(url: str, limit_s: float = 60.0) -> None:
 
 
 class CountingProxy:
-    """``inferencekit cheat-proxy --cheat none`` in front of ``upstream``; ``stop()`` returns its request count
-    (every HTTP request it forwarded, the readiness check of this class excluded)."""
+    """``inferencekit cheat-proxy --cheat none`` in front of ``upstream``; ``stop()`` returns its count of generation
+    requests (POST to a chat-completions or completions path) and of every HTTP request (``/metrics`` and ``/slots``
+    polls, model lists; this class's readiness check excluded)."""
 
     def __init__(self, upstream: str) -> None:
         self.port = free_port()
@@ -72,16 +76,18 @@ class CountingProxy:
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=ENV)
         _wait_answers(self.url)
 
-    def stop(self) -> int:
+    def stop(self) -> tuple[int, int]:
         self.proc.send_signal(signal.SIGINT)
         out, _ = self.proc.communicate(timeout=60)
         stats = json.loads(out)["stats"]
-        return int(stats.get("requests", 0)) - 1  # the readiness GET
+        return int(stats.get("generation", 0)), int(stats.get("requests", 0)) - 1  # less the readiness GET
 
 
-def access_log_requests(run_dir: Path) -> int:
-    """HTTP requests the embedded engine answered: uvicorn's access-log lines in ``run_dir/engine/*.log``."""
-    return sum(len(ACCESS_LINE.findall(p.read_bytes())) for p in (run_dir / "engine").glob("*.log"))
+def access_log_requests(run_dir: Path) -> tuple[int, int]:
+    """Generation requests and all HTTP requests the embedded engine answered: uvicorn's access-log lines in
+    ``run_dir/engine/*.log``."""
+    logs = [p.read_bytes() for p in (run_dir / "engine").glob("*.log")]
+    return sum(len(GENERATION_LINE.findall(b)) for b in logs), sum(len(ACCESS_LINE.findall(b)) for b in logs)
 
 
 def run_verify(profile: str, fixed: bool, run_dir: Path, seed: int, url: str | None) -> dict[str, Any]:
@@ -108,10 +114,11 @@ def run_verify(profile: str, fixed: bool, run_dir: Path, seed: int, url: str | N
 
 def table(rows: list[dict[str, Any]]) -> str:
     """Markdown: one line per engine × profile × mode, then each part's verdicts side by side."""
-    out = ["| engine | profile | mode | requests | wall s | verdict |", "|---|---|---|---|---|---|"]
+    out = ["| engine | profile | mode | generation requests | all HTTP | wall s | verdict |",
+           "|---|---|---|---|---|---|---|"]
     for r in rows:
-        out.append(f"| {r['engine']} | {r['profile']} | {r['mode']} | {r.get('requests', '?')} | {r['wall_s']} | "
-                   f"{r.get('verdict', 'error')} |")
+        out.append(f"| {r['engine']} | {r['profile']} | {r['mode']} | {r.get('requests', '?')} | "
+                   f"{r.get('http_requests', '?')} | {r['wall_s']} | {r.get('verdict', 'error')} |")
     out += ["", "| engine | profile | part | fixed | sequential |", "|---|---|---|---|---|"]
     pairs: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
     for r in rows:
@@ -150,8 +157,9 @@ def main() -> int:
                     try:
                         row = run_verify(profile, fixed, run_dir, a.seed, proxy.url if proxy else None)
                     finally:
-                        requests = proxy.stop() if proxy else access_log_requests(run_dir)
-                    row.update(engine=engine, profile=profile, requests=requests, run_dir=str(run_dir))
+                        requests, http = proxy.stop() if proxy else access_log_requests(run_dir)
+                    row.update(engine=engine, profile=profile, requests=requests, http_requests=http,
+                               run_dir=str(run_dir))
                     rows.append(row)
                     print(f"{engine} {profile} {row['mode']}: {row.get('verdict')} (exit {row['exit_code']}), "
                           f"{requests} requests, {row['wall_s']} s", file=sys.stderr, flush=True)

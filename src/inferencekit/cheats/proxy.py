@@ -249,12 +249,13 @@ class CheatProxy:
         """Forward one request, applying the cheats to generation requests (see the module doc)."""
         self.stats["requests"] += 1
         body = await request.read()
-        kind = (generation_kind(request.path) if request.method == "POST" and (self.cheats.names or self.mix)
-                else None)
+        generation = generation_kind(request.path) if request.method == "POST" else None
+        if generation is not None:
+            self.stats["generation"] += 1  # also in pass-through: the requests a benchmark counts
+        kind = generation if self.cheats.names or self.mix else None
         original = _json_object(body) if kind is not None else None
         if kind is None or original is None:
             return await self._forward(request, body)
-        self.stats["generation"] += 1
         root = self.root
         if self.mix is not None and self.mix.draw():
             self.stats["mixed"] += 1

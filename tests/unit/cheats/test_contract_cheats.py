@@ -371,3 +371,43 @@ def test_the_proxy_breaks_the_json_reply_that_arrives_while_another_is_in_flight
     assert texts[1] == '}{"colours": ["red", "blue"]}'  # the second arrived with 2 in flight
     assert stats["json replies"] == 2 and stats["json replies under load"] == 1 and stats["json corrupted"] == 1
     assert stats["forwarded"] == 2 and in_flight == 0  # counted down when each reply was done
+
+
+def test_the_pass_through_proxy_counts_generation_requests_apart_from_the_rest():
+    """``--cheat none`` in front of a loopback upstream: two chat POSTs and one GET go through untouched;
+    ``generation`` counts the POSTs (what benchmarks/verify_modes.py reads), ``requests`` all three."""
+
+    async def go() -> dict[str, int]:
+        async def chat(request: web.Request) -> web.Response:
+            return web.json_response(JSON_REPLY)
+
+        async def models(request: web.Request) -> web.Response:
+            return web.json_response({"data": [{"id": "m"}]})
+
+        up = web.Application()
+        up.router.add_post("/v1/chat/completions", chat)
+        up.router.add_get("/v1/models", models)
+        up_runner = web.AppRunner(up)
+        await up_runner.setup()
+        await web.TCPSite(up_runner, "127.0.0.1", 0).start()
+        proxy = CheatProxy(f"http://127.0.0.1:{up_runner.addresses[0][1]}", CheatSet([]))
+        await proxy.open()
+        runner = web.AppRunner(proxy.application())
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        base = f"http://127.0.0.1:{runner.addresses[0][1]}"
+        try:
+            async with aiohttp.ClientSession() as s:
+                for _ in range(2):
+                    async with s.post(f"{base}/v1/chat/completions", json=JSON_BODY) as r:
+                        assert (await r.json()) == JSON_REPLY
+                async with s.get(f"{base}/v1/models") as r:
+                    assert r.status == 200
+        finally:
+            await runner.cleanup()
+            await proxy.close()
+            await up_runner.cleanup()
+        return dict(proxy.stats)
+
+    stats = asyncio.run(go())
+    assert stats["generation"] == 2 and stats["requests"] == 3 and stats["forwarded"] == 3

@@ -182,9 +182,27 @@ def test_usage_above_the_text_without_a_stream_fails_only_on_most_replies():
     judged = judge_counts([*inflated, agree[0]])
     assert len(judged["bad"]) == 3 and judged["checked"] == 4
     assert judged["bad"][0]["problem"] == ("re-tokenized 24 vs usage 30: usage above the text's own split, on 3 of 4 "
-                                           "replies without a stream")
+                                           "replies judged against their text")
     # two of four are not a majority: set aside
     assert not judge_counts([*inflated[:2], *agree[:2]])["bad"]
+
+
+def test_a_token_id_stream_equal_to_usage_above_its_text_is_a_split_not_a_miscount():
+    # recorded on llama-server (6 Dec 2026, verify standard): a load reply with 10 multi-byte characters
+    honest = {**row(key="load-c8/short/sh-creative-005", usage=128, streamed=128, method="token_ids", retok=124,
+                    max_tokens=128), "multibyte": True, "multibyte_chars": 10, "merge_slack": 10}
+    others = [{**row(key=f"load-c8/x{i}", usage=128, streamed=128, method="token_ids", retok=128, max_tokens=128),
+               "merge_slack": 20} for i in range(4)]
+    judged = judge_counts([honest, *others])
+    assert not judged["bad"] and judged["checked"] == 5
+    assert judged["retok_only"][0]["problem"] == ("re-tokenized 124 vs streamed 128: usage and the stream above the "
+                                                  "text's own split")
+    # padded alike on most replies: a miscount
+    padded = [{**r, "retokenized": 110} for r in others]
+    assert len(judge_counts([honest, *padded])["bad"]) == 5
+    # a stream that disagrees with usage is judged as before, and so is a gap the characters cannot explain
+    assert judge_counts([{**honest, "usage": 130}])["bad"]
+    assert judge_counts([{**honest, "merge_slack": 3}])["bad"]
 
 
 def test_fail_details_put_offending_rows_first_and_cap_them():
