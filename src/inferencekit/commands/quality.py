@@ -574,8 +574,8 @@ def render_sampling(console: Any, rec: dict[str, Any]) -> None:
                        "does not model makes it UNPROVEN; a sampling field left unsent is named (the engine may apply "
                        "its own default). Sends temperature 1, top_k 20, top_p 1, min_p 0 unless told otherwise. "
                        "--baseline-url checks a second server the same way. The draws go in four rounds, judged "
-                       "after each, and stop once the verdict is decided (docs/quality.md, 'Sequential sampler "
-                       "check'); --fixed takes all S.",
+                       "after each, and stop once the verdict is decided (docs/quality-tasks.md, 'Sequential "
+                       "sampler check'); --fixed takes all S.",
            example="inferencekit quality sampling --n-prompts 16 --seeds 256 --run-dir runs/s1",
            args=[*CLIENT_ARGS,
                  Arg("label", "string", "Name of the server checked (default: the detected engine's name)."),

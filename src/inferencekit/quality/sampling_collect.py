@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,6 +56,13 @@ class SamplingPlan:
     ctk: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # the request policy's limitations (refused --extra-body fields)
     looks: tuple[int, ...] = ()  # sequential: draws per prompt at each look (``sampling_sequential.draw_looks``)
+
+
+def _mixed_keys(top: list[list[Any]] | None, draws: Iterable[Any]) -> str | None:
+    """The error of a prompt whose list and draws name tokens differently (ids and text), else None."""
+    if len({type(k) for k, _ in (top or [])} | {type(v) for v in draws}) > 1:
+        return "the list names tokens by id and some draws by text (or the reverse): they cannot be matched"
+    return None
 
 
 def seed_block(index: int, seeds: int) -> range:
@@ -142,9 +149,8 @@ class _Side:
         again, err = await self.top(p)
         if err:
             errors.append(f"logprobs again: {err}")
-        kinds = {type(k) for k, _ in (first or [])} | {type(v) for v in draws.values()}
-        if len(kinds) > 1:
-            errors.append("the list names tokens by id and some draws by text (or the reverse): they cannot be matched")
+        if mixed := _mixed_keys(first, draws.values()):
+            errors.append(mixed)
         row = {"format": FORMAT, "id": p.id, "bucket": p.bucket, "request": request, "top": first,
                "top_again": again, "draws": {str(s): k for s, k in draws.items()}, "errors": errors[:20],
                "failed_requests": len(errors)}
@@ -216,10 +222,8 @@ class _Side:
             row = rows[p.id]
             row["top_again"] = again
             row["errors"], row["failed_requests"] = errors[p.id][:20], len(errors[p.id])
-            kinds = {type(k) for k, _ in (row["top"] or [])} | {type(v) for v in row["draws"].values()}
-            if len(kinds) > 1:
-                row["errors"].append("the list names tokens by id and some draws by text (or the reverse): they "
-                                     "cannot be matched")
+            if mixed := _mixed_keys(row["top"], row["draws"].values()):
+                row["errors"].append(mixed)
         return rows, states
 
 

@@ -196,31 +196,29 @@ def judge_look(per_prompt: Sequence[Mapping[str, Any]], *, looks: Sequence[int],
     rows = _provisional(per_prompt)
     n, last = looks[look], look == len(looks) - 1
     conf = look_confidence(len(looks))
-    first = judge_sampling(rows, sampling=sampling, margin=margin, resamples=resamples, seed=seed, n_seeds=n,
-                           confidence=conf, **kw)
+
+    def judge(at: float, oos_decision: tuple[str, str] | None = None) -> dict[str, Any]:
+        return judge_sampling(rows, sampling=sampling, margin=at, resamples=resamples, seed=seed, n_seeds=n,
+                              confidence=conf, oos_decision=oos_decision, **kw)
+
+    first = judge(margin)  # the rows and the out-of-support counts, which do not depend on the margin
     probs = [[p for _, p in r["implied"]] for r in first["rows"] if r["status"] == "informative"]
-    if not last and probs:  # an early look judges TV against the margin as n draws show it
-        margin = margin_at(probs, n, margin, looks[-1])
-        first = judge_sampling(rows, sampling=sampling, margin=margin, resamples=resamples, seed=seed, n_seeds=n,
-                               confidence=conf, **kw)
+    at = margin_at(probs, n, margin, looks[-1]) if not last and probs else margin  # the margin as n draws show it
     oos = first["checks"]["out_of_support"]
-    plan = oos_plan(len(per_prompt), looks[-1])
-    state = sprt_decision(plan, oos["draws"], oos["of"]) if oos["of"] else None
+    state = sprt_decision(oos_plan(len(per_prompt), looks[-1]), oos["draws"], oos["of"]) if oos["of"] else None
+    decision: tuple[str, str] | None = None
     if state is not None and state.decision in ("PASS", "FAIL"):
         bound = cs_upper_bound(oos["draws"], oos["of"], SEQ_ALPHA)
-        why = (f"SPRT {state.decision} at {oos['of']} draws, α = β = {SEQ_ALPHA:g}; rate ≤ {bound:.2%} by the 95% "
-               "confidence sequence")
-        res = judge_sampling(rows, sampling=sampling, margin=margin, resamples=resamples, seed=seed, n_seeds=n,
-                             confidence=conf, oos_decision=(state.decision, why), **kw)
+        decision = (state.decision, f"SPRT {state.decision} at {oos['of']} draws, α = β = {SEQ_ALPHA:g}; rate ≤ "
+                                    f"{bound:.2%} by the 95% confidence sequence")
+    elif state is not None and not last:
+        decision = ("UNPROVEN", f"SPRT undecided at {oos['of']} draws")
+    # at the cap with an undecided SPRT (or no draw to judge) the fixed Wilson rule stands
+    res = judge(at, decision) if decision is not None or at != margin else first
+    if decision is not None and decision[0] in ("PASS", "FAIL"):
         res["checks"]["out_of_support"]["cs_upper"] = bound
         if res["verdict"] == "PASS":
-            res["reason"] += f"; out of support: {why}"
-    elif state is not None and not last:
-        res = judge_sampling(rows, sampling=sampling, margin=margin, resamples=resamples, seed=seed, n_seeds=n,
-                             confidence=conf, oos_decision=("UNPROVEN", f"SPRT undecided at {oos['of']} draws"),
-                             **kw)
-    else:  # the cap (or no draw to judge): the fixed Wilson rule stands
-        res = first
+            res["reason"] += f"; out of support: {decision[1]}"
     tv = res["checks"]["excess_tv"]["verdict"]
     # settings the check cannot model: nothing it computes applies, more draws change nothing. An UNPROVEN for
     # too few informative prompts or an incomplete prompt is not a stop: more draws can still show a FAIL
@@ -229,6 +227,6 @@ def judge_look(per_prompt: Sequence[Mapping[str, Any]], *, looks: Sequence[int],
     why = ("the cap" if last and res["verdict"] not in ("PASS", "FAIL") else
            f"{res['verdict']} decided" if decided else "undecided: another round")
     res["sequential"] = {"look": look + 1, "looks": list(looks), "draws_per_prompt": n, "confidence": conf,
-                         "margin_at_look": margin,
+                         "margin_at_look": at,
                          "oos_sprt": state.to_json() if state else None, "decided": decided, "why": why}
     return res, decided

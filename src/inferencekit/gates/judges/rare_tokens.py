@@ -266,7 +266,7 @@ def gate_rare_tokens(records: Sequence[ProbeRecord], reference_given: bool) -> G
                     [asdict(r) for r in slips + diverged], limitations)
     return Gate("rare_tokens", "PASS", said, metrics, [asdict(r) for r in slips + diverged], limitations, judged=judged,
                 rules_out=rules_out(0, judged, "rare strings the engine could not write", "share of unwritable "
-                                    "strings") if judged else "")
+                                    "strings"))
 
 
 def judge_probes(run: ProbeRun) -> Gate:
