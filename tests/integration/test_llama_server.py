@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import json
 import threading
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -523,7 +524,16 @@ def test_verify_runs_the_main_job_on_the_conversations_workload(llama_server_eng
     assert set(out["levels"]) == {"c1", "c2", "c4"}
     bench = json.loads((run / "evidence" / f"{parts['bench serve']['evidence_id']}.json").read_text())
     cv = bench["data"]["conversations"]
-    assert cv["sessions"]["started"] == cv["sessions"]["completed"] == 12, cv["sessions"]  # 4 sessions per level
+    assert cv["sessions"]["started"] == 12 and cv["sessions"]["turns_sent"] == 48, cv["sessions"]  # 4 per level
+    # llama-server (0.3.36, 4 slots) now and then answers a streamed request with HTTP 200 and an empty body (seen on
+    # 2 of 7 runs, each time one turn): an engine fault, recorded on that request, the run going on; nothing else
+    # may make a session incomplete
+    lost = 12 - cv["sessions"]["completed"]
+    errors = Counter()
+    for level in bench["data"]["levels"].values():
+        errors.update(level["requests"]["errors"])
+    assert lost <= 1 and sum(errors.values()) == lost, (cv["sessions"], errors)
+    assert set(errors) <= {"stream ended without [DONE]"}, errors
     assert sorted(cv["by_turn"]) == ["1", "2", "3", "4"]
     up = parts["gates: unique_prompts"]
     assert up["verdict"] == "PASS" and "later turn(s) of 12 session(s) resend their own history" in up["reason"], up

@@ -121,6 +121,9 @@ def test_sampling_on_the_honest_engine_draws_from_its_own_distribution(embedded_
     # 4 prompts are below the 8 a TV verdict needs: UNPROVEN, said so, never PASS
     assert out["verdict"] == "UNPROVEN" and code == 3 and "need 8" in out["reason"]
     assert out["seed_check"]["status"] in ("honoured", "inconclusive")
+    st = out["seed_stage"]  # one repeat per prompt first; the other 7 only when that does not settle the seed
+    assert st["repeats"] == 4 and st["stopped"] == (st["same"] == 4 and st["chance_all_same"] <= 1e-3)
+    assert out["seed_check"]["repeats"] == (4 if st["stopped"] else 32)
     # 4 prompts can never PASS, so the rounds run to the cap (16 draws), where the fixed rules decide
     assert out["sequential"]["why"] == "the cap" and out["sequential"]["looks"] == [4, 8, 12, 16]
     doc = json.loads(Path(out["results_file"]).read_text())

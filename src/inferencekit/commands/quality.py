@@ -649,6 +649,6 @@ def quality_sampling(call: Call, base_url: str | None = None, model: str | None 
                "dropped": d["dropped"],
                "n_informative": d["n_informative"], "seed_check": d["seed_check"], "not_sent": d["not_sent"],
                "results_file": str(run.path / d["results_file"]), "baseline": d["baseline"],
-               "requests": d["requests"], "sequential": d.get("sequential"),
+               "requests": d["requests"], "sequential": d.get("sequential"), "seed_stage": d.get("seed_stage"),
                "summary": rec["summary"], "limitations": rec["limitations"]}
     return Outcome(payload, d["verdict"], lambda console: render_sampling(console, rec))

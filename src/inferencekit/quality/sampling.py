@@ -41,10 +41,10 @@ from scipy.stats import binom
 from inferencekit import stats
 
 __all__ = ["DEFAULT_ORDERS", "DROPPED_WHY", "GREEDY_ONLY_ALPHA", "GREEDY_T", "LOGPROB_TOL", "MIN_PROMPTS",
-           "NEAR_DETERMINISTIC", "OOS_MAX", "SAMPLER_ORDERS", "SEED_INCONCLUSIVE", "SEED_MATCH_MIN", "UNMODELLED",
-           "Implied", "collision_probability", "combine_seed_checks", "excess_tv", "expected_tv",
-           "implied_distribution", "judge_sampling", "observed_tv", "sampling_settings", "seed_check",
-           "tv_between", "unmodelled_settings"]
+           "NEAR_DETERMINISTIC", "OOS_MAX", "SAMPLER_ORDERS", "SEED_INCONCLUSIVE", "SEED_MATCH_MIN",
+           "SEED_STAGE_CHANCE", "UNMODELLED", "Implied", "collision_probability", "combine_seed_checks", "excess_tv",
+           "expected_tv", "implied_distribution", "judge_sampling", "observed_tv", "sampling_settings", "seed_check",
+           "seed_stage", "tv_between", "unmodelled_settings"]
 
 Token = Hashable
 
@@ -62,6 +62,10 @@ OOS_MAX = 0.005
 GREEDY_ONLY_ALPHA = 1e-6
 """The all-greedy event FAILs when its probability under the implied distributions is below this."""
 SEED_MATCH_MIN = 0.9
+SEED_STAGE_CHANCE = 1e-3
+"""A sequential sampler side asks one seed per re-asked prompt first and stops there when every repeat came back the
+same and an engine that ignored the seed would have matched them all with probability at most this (``seed_stage``);
+else it asks the other seeds, as the fixed check does."""
 """Share of re-asked (prompt, seed) pairs that must reproduce their first draw for "honoured"."""
 SEED_INCONCLUSIVE = 0.8
 """Chance repeat rate above which the seed check cannot tell an honoured seed from an ignored one."""
@@ -647,6 +651,37 @@ def combine_seed_checks(checks: Sequence[Mapping[str, Any]], *, match_min: float
             "same": same, "expected_same_if_ignored": chance, "prompts": len([c for c in checks if c["repeats"]])}
 
 
+def seed_stage(first: Mapping[str, Mapping[str, Token]], got: Mapping[str, Mapping[int, Token]], *,
+               chance_max: float = SEED_STAGE_CHANCE) -> dict[str, Any]:
+    """The sequential seed check's first stage, judged: one repeat per prompt.
+
+    Args:
+        first: prompt id → its first draws (``{"<seed>": token}``); got: prompt id → {seed: token} of the repeats.
+        chance_max: the largest chance of all-same repeats under an ignored seed that still stops.
+
+    Returns:
+        ``{"stopped", "repeats", "same", "chance_all_same", "why"}``. ``chance_all_same`` is the product over the
+        repeats of the prompt's collision probability (Σ over tokens of the drawn share squared, with n(n−1)
+        pairs), the chance that an engine ignoring the seed gives every repeat its first token; ``stopped`` when
+        every repeat matched and that chance is ≤ ``chance_max`` (a likelihood-ratio stop: an honoured seed matches
+        every time, so all-same is ≥ 1/chance times likelier under it).
+    """
+    repeats = same = 0
+    chance = 1.0
+    for pid, draws in first.items():
+        rate = collision_probability(Counter(draws.values()))
+        for s, key in got.get(pid, {}).items():
+            if str(s) in draws:
+                repeats += 1
+                same += draws[str(s)] == key
+                chance *= rate
+    stopped = bool(repeats) and same == repeats and chance <= chance_max
+    why = (f"{same} of {repeats} first repeats matched; an engine ignoring the seed matches them all with chance "
+           f"{chance:.1e}" + (f" (≤ {chance_max:g}): stopped" if stopped else ": the other seeds asked"))
+    return {"stopped": stopped, "repeats": repeats, "same": same, "chance_all_same": chance, "why": why}
+
+
+
 # -------------------------------------------------------------------------------------------------- judge
 
 
@@ -708,7 +743,8 @@ def judge_sampling(per_prompt: Sequence[Mapping[str, Any]], *, sampling: Mapping
                    order: Iterable[str | Sequence[str]] = DEFAULT_ORDERS, tol: float = LOGPROB_TOL,
                    near_deterministic: float = NEAR_DETERMINISTIC, greedy_alpha: float = GREEDY_ONLY_ALPHA,
                    vocab_size: int | None = None, confidence: float = 0.95,
-                   oos_decision: tuple[str, str] | None = None) -> dict[str, Any]:
+                   oos_decision: tuple[str, str] | None = None,
+                   tv_decision: tuple[str, str] | None = None) -> dict[str, Any]:
     """One server's sampler verdict from its per-prompt logprobs and draws.
 
     Per prompt: requests failed or draws missing → ``incomplete``; listed tokens that differ between the
@@ -751,6 +787,9 @@ def judge_sampling(per_prompt: Sequence[Mapping[str, Any]], *, sampling: Mapping
             at this coverage, named in ``confidence`` and in the reason.
         oos_decision: ``(verdict, why)`` that replaces the out-of-support Wilson rule (a sequential look's SPRT
             decision); None keeps the Wilson rule.
+        tv_decision: ``(verdict, why)`` that replaces the excess-TV margin rule when that rule did not FAIL (a
+            sequential look's early PASS by the top-share SPRT, ``quality/sampling_sequential.py``); the interval
+            is still computed and named in the reason. Ignored with fewer than ``min_prompts`` informative prompts.
 
     Returns:
         ``{"verdict", "reason", "checks": {"excess_tv", "out_of_support", "greedy_only", "settings"},
@@ -833,6 +872,8 @@ def judge_sampling(per_prompt: Sequence[Mapping[str, Any]], *, sampling: Mapping
         tv_why = (f"mean excess TV {tv_check['excess']:+.4f} (observed {tv_check['mean_tv']:.4f}, expected "
                   f"{tv_check['mean_tv_expected']:.4f}), {cov} CI {lo:+.4f} to {hi:+.4f} against margin {margin:g} "
                   f"over {len(inf)} prompts")
+        if tv_decision is not None and tv_v != "FAIL":
+            tv_v, tv_why = tv_decision[0], f"{tv_decision[1]}; {tv_why}"
     tv_check.update(verdict=tv_v, reason=tv_why)
 
     oos = sum(r["out_of_support"] for r in sup)

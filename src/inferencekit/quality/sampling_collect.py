@@ -25,12 +25,12 @@ from inferencekit.api.client import Client
 from inferencekit.api.detect import EngineInfo
 from inferencekit.data.prompts import Prompt
 from inferencekit.quality.logprobs import parse_chat_logprobs
-from inferencekit.quality.sampling import collision_probability
+from inferencekit.quality.sampling import collision_probability, seed_stage
 from inferencekit.quality.task_run import ItemStore, post_chat
 from inferencekit.quality.trajectory import LogprobCap, ask_logprobs
 
-__all__ = ["FORMAT", "SEED_CHECK_PROMPTS", "SEED_CHECK_SEEDS", "SamplingPlan", "collect_side", "first_token",
-           "seed_block"]
+__all__ = ["FORMAT", "SEED_CHECK_PROMPTS", "SEED_CHECK_SEEDS", "SamplingPlan", "collect_side",
+           "first_token", "seed_block"]
 
 FORMAT = "inferencekit.quality.sampling.v1"
 Decide = Callable[[dict[str, dict[str, Any]], int], tuple[bool, dict[str, Any]]]
@@ -101,6 +101,7 @@ class _Side:
         self.cap = LogprobCap(plan.top_logprobs)
         self.requests = 0
         self.sem = asyncio.Semaphore(max(1, plan.concurrency))
+        self.seed_stage: dict[str, Any] | None = None
 
     def body(self, p: Prompt, seed: int) -> dict[str, Any]:
         ctk = {**self.plan.ctk, **(p.chat_template_kwargs or {})}
@@ -168,12 +169,24 @@ class _Side:
         pick = varied[:SEED_CHECK_PROMPTS]
         index = {p.id: i for i, p in enumerate(prompts)}
         per = min(SEED_CHECK_SEEDS, drawn)
-        jobs = [(p, s) for p in pick for s in list(seed_block(index[p.id], self.plan.seeds))[:per]]
-        got = await asyncio.gather(*(self.draw(p, s) for p, s in jobs))
+        seeds = {p.id: list(seed_block(index[p.id], self.plan.seeds))[:per] for p in pick}
         out: dict[str, dict[int, Any]] = {p.id: {} for p in pick}
-        for (p, s), (key, err) in zip(jobs, got):
-            if err is None:
-                out[p.id][s] = key
+
+        async def ask(part: slice) -> None:
+            jobs = [(p, s) for p in pick for s in seeds[p.id][part]]
+            got = await asyncio.gather(*(self.draw(p, s) for p, s in jobs))
+            for (p, s), (key, err) in zip(jobs, got):
+                if err is None:
+                    out[p.id][s] = key
+
+        if not self.plan.looks:
+            await ask(slice(None))
+            return out
+        await ask(slice(0, 1))
+        self.seed_stage = seed_stage({p.id: rows[p.id]["draws"] for p in pick}, out)
+        if self.seed_stage["stopped"]:
+            return out
+        await ask(slice(1, None))
         return out
 
 
@@ -262,4 +275,4 @@ async def collect_side(client: Client, info: EngineInfo, prompts: Sequence[Promp
     repeats = await side.seed_repeats(prompts, rows)
     return {"rows": rows, "repeats": repeats, "requests": side.requests, "top_logprobs": side.cap.k,
             "cap_errors": side.cap.errors, "refused": side.cap.refused, "reused": side.store.reused,
-            "looks_run": looks_run}
+            "looks_run": looks_run, "seed_stage": side.seed_stage}

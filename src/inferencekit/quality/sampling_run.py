@@ -19,7 +19,7 @@ from inferencekit.data.prompts import Prompt
 from inferencekit.evidence import artifact, metric
 from inferencekit.quality.sampling import DEFAULT_ORDERS, judge_sampling, sampling_settings, tv_between
 from inferencekit.quality.sampling_collect import FORMAT, SamplingPlan, collect_side
-from inferencekit.quality.sampling_sequential import describe_rule, judge_look
+from inferencekit.quality.sampling_sequential import TOP_BETA, describe_rule, judge_look
 from inferencekit.quality.task_run import save_task_record, write_new
 from inferencekit.report.progress import ProgressBar
 from inferencekit.rundir import RunDir, safe_name
@@ -93,11 +93,13 @@ async def _side(url: str, model: str | None, api_key_env: str | None, timeout: f
 
 def look_shown(res: dict[str, Any]) -> dict[str, Any]:
     """What one look showed, for its state in ``looks_run``: the verdict, the TV interval and the informative
-    prompts behind it, the out-of-support count and the SPRT's state."""
+    prompts behind it, the out-of-support count, the SPRT's state and the top-share test's ln LR (None when the
+    look did not run it)."""
     tv, oos = res["checks"]["excess_tv"], res["checks"]["out_of_support"]
-    sprt = (res.get("sequential") or {}).get("oos_sprt") or {}
+    seq = res.get("sequential") or {}
+    sprt, top = seq.get("oos_sprt") or {}, seq.get("top_share_sprt") or {}
     return {"verdict": res["verdict"], "excess_tv_ci": tv["ci95"], "informative_prompts": tv["n_prompts"],
-            "out_of_support": [oos["draws"], oos["of"]], "sprt": sprt.get("decision")}
+            "out_of_support": [oos["draws"], oos["of"]], "sprt": sprt.get("decision"), "top_share_llr": top.get("llr")}
 
 
 def sampling_fallbacks(got: dict[str, Any], plan: SamplingPlan) -> list[str]:
@@ -141,8 +143,17 @@ def _limitations(res: dict[str, Any], got: dict[str, Any], plan: SamplingPlan, *
         out.append(f"sequential: drawn in rounds up to {seq['looks']} draws per prompt, stopped at look {seq['look']} "
                    f"({seq['draws_per_prompt']} draws per prompt, {seq['why']}); the TV interval is at "
                    f"{seq['confidence']:.2%} (α {seq['rule']['alpha']:g} split over {len(seq['looks'])} looks) and "
-                   "out-of-support is Wald's SPRT (honest ≤ 0.5%, cheat ≥ 3%); --fixed draws every seed; replayed, "
-                   "a sampler at the margin PASSed 4.9% of sequences, not the 2.5% the split states")
+                   "out-of-support is Wald's SPRT (honest ≤ 0.5%, cheat ≥ 3%); --fixed draws every seed")
+        top = seq.get("top_share_sprt")
+        if seq["look"] < len(seq["looks"]) and res["verdict"] == "PASS" and top:
+            out.append(f"an early PASS comes from the top-share test alone (ln LR {top['llr']:.2f} of the smallest "
+                       f"cheat, {top['q']:.3f} of each prompt's mass moved to its top token, over honest; PASS at "
+                       f"≤ ln {TOP_BETA:g}, Ville's inequality): it rules out that cheat, not an error of another "
+                       "shape of the same TV, which only the interval at the cap judges (--fixed)")
+    stage = got.get("seed_stage")
+    if stage:
+        out.append(f"sequential seed check: one repeat per prompt first, the other seeds only when that does not "
+                   f"settle it: {stage['why']}")
     out.append(f"the margin bounds the mean excess TV, not the sampler's own error (the excess grows about with the "
                f"square of a small error): {_drawn(res, plan)} draws × {n_asked} prompts")
     return out
@@ -229,6 +240,7 @@ def run_sampling_check(url: str, run: RunDir, prompts: list[Prompt], plan: Sampl
               "dropped_why": res["dropped_why"], "n_prompts": res["n_prompts"], "n_informative": res["n_informative"],
               "seed_check": res["seed_check"], "not_sent": unsent, "results_file": out.relative_to(run.path).as_posix(),
               "requests": got["requests"], "failed_prompts": failed, "sequential": res.get("sequential"),
+              "seed_stage": got.get("seed_stage"),
               "baseline": ({"url": baseline_url, "verdict": base["verdict"], "reason": base["reason"],
                             "checks": base["checks"]} if base else None),
               "cross_server": ({k: v for k, v in cross.items() if k != "per_prompt"} if cross else None)})

@@ -14,23 +14,35 @@ the rule states beforehand (``describe_rule`` writes it into the record):
   C. Jennison and B. W. Turnbull, *Group Sequential Methods with Applications to Clinical Trials*, Chapman &
   Hall 2000, §2; the interval's own coverage is the bootstrap's, approximate over few prompts). An early look
   judges it against ``margin_at``, the excess that smallest cheat shows at that look's draws (below the margin:
-  noise hides part of a shift at few draws); the last look against the margin itself. A false FAIL (lower end
-  beyond) with an honest sampler and a PASS (upper end within) of the smallest cheat are then each at most about
-  α/2 = 2.5%.
+  noise hides part of a shift at few draws), for a FAIL only (lower end beyond); the last look against the margin
+  itself, as the fixed check does. A false FAIL with an honest sampler is then at most about α/2 = 2.5%; an early
+  PASS comes from the top-share test below.
 - **out of support** (draws outside the kept set). Honest hypothesis: at most ``OOS_P0`` (0.5%, the fixed
   check's limit) of draws fall outside; the smallest cheat: ``OOS_P1`` (3%) of draws outside (a pruned
   vocabulary or a filter applied wrongly puts mass there on every prompt). Wald's SPRT on the pooled draws
   (``inferencekit.sequential``), α = β = 0.05, checked at the looks only (checking less often than every
   draw only lowers the chance of crossing a boundary, so Wald's bounds still hold); a PASS prints the
   Beta(1, 1)-mixture confidence-sequence upper bound of the rate, valid at the stop.
+- **top share** (the smallest cheat itself, early looks only). The TV interval over 16 prompts needs about 32 draws
+  per prompt to separate an honest sampler from that cheat, while the cheat changes only one thing: its top tokens
+  come up more often. ``top_share_llr`` is the log-likelihood ratio of the draws so far, the cheat (share q =
+  ``cheat_share`` of each prompt's mass moved to its top token) over the honest sampler; Wald's SPRT with only its
+  lower boundary: an early look PASSes only once it is at or below ln ``TOP_BETA`` (1%), and by Ville's inequality
+  the cheat gets there at most that often, however many looks are taken. It only ever PASSes (it never FAILs: that
+  stays with the interval), and only when the interval did not FAIL, the SPRT on out-of-support draws PASSed and no
+  prompt is incomplete; an interval inside the margin at an early look is not a stop by itself (replayed, that route
+  PASSed the smallest cheat on 4.9% of sequences). What such a PASS rules out is the stated cheat: an error of
+  another shape (mass moved to other tokens) of the same TV is judged by the interval alone, at the cap
+  (``--fixed``, or a run whose early looks do not settle).
 - **all draws greedy** (temperature ignored): the fixed check's exact test at ``GREEDY_ONLY_ALPHA`` (10⁻⁶); over
   K looks the union bound makes it K·10⁻⁶ at most.
 
-A look *decides* when the verdict is settled: FAIL (any check), PASS (the TV interval within the margin and
-the SPRT at its PASS boundary), or UNPROVEN for settings the check cannot model (nothing it computes applies).
-Otherwise the next round is drawn: an UNPROVEN for too few informative prompts or an incomplete prompt goes on
-to the cap, since more draws can still show a FAIL. At the cap (S draws, today's count), the last look's verdict
-stands, the SPRT's undecided state falling back to the fixed check's Wilson rule.
+A look *decides* when the verdict is settled: FAIL (any check), PASS (at an early look the top-share test at its
+PASS boundary, at the cap the TV interval within the margin; and the out-of-support SPRT at its PASS boundary), or
+UNPROVEN for settings the check cannot model (nothing it computes applies). Otherwise the next round is drawn:
+an UNPROVEN for too few informative prompts or an incomplete prompt goes on to the cap, since more draws can
+still show a FAIL. At the cap (S draws, today's count), the last look's verdict stands, the SPRT's undecided
+state falling back to the fixed check's Wilson rule.
 
 Pure: no HTTP; ``quality/sampling_collect.py`` sends the rounds and calls ``judge_look``.
 """
@@ -48,8 +60,8 @@ from scipy.stats import binom
 from inferencekit.quality.sampling import OOS_MAX, judge_sampling
 from inferencekit.sequential import SprtPlan, cs_upper_bound, sprt_decision
 
-__all__ = ["LOOKS", "OOS_P0", "OOS_P1", "SEQ_ALPHA", "describe_rule", "draw_looks", "judge_look", "look_confidence",
-           "cheat_share", "margin_at", "oos_plan"]
+__all__ = ["LOOKS", "OOS_P0", "OOS_P1", "SEQ_ALPHA", "TOP_BETA", "cheat_share", "describe_rule", "draw_looks",
+           "judge_look", "look_confidence", "margin_at", "oos_plan", "top_share_llr"]
 
 SEQ_ALPHA = 0.05
 """The check's overall error rate, split over the looks (Bonferroni) for the TV interval; α and β of the SPRT."""
@@ -59,6 +71,11 @@ OOS_P0 = OOS_MAX
 """Out-of-support share an honest sampler stays at or below (the fixed check's limit, 0.5%)."""
 OOS_P1 = 0.03
 """The smallest out-of-support share the sequential rule must catch (3% of draws)."""
+TOP_BETA = 0.01
+"""The top-share test's bound on PASSing the smallest cheat early: an early PASS needs its likelihood ratio (cheat
+over honest) at or below this (Ville's inequality bounds the cheat's chance of ever getting there by it). 1%, not
+α/2: a cheat that reaches the cap is then judged by the fixed rule, which PASSes it on about 3% of sequences
+(benchmarks/README.md), and the two add."""
 
 
 def draw_looks(seeds: int, looks: int = LOOKS) -> tuple[int, ...]:
@@ -95,8 +112,12 @@ def describe_rule(prompts: int, seeds: int, looks: Sequence[int]) -> dict[str, A
             "tv": {"honest": "mean excess TV ≤ 0",
                    "smallest_cheat": "mean excess TV at the cap ≥ the margin (a temperature partly ignored: a share "
                                      "of each prompt's mass moved to its top token)",
-                   "early_looks": "judged against the excess that cheat shows at the look's draws (margin_at)",
-                   "false_fail_max": SEQ_ALPHA / 2, "miss_max": SEQ_ALPHA / 2,
+                   "early_looks": "FAIL when the interval's lower end passes the excess that cheat shows at the "
+                                  "look's draws (margin_at); PASS only by the top-share test: the likelihood ratio "
+                                  f"of that cheat over honest at or below {TOP_BETA:g} (Ville's inequality: the "
+                                  "cheat gets there at most that often); errors of other shapes are judged by the "
+                                  "interval at the cap only",
+                   "false_fail_max": SEQ_ALPHA / 2, "early_pass_of_smallest_cheat_max": TOP_BETA,
                    "replayed": "10,000 sequences of recorded draws (benchmarks/README.md, 6 Dec 2026): the smallest "
                                "cheat PASSed 4.9% (stated 2.5%; --fixed 3.0%), false FAIL ≤ 0.04%"},
             "out_of_support": oos_plan(prompts, seeds).describe(),
@@ -160,6 +181,35 @@ def cheat_share(implied: Sequence[Sequence[float]], margin: float, cap: int) -> 
     return _cheat_share(tuple(tuple(float(p) for p in x) for x in implied), margin, cap)
 
 
+def top_share_llr(rows: Sequence[Mapping[str, Any]], q: float) -> float:
+    """ln of the likelihood ratio of the draws so far, the smallest cheat over the honest sampler.
+
+    Under the cheat each informative prompt's top token has probability (1 − q)·p + q instead of p (its mass moved
+    there, ``cheat_share``) and every other token (1 − q) times its own, so only the top token's count matters:
+    Λ = Σ_prompts g·ln((1 − q) + q/p) + (n − g)·ln(1 − q), with g the draws of the top token of n (``greedy_draws``
+    and ``n_draws`` of ``judge_sampling``'s informative rows, ``max_p`` = p). Under the cheat exp(−Λ) is a
+    non-negative martingale of mean 1, so by Ville's inequality P(Λ ever ≤ ln b) ≤ b however often it is looked at
+    (J. Ville, *Étude critique de la notion de collectif*, 1939; the one-sided SPRT bound, A. Wald, *Sequential
+    Analysis*, 1947, §3.2): an early PASS at Λ ≤ ln ``TOP_BETA`` PASSes that cheat at most that often.
+
+    Args:
+        rows: ``judge_sampling``'s rows; only ``status == "informative"`` ones count.
+        q: the cheat's share, in (0, 1).
+
+    Raises:
+        ValueError: q outside (0, 1).
+    """
+    if not 0 < q < 1:
+        raise ValueError(f"need 0 < q < 1, got {q}")
+    total = 0.0
+    for r in rows:
+        if r.get("status") != "informative":
+            continue
+        p, g, n = float(r["max_p"]), int(r["greedy_draws"]), int(r["n_draws"])
+        total += g * math.log((1 - q) + q / p) + (n - g) * math.log1p(-q)
+    return total
+
+
 @functools.lru_cache(maxsize=256)
 def _cheat_share(implied: tuple[tuple[float, ...], ...], margin: float, cap: int) -> float:
     arrays = _arrays(implied)
@@ -220,13 +270,31 @@ def judge_look(per_prompt: Sequence[Mapping[str, Any]], *, looks: Sequence[int],
         if res["verdict"] == "PASS":
             res["reason"] += f"; out of support: {decision[1]}"
     tv = res["checks"]["excess_tv"]["verdict"]
+    top: dict[str, Any] | None = None
+    if not last and probs and res["verdict"] in ("PASS", "UNPROVEN") and tv in ("PASS", "UNPROVEN") \
+            and not res["problems"] and state is not None and state.decision == "PASS":
+        # an early look PASSes only by the top-share SPRT, whatever the interval shows (short of a FAIL)
+        q = cheat_share(probs, margin, looks[-1])
+        if q < 1:
+            llr = top_share_llr(res["rows"], q)
+            top = {"q": q, "llr": llr, "pass_at": math.log(TOP_BETA), "pass": llr <= math.log(TOP_BETA)}
+            if top["pass"]:
+                why_top = (f"top-share SPRT PASS at {n} draws per prompt: ln LR (cheat moving {q:.3f} of each "
+                           f"prompt's mass to its top token, over honest) {llr:.2f} ≤ ln {TOP_BETA:g} (Ville); "
+                           "other shapes of error are judged by the interval only at the cap")
+                res = judge_sampling(rows, sampling=sampling, margin=at, resamples=resamples, seed=seed, n_seeds=n,
+                                     confidence=conf, oos_decision=decision, tv_decision=("PASS", why_top), **kw)
+                res["checks"]["out_of_support"]["cs_upper"] = bound
+                if res["verdict"] == "PASS":
+                    res["reason"] += f"; out of support: {decision[1]}" if decision else ""
+                tv = res["checks"]["excess_tv"]["verdict"]
     # settings the check cannot model: nothing it computes applies, more draws change nothing. An UNPROVEN for
     # too few informative prompts or an incomplete prompt is not a stop: more draws can still show a FAIL
     decided = last or res["verdict"] == "FAIL" or bool(res["checks"]["settings"]["unmodelled"]) or (
-        res["verdict"] == "PASS" and tv == "PASS" and state is not None and state.decision == "PASS")
+        res["verdict"] == "PASS" and tv == "PASS" and top is not None and top["pass"])
     why = ("the cap" if last and res["verdict"] not in ("PASS", "FAIL") else
            f"{res['verdict']} decided" if decided else "undecided: another round")
     res["sequential"] = {"look": look + 1, "looks": list(looks), "draws_per_prompt": n, "confidence": conf,
-                         "margin_at_look": at,
+                         "margin_at_look": at, "top_share_sprt": top,
                          "oos_sprt": state.to_json() if state else None, "decided": decided, "why": why}
     return res, decided

@@ -18,6 +18,7 @@ from inferencekit.quality.sampling import (
     observed_tv,
     sampling_settings,
     seed_check,
+    seed_stage,
     tv_between,
     unmodelled_settings,
 )
@@ -445,6 +446,28 @@ def test_seed_check_statuses():
     assert seed_check(first, {})["status"] == "not checked"
     both = combine_seed_checks([honoured, ignored])
     assert both["repeats"] == 16 and both["same"] == 10 and both["status"] == "ignored"
+
+
+def test_seed_stage_stops_only_when_every_first_repeat_matches_and_chance_could_not():
+    varied = {str(s): "abcd"[s % 4] for s in range(64)}  # collision ≈ 0.238 per repeat
+    first = {f"p{i}": varied for i in range(8)}
+    same = {f"p{i}": {0: "a"} for i in range(8)}  # seed 0 drew "a" everywhere: every repeat matches
+    st = seed_stage(first, same)
+    chance = (960 / 4032) ** 8  # ≈ 1.0e-5
+    assert st["stopped"] and st["repeats"] == 8 and st["same"] == 8
+    assert st["chance_all_same"] == pytest.approx(chance)
+    assert "stopped" in st["why"]
+    # one repeat off: the other seeds are asked (the 0.9 rule needs more than one repeat per prompt)
+    off = {**same, "p3": {0: "b"}}
+    st = seed_stage(first, off)
+    assert not st["stopped"] and st["same"] == 7 and "other seeds asked" in st["why"]
+    # near-deterministic prompts: all-same is what an ignored seed gives too, so it cannot stop
+    flat = {str(s): "a" if s else "b" for s in range(64)}  # collision 62/64
+    st = seed_stage({f"p{i}": flat for i in range(8)}, {f"p{i}": {1: "a"} for i in range(8)})
+    assert not st["stopped"] and st["same"] == 8 and st["chance_all_same"] == pytest.approx((62 / 64) ** 8)
+    # a stricter stop asks for more
+    assert not seed_stage(first, same, chance_max=chance / 2)["stopped"]
+    assert not seed_stage(first, {})["stopped"]  # no repeat came back: nothing settled
 
 
 def test_seed_check_inside_the_judge():

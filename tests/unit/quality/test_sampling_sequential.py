@@ -1,5 +1,8 @@
 """The sampler check's sequential rule on simulated engines: where it stops, what it says, what the record states."""
 
+import math
+
+import numpy as np
 import pytest
 
 from inferencekit.quality.sampling_sequential import (
@@ -128,7 +131,9 @@ def test_each_look_states_what_it_showed():
     per = prompts(1, n_prompts=16)
     res, _ = judge_look(upto(per, LOOKS[0]), looks=LOOKS, look=0, **ARGS)
     shown = look_shown(res)
-    assert set(shown) == {"verdict", "excess_tv_ci", "informative_prompts", "out_of_support", "sprt"}
+    assert set(shown) == {"verdict", "excess_tv_ci", "informative_prompts", "out_of_support", "sprt", "top_share_llr"}
+    top = res["sequential"]["top_share_sprt"]
+    assert shown["top_share_llr"] == (top["llr"] if top else None)
     assert shown["verdict"] == res["verdict"] and shown["informative_prompts"] == 16
     assert shown["out_of_support"][1] == 16 * LOOKS[0] and shown["excess_tv_ci"] == res["checks"]["excess_tv"]["ci95"]
     assert shown["sprt"] in ("PASS", "FAIL", "cap", None)
@@ -151,3 +156,60 @@ def test_an_early_look_judges_against_the_margin_as_its_draws_show_it():
     assert looks == 1 and seq["margin_at_look"] < 0.05 and res["checks"]["excess_tv"]["margin"] == seq["margin_at_look"]
     with pytest.raises(ValueError):
         margin_at([], 16, 0.05, 64)
+
+
+def test_the_top_share_likelihood_ratio_by_hand():
+    from inferencekit.quality.sampling_sequential import top_share_llr
+
+    rows = [{"status": "informative", "max_p": 0.5, "greedy_draws": 6, "n_draws": 16},
+            {"status": "informative", "max_p": 0.25, "greedy_draws": 4, "n_draws": 16},
+            {"status": "near_deterministic", "max_p": 0.99, "greedy_draws": 16, "n_draws": 16}]  # not counted
+    q = 0.2
+    want = (6 * math.log(0.8 + 0.2 / 0.5) + 10 * math.log(0.8)) + (4 * math.log(0.8 + 0.2 / 0.25) + 12 * math.log(0.8))
+    assert top_share_llr(rows, q) == pytest.approx(want)
+    assert top_share_llr(rows[2:], q) == 0.0
+    with pytest.raises(ValueError):
+        top_share_llr(rows, 0.0)
+
+
+def shifted_to_top(per_prompt, share, seed):
+    """The smallest cheat's draws: each prompt's honest draw replaced by its top listed token with probability
+    ``share`` (its mass moved to the top token)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for r in per_prompt:
+        best = max(r["top"], key=r["top"].get)
+        out.append({**r, "draws": {s: best if rng.random() < share else t for s, t in r["draws"].items()}})
+    return out
+
+
+def test_an_honest_engine_can_pass_at_the_first_look_by_the_top_share_test():
+    res, looks = run_rounds(prompts(1, n_prompts=16))
+    top = res["sequential"]["top_share_sprt"]
+    assert looks == 1 and res["verdict"] == "PASS"
+    # an early look PASSes only by the top-share test, and says so beside the interval it still prints
+    assert top["pass"] and top["llr"] <= top["pass_at"] == pytest.approx(math.log(0.01))
+    assert 0 < top["q"] < 1
+    assert "top-share SPRT PASS at 16 draws per prompt" in res["checks"]["excess_tv"]["reason"]
+    assert "98.75% CI" in res["checks"]["excess_tv"]["reason"]
+
+
+def test_the_smallest_cheat_is_not_passed_early_by_the_top_share_test():
+    from inferencekit.quality.sampling_sequential import cheat_share
+
+    honest = prompts(3, n_prompts=16)
+    first, _ = judge_look(upto(honest, LOOKS[0]), looks=LOOKS, look=0, **ARGS)
+    probs = [[p for _, p in r["implied"]] for r in first["rows"] if r["status"] == "informative"]
+    q = cheat_share(probs, 0.05, 64)
+    passed_early = 0
+    for seed in range(20):
+        cheat = shifted_to_top(honest, q, seed)
+        for i, n in enumerate(LOOKS[:-1]):
+            res, decided = judge_look(upto(cheat, n), looks=LOOKS, look=i, **ARGS)
+            top = res["sequential"]["top_share_sprt"]
+            if top is not None:
+                assert top["q"] == pytest.approx(q)
+            if decided:
+                passed_early += res["verdict"] == "PASS"
+                break
+    assert passed_early <= 2  # Ville: at most 2.5% of such sequences in the long run; 20 of them here
