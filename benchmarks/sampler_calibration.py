@@ -22,7 +22,8 @@ fixed rule (``judge_sampling`` on all S draws):
   permuted.
 
 Error rates against the rule's statements: an honest cell FAILed (false FAIL, ≤ α = 0.05), the margin cell PASSed
-(false PASS, ≤ α/2 = 0.025), the temperature-ignored cell not FAILed (miss, ≤ β = 0.05); Wilson 95% intervals; the
+(false PASS, ≤ α/2 = 0.025; and PASSed before the cap, by the top-share test alone, ≤ ``TOP_BETA`` = 0.01), the
+temperature-ignored cell not FAILed (miss, ≤ β = 0.05); Wilson 95% intervals; the
 mean draws per prompt at the stop and the stops by look. Writes ``benchmarks/results/sampler_calibration-<date>.json``
 and prints one table. The bootstrap inside each judgement uses ``--boot`` resamples (verify's 2000). Run by hand,
 never by ``make test``.
@@ -45,7 +46,13 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from inferencekit.quality.sampling import DEFAULT_ORDERS, judge_sampling  # noqa: E402
 from inferencekit.quality.sampling_run import DEFAULT_SETTINGS  # noqa: E402
-from inferencekit.quality.sampling_sequential import SEQ_ALPHA, cheat_share, draw_looks, judge_look  # noqa: E402
+from inferencekit.quality.sampling_sequential import (  # noqa: E402
+    SEQ_ALPHA,
+    TOP_BETA,
+    cheat_share,
+    draw_looks,
+    judge_look,
+)
 from inferencekit.stats import wilson_interval  # noqa: E402
 
 SEEDS, MARGIN = 64, 0.05  # verify --profile standard's sampler check
@@ -124,6 +131,7 @@ def replay(rows: list[dict[str, Any]], replays: int, boot: int, seed: int,
     seq: Counter[str] = Counter()
     fixed: Counter[str] = Counter()
     stops: Counter[int] = Counter()
+    early_pass = 0  # PASSed before the cap: by the top-share test alone (its own bound, TOP_BETA)
     draws = 0
     t0 = time.monotonic()
     # permuted recorded draws: every order holds the same S draws, so the fixed verdict is one, judged once
@@ -134,9 +142,11 @@ def replay(rows: list[dict[str, Any]], replays: int, boot: int, seed: int,
         seq[got["seq"]] += 1
         fixed[str(got["fixed"] or once)] += 1
         stops[got["look"]] += 1
+        early_pass += got["seq"] == "PASS" and got["look"] < len(looks)
         draws += got["draws"]
     return {"replays": replays, "to_top": to_top, "sequential": dict(seq), "fixed": dict(fixed),
-            "stopped_at_look": {str(k): v for k, v in sorted(stops.items())}, "mean_draws_per_prompt":
+            "stopped_at_look": {str(k): v for k, v in sorted(stops.items())}, "early_pass": early_pass,
+            "mean_draws_per_prompt":
             draws / replays, "seconds": round(time.monotonic() - t0, 1)}
 
 
@@ -153,8 +163,12 @@ def judge_cell(name: str, kind: str, r: dict[str, Any]) -> dict[str, Any]:
     else:
         what, bound = "miss (not FAIL)", SEQ_ALPHA
         k_seq, k_fix = n - r["sequential"].get("FAIL", 0), n - r["fixed"].get("FAIL", 0)
-    return {"cell": name, "kind": kind, "error": what, "stated": bound, "sequential_rate": rate(k_seq, n),
-            "fixed_rate": rate(k_fix, n), "within": k_seq / n <= bound}
+    out = {"cell": name, "kind": kind, "error": what, "stated": bound, "sequential_rate": rate(k_seq, n),
+           "fixed_rate": rate(k_fix, n), "within": k_seq / n <= bound}
+    if kind == "margin":  # the early looks' own statement: the top-share test PASSes that cheat at most TOP_BETA
+        out["early_pass_rate"] = rate(r["early_pass"], n)
+        out["early_pass_stated"] = TOP_BETA
+    return out
 
 
 CELLS = (("recorded, permuted", "honest", False, None), ("simulated honest", "honest", True, 0.0),
@@ -200,6 +214,10 @@ def main() -> int:
         print(f"| {t['cell']} | {t['error']} | ≤ {t['stated']:g} | {s['rate']:.4f} [{s['wilson95'][0]:.4f}, "
               f"{s['wilson95'][1]:.4f}] | {f['rate']:.4f} | {r['mean_draws_per_prompt']:.1f} | "
               f"{r['stopped_at_look']} |")
+        if "early_pass_rate" in t:
+            e = t["early_pass_rate"]
+            print(f"| {t['cell']}, before the cap | early PASS (top-share test) | ≤ {t['early_pass_stated']:g} | "
+                  f"{e['rate']:.4f} [{e['wilson95'][0]:.4f}, {e['wilson95'][1]:.4f}] | – | | |")
     print(f"\nwritten: {out}", file=sys.stderr)
     return 0
 

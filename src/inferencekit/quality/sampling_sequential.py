@@ -117,7 +117,8 @@ def describe_rule(prompts: int, seeds: int, looks: Sequence[int]) -> dict[str, A
                                   f"of that cheat over honest at or below {TOP_BETA:g} (Ville's inequality: the "
                                   "cheat gets there at most that often); errors of other shapes are judged by the "
                                   "interval at the cap only",
-                   "false_fail_max": SEQ_ALPHA / 2, "early_pass_of_smallest_cheat_max": TOP_BETA,
+                   "false_fail_max": SEQ_ALPHA / 2, "miss_max": SEQ_ALPHA / 2,
+                   "early_pass_of_smallest_cheat_max": TOP_BETA,
                    "replayed": "10,000 sequences of recorded draws (benchmarks/README.md, 6 Dec 2026): the smallest "
                                "cheat PASSed 4.9% (stated 2.5%; --fixed 3.0%), false FAIL ≤ 0.04%"},
             "out_of_support": oos_plan(prompts, seeds).describe(),
