@@ -248,9 +248,10 @@ def judge_look(per_prompt: Sequence[Mapping[str, Any]], *, looks: Sequence[int],
     n, last = looks[look], look == len(looks) - 1
     conf = look_confidence(len(looks))
 
-    def judge(at: float, oos_decision: tuple[str, str] | None = None) -> dict[str, Any]:
+    def judge(at: float, oos_decision: tuple[str, str] | None = None,
+              tv_decision: tuple[str, str] | None = None) -> dict[str, Any]:
         return judge_sampling(rows, sampling=sampling, margin=at, resamples=resamples, seed=seed, n_seeds=n,
-                              confidence=conf, oos_decision=oos_decision, **kw)
+                              confidence=conf, oos_decision=oos_decision, tv_decision=tv_decision, **kw)
 
     first = judge(margin)  # the rows and the out-of-support counts, which do not depend on the margin
     probs = [[p for _, p in r["implied"]] for r in first["rows"] if r["status"] == "informative"]
@@ -264,31 +265,27 @@ def judge_look(per_prompt: Sequence[Mapping[str, Any]], *, looks: Sequence[int],
                                     f"{bound:.2%} by the 95% confidence sequence")
     elif state is not None and not last:
         decision = ("UNPROVEN", f"SPRT undecided at {oos['of']} draws")
+    # an early look PASSes the distribution only by the top-share SPRT, whatever the interval shows short of a FAIL
+    # (judge_sampling applies tv_decision only then; any other check's FAIL or an incomplete prompt still prevails)
+    top: dict[str, Any] | None = None
+    tv_decision: tuple[str, str] | None = None
+    if not last and probs and state is not None and state.decision == "PASS":
+        q = cheat_share(probs, margin, looks[-1])
+        if q < 1:
+            llr = top_share_llr(first["rows"], q)
+            top = {"q": q, "llr": llr, "pass_at": math.log(TOP_BETA), "pass": llr <= math.log(TOP_BETA)}
+            if top["pass"]:
+                tv_decision = ("PASS", f"top-share SPRT PASS at {n} draws per prompt: ln LR (cheat moving {q:.3f} "
+                                       f"of each prompt's mass to its top token, over honest) {llr:.2f} ≤ ln "
+                                       f"{TOP_BETA:g} (Ville); other shapes of error are judged by the interval "
+                                       "only at the cap")
     # at the cap with an undecided SPRT (or no draw to judge) the fixed Wilson rule stands
-    res = judge(at, decision) if decision is not None or at != margin else first
+    res = judge(at, decision, tv_decision) if decision is not None or at != margin else first
     if decision is not None and decision[0] in ("PASS", "FAIL"):
         res["checks"]["out_of_support"]["cs_upper"] = bound
         if res["verdict"] == "PASS":
             res["reason"] += f"; out of support: {decision[1]}"
     tv = res["checks"]["excess_tv"]["verdict"]
-    top: dict[str, Any] | None = None
-    if not last and probs and res["verdict"] in ("PASS", "UNPROVEN") and tv in ("PASS", "UNPROVEN") \
-            and not res["problems"] and state is not None and state.decision == "PASS":
-        # an early look PASSes only by the top-share SPRT, whatever the interval shows (short of a FAIL)
-        q = cheat_share(probs, margin, looks[-1])
-        if q < 1:
-            llr = top_share_llr(res["rows"], q)
-            top = {"q": q, "llr": llr, "pass_at": math.log(TOP_BETA), "pass": llr <= math.log(TOP_BETA)}
-            if top["pass"]:
-                why_top = (f"top-share SPRT PASS at {n} draws per prompt: ln LR (cheat moving {q:.3f} of each "
-                           f"prompt's mass to its top token, over honest) {llr:.2f} ≤ ln {TOP_BETA:g} (Ville); "
-                           "other shapes of error are judged by the interval only at the cap")
-                res = judge_sampling(rows, sampling=sampling, margin=at, resamples=resamples, seed=seed, n_seeds=n,
-                                     confidence=conf, oos_decision=decision, tv_decision=("PASS", why_top), **kw)
-                res["checks"]["out_of_support"]["cs_upper"] = bound
-                if res["verdict"] == "PASS":
-                    res["reason"] += f"; out of support: {decision[1]}" if decision else ""
-                tv = res["checks"]["excess_tv"]["verdict"]
     # settings the check cannot model: nothing it computes applies, more draws change nothing. An UNPROVEN for
     # too few informative prompts or an incomplete prompt is not a stop: more draws can still show a FAIL
     decided = last or res["verdict"] == "FAIL" or bool(res["checks"]["settings"]["unmodelled"]) or (
