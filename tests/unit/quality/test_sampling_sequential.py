@@ -213,3 +213,20 @@ def test_the_smallest_cheat_is_not_passed_early_by_the_top_share_test():
                 passed_early += res["verdict"] == "PASS"
                 break
     assert passed_early <= 2  # Ville: at most 2.5% of such sequences in the long run; 20 of them here
+
+
+def test_the_record_says_what_an_early_pass_rules_out():
+    from inferencekit.quality.sampling_collect import SamplingPlan
+    from inferencekit.quality.sampling_run import _limitations
+
+    res, looks = run_rounds(prompts(1, n_prompts=16))
+    assert looks == 1 and res["verdict"] == "PASS"
+    res["sequential"]["rule"] = describe_rule(16, 64, LOOKS)
+    got = {"refused": None, "reused": 0, "top_logprobs": 20,
+           "seed_stage": {"why": "8 of 8 first repeats matched; ...: stopped"}}
+    lim = _limitations(res, got, SamplingPlan(send=HONEST, seeds=64, looks=LOOKS), unsent=[], n_asked=16, base=None)
+    early = [x for x in lim if x.startswith("an early PASS comes from the top-share test alone")]
+    assert len(early) == 1 and "not an error of another shape of the same TV" in early[0]
+    assert f"ln LR {res['sequential']['top_share_sprt']['llr']:.2f}" in early[0]
+    assert any(x.startswith("sequential seed check: one repeat per prompt first") for x in lim)
+    assert any("stopped at look 1 (16 draws per prompt" in x for x in lim)
