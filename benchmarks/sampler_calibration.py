@@ -21,10 +21,14 @@ fixed rule (``judge_sampling`` on all S draws):
   every draw the top token (an engine that ignores the temperature). Other prompts keep their recorded draws,
   permuted.
 
+Incomplete prompts (a failed request or a reply without logprobs in the recorded run: llama-server answers some
+draws of a prompt so) are left out unless ``--keep-incomplete``, and named in the results: with one, every judgement
+of either mode is UNPROVEN, and no cell would test a PASS.
+
 Error rates against the rule's statements: an honest cell FAILed (false FAIL, ≤ α = 0.05), the margin cell PASSed
 (false PASS, ≤ α/2 = 0.025; and PASSed before the cap, by the top-share test alone, ≤ ``TOP_BETA`` = 0.01), the
-temperature-ignored cell not FAILed (miss, ≤ β = 0.05); Wilson 95% intervals; the
-mean draws per prompt at the stop and the stops by look. Writes ``benchmarks/results/sampler_calibration-<date>.json``
+temperature-ignored cell not FAILed (miss, ≤ β = 0.05); Wilson 95% intervals; the mean draws per prompt at the stop
+and the stops by look. Writes ``benchmarks/results/sampler_calibration-<date>.json``
 and prints one table. The bootstrap inside each judgement uses ``--boot`` resamples (verify's 2000). Run by hand,
 never by ``make test``.
 """
@@ -74,6 +78,14 @@ def load_rows(folder: Path) -> list[dict[str, Any]]:
                      "draws": {int(s): k for s, k in doc["draws"].items()}, "repeat": None,
                      "error": "; ".join(doc.get("errors") or [])[:200] or None})
     return rows
+
+
+def incomplete(rows: list[dict[str, Any]]) -> list[str]:
+    """Ids of the prompts ``judge_sampling`` calls incomplete (a failed request, a reply without logprobs, draws
+    missing): with one in a sequence every judgement is UNPROVEN, so no cell could show its PASS rate."""
+    res = judge_sampling(rows, sampling=DEFAULT_SETTINGS, margin=MARGIN, resamples=10, seed=0, order=DEFAULT_ORDERS,
+                         n_seeds=max(len(r["draws"]) for r in rows))
+    return [r["id"] for r in res["rows"] if r["status"] == "incomplete"]
 
 
 def implied(rows: list[dict[str, Any]]) -> dict[str, list[tuple[Any, float]]]:
@@ -182,6 +194,8 @@ def main() -> int:
     ap.add_argument("--replays", type=int, default=10000)
     ap.add_argument("--boot", type=int, default=2000, help="bootstrap resamples inside each judgement")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--keep-incomplete", action="store_true",
+                    help="keep prompts with failed requests or missing logprobs (every judgement is then UNPROVEN)")
     ap.add_argument("--out", default=None, help="results file (default results/sampler_calibration-<date>.json)")
     a = ap.parse_args()
     stamp = dt.datetime.now(dt.UTC)
@@ -192,6 +206,11 @@ def main() -> int:
         label, _, run_dir = src.partition("=")
         folder = next(p for p in sorted((Path(run_dir) / "quality" / "sampling").iterdir()) if p.is_dir())
         rows = load_rows(folder)
+        dropped = [] if a.keep_incomplete else incomplete(rows)
+        rows = [r for r in rows if r["id"] not in dropped]
+        if dropped:
+            print(f"{label}: {len(dropped)} incomplete prompt(s) left out: {', '.join(map(str, dropped))}",
+                  file=sys.stderr)
         dist = implied(rows)
         q = cheat_share([[p for _, p in d] for d in dist.values()], MARGIN, max(len(x["draws"]) for x in rows))
         for i, (cell, kind, simulated, to_top) in enumerate(CELLS):
@@ -199,6 +218,7 @@ def main() -> int:
             share = q if to_top == "q" else float(to_top or 0.0)
             r = replay(rows, a.replays, a.boot, a.seed + 1000 * i, dist if simulated else None, share)
             results[name] = {"kind": kind, "source": str(folder), "prompts": len(rows), "informative": len(dist),
+                             "incomplete_left_out": dropped,
                              "draws_per_prompt": max(len(x["draws"]) for x in rows), **r}
             table.append(judge_cell(name, kind, r))
             print(f"{name}: {r}", file=sys.stderr, flush=True)

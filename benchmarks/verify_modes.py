@@ -141,10 +141,13 @@ def main() -> int:
     ap.add_argument("--modes", default="fixed,sequential", help="which of the two modes to run")
     ap.add_argument("--seed", type=int, default=20261206)
     ap.add_argument("--out", default=None, help="results file (default benchmarks/results/verify_modes-<date>.json)")
+    ap.add_argument("--work", default=None, help="folder for the run dirs, kept (default: a new temporary folder); "
+                    "benchmarks/sampler_calibration.py replays the fixed runs' sampler draws from there")
     a = ap.parse_args()
     stamp = dt.datetime.now(dt.UTC)
     out = Path(a.out or ROOT / "benchmarks" / "results" / f"verify_modes-{stamp:%Y%m%d}.json")
-    work = Path(tempfile.mkdtemp(prefix="ik-verify-modes-"))
+    work = Path(a.work) if a.work else Path(tempfile.mkdtemp(prefix="ik-verify-modes-"))
+    work.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
     for engine in a.engines.split(","):
         eng = start_engine("llama-server", work / "engine", parallel=4) if engine == "llama-server" else None

@@ -30,8 +30,9 @@ the rule states beforehand (``describe_rule`` writes it into the record):
   lower boundary: an early look PASSes only once it is at or below ln ``TOP_BETA`` (1%), and by Ville's inequality
   the cheat gets there at most that often, however many looks are taken. It only ever PASSes (it never FAILs: that
   stays with the interval), and only when the interval did not FAIL, the SPRT on out-of-support draws PASSed and no
-  prompt is incomplete; an interval inside the margin at an early look is not a stop by itself (replayed, that route
-  PASSed the smallest cheat on 4.9% of sequences). What such a PASS rules out is the stated cheat: an error of
+  prompt is incomplete (with one, that boundary stops the look at UNPROVEN, the fixed check's verdict); an interval
+  inside the margin at an early look is not a stop by itself (replayed, that route PASSed the smallest cheat on 4.9%
+  of sequences). What such a PASS rules out is the stated cheat: an error of
   another shape (mass moved to other tokens) of the same TV is judged by the interval alone, at the cap
   (``--fixed``, or a run whose early looks do not settle).
 - **all draws greedy** (temperature ignored): the fixed check's exact test at ``GREEDY_ONLY_ALPHA`` (10⁻⁶); over
@@ -39,9 +40,11 @@ the rule states beforehand (``describe_rule`` writes it into the record):
 
 A look *decides* when the verdict is settled: FAIL (any check), PASS (at an early look the top-share test at its
 PASS boundary, at the cap the TV interval within the margin; and the out-of-support SPRT at its PASS boundary), or
-UNPROVEN for settings the check cannot model (nothing it computes applies). Otherwise the next round is drawn:
-an UNPROVEN for too few informative prompts or an incomplete prompt goes on to the cap, since more draws can
-still show a FAIL. At the cap (S draws, today's count), the last look's verdict stands, the SPRT's undecided
+UNPROVEN for settings the check cannot model (nothing it computes applies), or UNPROVEN for an incomplete prompt
+(a failed request, a reply without logprobs) once the other prompts are at the top-share test's PASS boundary (no
+more draws can make it a PASS, and a FAIL they could still show is the cheat that boundary bounds). Otherwise the
+next round is drawn: an UNPROVEN for too few informative prompts goes on to the cap, since more draws can still
+show a FAIL. At the cap (S draws, today's count), the last look's verdict stands, the SPRT's undecided
 state falling back to the fixed check's Wilson rule.
 
 Pure: no HTTP; ``quality/sampling_collect.py`` sends the rounds and calls ``judge_look``.
@@ -286,11 +289,19 @@ def judge_look(per_prompt: Sequence[Mapping[str, Any]], *, looks: Sequence[int],
         if res["verdict"] == "PASS":
             res["reason"] += f"; out of support: {decision[1]}"
     tv = res["checks"]["excess_tv"]["verdict"]
+    settled = tv == "PASS" and top is not None and top["pass"]  # the informative prompts at the PASS boundary
+    # an incomplete prompt (a failed request, a reply without logprobs) keeps the verdict UNPROVEN at any look; once
+    # the other prompts are settled, more draws can no more turn it into a PASS, and a FAIL they could still show is
+    # the stated cheat the top-share stop bounds, as for a PASS
+    only_incomplete = (res["verdict"] == "UNPROVEN" and res["dropped"].get("incomplete", 0) > 0
+                       and len(res["problems"]) == 1)
     # settings the check cannot model: nothing it computes applies, more draws change nothing. An UNPROVEN for
-    # too few informative prompts or an incomplete prompt is not a stop: more draws can still show a FAIL
+    # too few informative prompts is not a stop: more draws can still show a FAIL
     decided = last or res["verdict"] == "FAIL" or bool(res["checks"]["settings"]["unmodelled"]) or (
-        res["verdict"] == "PASS" and tv == "PASS" and top is not None and top["pass"])
+        settled and (res["verdict"] == "PASS" or only_incomplete))
     why = ("the cap" if last and res["verdict"] not in ("PASS", "FAIL") else
+           f"UNPROVEN decided: {res['dropped']['incomplete']} incomplete prompt(s), the others at the top-share "
+           "test's PASS boundary" if decided and only_incomplete and not last else
            f"{res['verdict']} decided" if decided else "undecided: another round")
     res["sequential"] = {"look": look + 1, "looks": list(looks), "draws_per_prompt": n, "confidence": conf,
                          "margin_at_look": at, "top_share_sprt": top,

@@ -81,10 +81,23 @@ def test_pruned_vocabulary_fails_by_the_sprt():
     assert looks == 1
 
 
-def test_an_incomplete_prompt_is_unproven_at_the_cap_not_a_stop():
+def test_an_incomplete_prompt_stops_unproven_where_the_others_settle():
     pp = prompts(1, n_prompts=16)
+    _, complete_looks = run_rounds(pp)
     pp[3]["error"] = "HTTP 500"
-    res, looks = run_rounds(pp)  # more draws could still show a FAIL: the rounds go on
+    res, looks = run_rounds(pp)
+    # the other 15 prompts reach the top-share PASS boundary no later than all 16 did; more draws cannot make the
+    # verdict a PASS, so the rounds stop there, UNPROVEN as the fixed check says
+    assert looks <= complete_looks < len(LOOKS)
+    assert res["verdict"] == "UNPROVEN" and "1 prompt(s) incomplete" in res["reason"]
+    assert res["sequential"]["decided"] and res["sequential"]["top_share_sprt"]["pass"]
+    assert res["sequential"]["why"].startswith("UNPROVEN decided: 1 incomplete prompt(s)")
+
+
+def test_an_incomplete_prompt_with_unsettled_others_goes_on_to_the_cap():
+    pp = prompts(5, n_prompts=8)
+    pp[0]["error"] = "HTTP 500"
+    res, looks = run_rounds_with(pp, margin=0.001)  # the top-share test never settles under so tight a margin
     assert looks == len(LOOKS) and res["verdict"] == "UNPROVEN"
     assert res["sequential"]["why"] == "the cap"
 
