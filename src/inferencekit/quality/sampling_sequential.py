@@ -122,8 +122,9 @@ def describe_rule(prompts: int, seeds: int, looks: Sequence[int]) -> dict[str, A
                                   "interval at the cap only",
                    "false_fail_max": SEQ_ALPHA / 2, "miss_max": SEQ_ALPHA / 2,
                    "early_pass_of_smallest_cheat_max": TOP_BETA,
-                   "replayed": "10,000 sequences of recorded draws (benchmarks/README.md, 6 Dec 2026): the smallest "
-                               "cheat PASSed 4.9% (stated 2.5%; --fixed 3.0%), false FAIL ≤ 0.04%"},
+                   "replayed": "10,000 sequences per cell from two engines' recorded draws (benchmarks/README.md, "
+                               "6 Dec 2026): the smallest cheat PASSed 1.2% (early 0.01-0.04%; --fixed 3.0-3.2%), "
+                               "false FAIL ≤ 0.06%, temperature ignored always FAILed"},
             "out_of_support": oos_plan(prompts, seeds).describe(),
             "at_cap": "the last look's verdict; an undecided SPRT falls back to the fixed Wilson rule"}
 
