@@ -22,8 +22,8 @@ fixed rule (``judge_sampling`` on all S draws):
   permuted.
 
 Incomplete prompts (a failed request or a reply without logprobs in the recorded run: llama-server answers some
-draws of a prompt so) are left out unless ``--keep-incomplete``, and named in the results: with one, every judgement
-of either mode is UNPROVEN, and no cell would test a PASS.
+draws of a prompt so) have no draws file and are left out, named in the results (``incomplete_left_out``): with
+one, every judgement of either mode would be UNPROVEN, and no cell would test a PASS.
 
 Error rates against the rule's statements: an honest cell FAILed (false FAIL, ≤ α = 0.05), the margin cell PASSed
 (false PASS, ≤ α/2 = 0.025; and PASSed before the cap, by the top-share test alone, ≤ ``TOP_BETA`` = 0.01), the
@@ -80,12 +80,12 @@ def load_rows(folder: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def incomplete(rows: list[dict[str, Any]]) -> list[str]:
-    """Ids of the prompts ``judge_sampling`` calls incomplete (a failed request, a reply without logprobs, draws
-    missing): with one in a sequence every judgement is UNPROVEN, so no cell could show its PASS rate."""
-    res = judge_sampling(rows, sampling=DEFAULT_SETTINGS, margin=MARGIN, resamples=10, seed=0, order=DEFAULT_ORDERS,
-                         n_seeds=max(len(r["draws"]) for r in rows))
-    return [r["id"] for r in res["rows"] if r["status"] == "incomplete"]
+def left_out(folder: Path, rows: list[dict[str, Any]]) -> list[str]:
+    """The prompts the run planned (``settings.json`` ``prompts``) that have no draws file: the sampler store writes
+    none for an incomplete prompt (a failed request, a reply without logprobs), so the replay judges the others."""
+    planned = json.loads((folder / "settings.json").read_text()).get("prompts") or []
+    have = {r["id"] for r in rows}
+    return [str(pid) for pid in planned if pid not in have]
 
 
 def implied(rows: list[dict[str, Any]]) -> dict[str, list[tuple[Any, float]]]:
@@ -194,8 +194,6 @@ def main() -> int:
     ap.add_argument("--replays", type=int, default=10000)
     ap.add_argument("--boot", type=int, default=2000, help="bootstrap resamples inside each judgement")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--keep-incomplete", action="store_true",
-                    help="keep prompts with failed requests or missing logprobs (every judgement is then UNPROVEN)")
     ap.add_argument("--out", default=None, help="results file (default results/sampler_calibration-<date>.json)")
     a = ap.parse_args()
     stamp = dt.datetime.now(dt.UTC)
@@ -206,8 +204,7 @@ def main() -> int:
         label, _, run_dir = src.partition("=")
         folder = next(p for p in sorted((Path(run_dir) / "quality" / "sampling").iterdir()) if p.is_dir())
         rows = load_rows(folder)
-        dropped = [] if a.keep_incomplete else incomplete(rows)
-        rows = [r for r in rows if r["id"] not in dropped]
+        dropped = left_out(folder, rows)
         if dropped:
             print(f"{label}: {len(dropped)} incomplete prompt(s) left out: {', '.join(map(str, dropped))}",
                   file=sys.stderr)
