@@ -1,8 +1,10 @@
-"""Async HTTP client for OpenAI-compatible servers (aiohttp): send, stamp, keep raw bytes.
+"""Async HTTP client for OpenAI-compatible servers: send, stamp, keep raw bytes.
 
-While a reply is open the loop only awaits the next network chunk, stamps it with
-``time.perf_counter_ns()`` and appends the bytes (docs/design.md principle 5); SSE splitting and JSON
-parsing happen afterwards (``sse.split_events``, ``reply.derive``). Every failure — refused
+A streamed POST goes through api/h1.py (httptools' llhttp under a protocol of its own: each network read stamped
+with ``time.perf_counter_ns()`` as it arrives, its bytes kept, the framing taken apart after the reply);
+everything else through aiohttp, whose loop only awaits the next network chunk, stamps it and appends the bytes
+(docs/design.md principle 5). SSE splitting and JSON parsing happen afterwards (``sse.split_events``,
+``reply.derive``). Every failure — refused
 connection, HTTP error, broken stream, timeout — becomes a recorded ``Exchange`` with ``status``
 (0 when no HTTP status arrived) and ``error``; nothing here raises for a server fault.
 
@@ -27,7 +29,6 @@ the retry succeeds.
 from __future__ import annotations
 
 import asyncio
-import collections
 import itertools
 import os
 import select
@@ -43,9 +44,10 @@ import numpy as np
 import orjson
 
 from inferencekit.api.endpoint import Endpoint
+from inferencekit.api.h1 import Origin, Pool, request, unframe
 from inferencekit.api.reply import derive, loads_json
 from inferencekit.api.sse import split_events
-from inferencekit.api.tap import StreamTap, cut
+from inferencekit.api.tap import cut
 from inferencekit.redact import has_secrets, scrub_chunks, scrub_text
 
 __all__ = ["Client", "Exchange", "LiveConnector", "MAX_RESENDS", "describe_exception", "unwritten", "ERROR_BYTES",
@@ -63,7 +65,6 @@ def new_request_id() -> str:
 
 
 ERROR_BYTES = 500  # an HTTP error body is recorded up to this many bytes
-_READ_BUFSIZE = 1 << 30
 # The read-idle limit (seconds; None: off) a command's clients take when not given one: ``--read-timeout`` is set
 # here once by the CLI for the operation's run, rather than threaded through every command's signature.
 READ_TIMEOUT: ContextVar[float | None] = ContextVar("READ_TIMEOUT", default=None)
@@ -100,13 +101,28 @@ class Exchange:
     _redirects: int = field(default=0, repr=False)
     _reused: bool = field(default=False, repr=False)  # the request went out on a pooled (kept-alive) connection
     _scrubbed: bool = field(default=False, repr=False)  # settle() has scrubbed the key from chunks and error
-    # a tapped read's body not yet cut into chunks: (body bytes, total_bytes at the tap, read times, offsets)
+    # a streamed body not yet cut into chunks: (body bytes, body offset it starts at, read times, offsets)
     pending: tuple[bytes, int, Any, Any] | None = field(default=None, repr=False)
+    # a streamed reply as api/h1.py read it (framing included), not yet taken apart: (raw, read times, read ends)
+    framed: tuple[bytes | bytearray, Any, Any] | None = field(default=None, repr=False)
+
+    def _unframe(self) -> None:
+        """``framed`` → ``pending`` (api/h1.py ``unframe``): done by whoever reads the exchange first (the journal's
+        writer thread during a level), so the stream loop pays nothing for the framing."""
+        if self.framed is None:
+            return
+        raw, times, ends = self.framed
+        self.framed = None
+        body, times, offsets, problem = unframe(raw, times, ends)
+        self.pending = (body, 0, times, offsets)
+        if problem and self.error is None:
+            self.error = problem
 
     def raw_chunks(self) -> tuple[np.ndarray, np.ndarray, bytes]:
         """``(times, lengths, payload)``: the chunks as two int64 arrays [n] (arrival ns, byte length) and their bytes
-        joined, without cutting a tapped body (what the journal stores; vectorised, cheap on the writer thread).
+        joined, without cutting a streamed body (what the journal stores; vectorised, cheap on the writer thread).
         With an API key registered (redact.py) the body is cut first so that the key is scrubbed from it."""
+        self._unframe()
         if has_secrets():
             self.settle()
         t0 = np.fromiter((c[0] for c in self.chunks), np.int64, len(self.chunks))
@@ -122,14 +138,15 @@ class Exchange:
         keep = lens > 0
         t, lens = t[keep], lens[keep]
         rest = start + len(body) - int(ends[-1])
-        if rest > 0:  # cannot happen with aiohttp (the reads cover the body); kept, as tap.cut keeps it
+        if rest > 0:  # cannot happen (the reads cover the body); kept, as tap.cut keeps it
             t = np.append(t, t[-1] if len(t) else self.sent_ns)
             lens = np.append(lens, rest)
         return np.concatenate([t0, t]), np.concatenate([n0, lens]), head + body
 
     def settle(self) -> list[tuple[int, bytes]]:
-        """``chunks``, after cutting a tapped body into them (api/tap.py) if that was left for later: the stream
+        """``chunks``, after cutting a streamed body into them (api/tap.py) if that was left for later: the stream
         loop leaves it to whoever reads the exchange first (the journal's writer thread), off the event loop."""
+        self._unframe()
         if self.pending is not None:
             body, start, times, offsets = self.pending
             self.pending = None
@@ -209,62 +226,6 @@ class Exchange:
         if self.retried:
             reply["retried"] = self.retried
         return reply
-
-
-def _drain(stream: Any) -> bytes:
-    """Everything a finished StreamReader holds, in one join. ``read_nowait()`` would give the same bytes but walks
-    the reader's buffer one HTTP chunk at a time with flow-control checks (~1 µs per chunk); the buffer is the
-    reader's ``_buffer`` deque in every aiohttp 3.x, and ``read_nowait`` is the fallback if it ever is not."""
-    buf = getattr(stream, "_buffer", None)
-    if isinstance(buf, collections.deque):
-        data = b"".join(buf)  # bytes or memoryviews alike
-        buf.clear()
-        return data
-    rest: bytes = stream.read_nowait()
-    return rest
-
-
-def _buffered(stream: Any) -> bytes:
-    """What a failed StreamReader still holds (``_drain``'s join), without its read methods: they re-raise the
-    failure, and once aiohttp's own total timer has fired even ``_read_nowait`` does (``assert_timeout``)."""
-    buf = getattr(stream, "_buffer", None)
-    return _drain(stream) if isinstance(buf, collections.deque) else b""
-
-
-async def _read_tapped(stream: Any, conn: Any, chunks: list[tuple[int, bytes]], clock: Any, deadline: float | None
-                       ) -> tuple[bytes, int, Any, Any]:
-    """Read a 200 reply's body through a ``StreamTap`` (api/tap.py): stamped at arrival, the task woken once.
-
-    What aiohttp had parsed before the tap went in (it came with the headers) is one chunk stamped now, as a
-    ``readany()`` loop would stamp it. Returns the rest uncut, for ``Exchange.pending`` (``settle`` cuts it later,
-    so the end of many streams at once costs the loop little). On a failure the chunks parsed so far are cut and
-    kept, then the error raised. ``deadline`` (event-loop time) bounds the wait for the body's end: aiohttp's total
-    timeout only runs inside its own reads, and ``wait_eof`` is not one, so without it a stream that stalls after
-    its first bytes would be waited on for ever. Raises ``TimeoutError`` past it. The read-idle limit needs nothing
-    here: the tap forwards every ``data_received`` to aiohttp's protocol, which re-arms its ``sock_read`` timer and,
-    when it fires, fails the stream, waking ``wait_eof`` with ``aiohttp.SocketTimeoutError``.
-    """
-    try:
-        first = stream.read_nowait()
-    except BaseException:  # the limit passed while the headers came: keep what had arrived with them, then fail
-        first = _buffered(stream)
-        if first:
-            chunks.append((clock(), first))
-        raise
-    if first:
-        chunks.append((clock(), first))
-    start = stream.total_bytes
-    tap = StreamTap(conn.transport, conn.protocol, stream, clock)
-    try:
-        async with asyncio.timeout_at(deadline):
-            await stream.wait_eof()
-    except BaseException:
-        tap.remove()
-        rest = _buffered(stream)  # what was parsed before the failure (read_nowait would raise it again)
-        chunks.extend(cut(rest, start, tap.times, tap.offsets))
-        raise
-    tap.remove()
-    return _drain(stream), start, tap.times, tap.offsets
 
 
 def describe_exception(exc: BaseException, timeout_s: float | None = None, read_timeout_s: float | None = None
@@ -411,7 +372,8 @@ def _named_in(fields: Iterable[str], message: str) -> list[str]:
 
 
 class Client:
-    """One aiohttp session to one endpoint. Use as ``async with Client(endpoint) as c:``.
+    """One endpoint's connections: api/h1.py's pool for streamed POSTs, an aiohttp session for every other request.
+    Use as ``async with Client(endpoint) as c:``.
 
     Args:
         endpoint: where to send, with the API-key variable's name.
@@ -419,7 +381,9 @@ class Client:
         read_timeout_s: read-idle limit in seconds: the longest wait for the next byte, first one included
             (aiohttp's ``sock_read``; vLLM bench serve and GuideLLM have one total limit, this is the second one
             users of HTTP clients expect). None or 0: off. Default: ``READ_TIMEOUT`` as the command set it.
-        max_connections: connection pool size; 0 = unlimited (the load runner bounds concurrency).
+        max_connections: connection pool size (each pool's); 0 = unlimited (the load runner bounds concurrency).
+        tap: streamed POSTs through api/h1.py (stamped where the bytes arrive); False (or ``INFERENCEKIT_TAP=0``):
+            through aiohttp's ``readany()`` loop, stamped when the request's task runs (kept to compare the two).
         fresh_connections: open a connection per request (closed after its reply) instead of keeping them alive:
             for a server that closes kept-alive connections after a reply (``Dialect.keeps_connections``; set by
             ``detect_engine``, or by the client itself once such a server lost a request, see the module docstring).
@@ -436,21 +400,30 @@ class Client:
         self._session: aiohttp.ClientSession | None = None
         self._fresh_session: aiohttp.ClientSession | None = None
         self._headers = {"Content-Type": "application/json", **endpoint.headers()}
+        self._origin = Origin.parse(endpoint.root)
+        self._pool: Pool | None = None
+        fixed = {"Host": self._origin.host_header, "Accept": "*/*", "Accept-Encoding": "gzip, deflate",
+                 "User-Agent": "inferencekit", **self._headers}
+        if any(c in f"{k}{v}" for k, v in fixed.items() for c in "\r\n"):
+            raise ValueError("a request header holds a line break")
+        self._h1_headers = "".join(f"{k}: {v}\r\n" for k, v in fixed.items())
         self.rejected_fields: set[str] = set()
 
     def _new_session(self, *, force_close: bool) -> aiohttp.ClientSession:
         connector = (aiohttp.TCPConnector(limit=self._limit, ttl_dns_cache=300, force_close=True) if force_close else
                      LiveConnector(limit=self._limit, ttl_dns_cache=300, enable_cleanup_closed=False))
-        # read_bufsize: aiohttp pauses the socket when a reply's unread body passes 2× this; the tapped read
-        # (api/tap.py) reads the body once at its end, so the pause must never come
         return aiohttp.ClientSession(connector=connector, auto_decompress=True, trace_configs=[_trace_config()],
-                                     read_bufsize=_READ_BUFSIZE, timeout=aiohttp.ClientTimeout(total=self.timeout_s))
+                                     timeout=aiohttp.ClientTimeout(total=self.timeout_s))
 
     async def __aenter__(self) -> Client:
         self._session = self._new_session(force_close=False)
+        self._pool = Pool(self._origin, _dropped, self._limit)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
         for s in (self._session, self._fresh_session):
             if s is not None:
                 await s.close()
@@ -532,13 +505,14 @@ class Client:
 
     async def _exchange_once(self, method: str, path: str, body: dict[str, Any] | None, rid: str,
                              timeout_s: float | None) -> Exchange:
+        if self.tap and body is not None and body.get("stream") is True and method == "POST":
+            return await self._streamed_once(path, body, rid, timeout_s)
         headers = {**self._headers, "X-Request-ID": rid}
         data = orjson.dumps(body) if body is not None else None
         limit = timeout_s or self.timeout_s
         idle = self.read_timeout_s
         kw: dict[str, Any] = ({"timeout": aiohttp.ClientTimeout(total=limit, sock_read=idle)}
                               if timeout_s or idle else {})
-        deadline = asyncio.get_running_loop().time() + limit if limit else None
         ex = Exchange(request_id=rid, path=path, body=body or {}, sent_ns=0)
         chunks = ex.chunks
         append = chunks.append
@@ -556,15 +530,11 @@ class Client:
                     # one line (an HTML error page has many); the raw bytes stay in the reply's events
                     ex.error = f"HTTP {resp.status}: " + " ".join(raw[:ERROR_BYTES].decode("utf-8", "replace").split())
                     return ex
-                conn = resp.connection
-                if self.tap and conn is not None and conn.transport is not None and conn.protocol is not None:
-                    ex.pending = await _read_tapped(resp.content, conn, chunks, clock, deadline)
-                else:
-                    while True:
-                        chunk = await readany()
-                        if not chunk:
-                            break
-                        append((clock(), chunk))
+                while True:
+                    chunk = await readany()
+                    if not chunk:
+                        break
+                    append((clock(), chunk))
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             ex.error = describe_exception(exc, limit, idle)
             ex._unwritten = not chunks and ex.status == 0 and unwritten(exc)
@@ -582,6 +552,53 @@ class Client:
         if not ex.sent_ns:
             ex.sent_ns = ex.call_ns
         return ex
+
+    async def _streamed_once(self, path: str, body: dict[str, Any], rid: str, timeout_s: float | None) -> Exchange:
+        """A streamed POST through api/h1.py: the reply's reads stamped as they arrive, its framing taken apart
+        later (``Exchange.framed``). The same ``Exchange`` as the aiohttp path, in the same words."""
+        data = orjson.dumps(body)
+        limit = timeout_s or self.timeout_s
+        fresh = self.fresh_connections
+        close = "Connection: close\r\n" if fresh else ""
+        head = (f"POST {self._origin.prefix}{path} HTTP/1.1\r\n{self._h1_headers}Content-Length: {len(data)}\r\n"
+                f"X-Request-ID: {rid}\r\n{close}\r\n").encode()
+        if self._pool is None:
+            raise RuntimeError("Client used outside `async with`")
+        ex = Exchange(request_id=rid, path=path, body=body, sent_ns=0)
+        ex.call_ns = time.perf_counter_ns()
+        loop = asyncio.get_running_loop()
+        rep = await request(self._pool, head, data, fresh=fresh, deadline=loop.time() + limit if limit else None,
+                            timeout_s=limit, idle_s=self.read_timeout_s)
+        ex.status, ex.content_type, ex.error = rep.status, rep.content_type, rep.error
+        ex.sent_ns = rep.sent_ns or ex.call_ns
+        ex._reused, ex._unwritten = rep.reused, rep.unwritten
+        ex.framed = rep.framed
+        if ex.status not in (0, 200):  # an HTTP error: its words, one line, the raw bytes kept in the events
+            raw = b"".join(c for _, c in ex.settle())
+            ex.error = f"HTTP {ex.status}: " + " ".join(raw[:ERROR_BYTES].decode("utf-8", "replace").split())
+            return ex
+        if ex.error is None:
+            return ex
+        if rep.cut_off and rep.reused and not fresh:
+            # written on a kept-alive connection that the server then closed without a reply: as on the aiohttp path
+            self.fresh_connections = True
+            ex.error += (" (on a kept-alive connection the server closed before any reply; the request may "
+                         "have been read, so it is not re-sent; later requests open their own connection)")
+        n = len(ex.settle())
+        if n:
+            ex.error = f"{ex.error} (after {n} chunks)"
+        return ex
+
+    async def preconnect(self, n: int, timeout_s: float = 30.0) -> int:
+        """Open ``n`` kept-alive connections for the streamed requests to come (none when each request opens its own:
+        ``fresh_connections``); returns how many opened. Streamed POSTs go through api/h1.py's pool, everything else
+        through aiohttp's: each pool is warmed with what its own requests will take."""
+        if self.fresh_connections or n < 1:
+            return 0
+        if self.tap and self._pool is not None:
+            return await self._pool.open(n, timeout_s)
+        got = await asyncio.gather(*(self.get("/v1/models", timeout_s=timeout_s) for _ in range(n)))
+        return sum(1 for ex in got if ex.ok)
 
     async def get_json(self, path: str, *, timeout_s: float | None = None) -> tuple[Any, str | None]:
         """``(parsed JSON, None)`` for a 200 reply, else ``(None, error line)``; bounded by ``timeout_s``, else by

@@ -208,15 +208,14 @@ class LoadRunner:
         return not self.run.special_path(self.engine, probe.get("folder", PROBES_FOLDER), probe["id"]).is_file()
 
     async def preconnect(self, n: int) -> int:
-        """Open ``n`` keep-alive connections before a level (``GET /v1/models`` on each, at once), so its first
+        """Open ``n`` keep-alive connections before a level (``Client.preconnect``, at once), so its first
         requests do not open ``n`` TCP connections in one burst: at 1,024 streams that burst held the client's loop
         ~0.15 s (every later stream started that much late) and can overflow a server's accept queue, which then
         shows as 1–3 s SYN-retry outliers in the first requests' TTFT. As wrk and k6 do. Returns the connections
-        asked for (0: nothing to do); a server that drops them just has them re-opened by the requests."""
+        opened (0: nothing to do); a server that drops them just has them re-opened by the requests."""
         if n < 2:
             return 0
-        await asyncio.gather(*(self.client.get("/v1/models", timeout_s=30) for _ in range(n)))
-        return n
+        return await self.client.preconnect(n)
 
     async def warmup(self, planner: Planner, n: int) -> list[dict[str, Any]]:
         """``n`` requests one at a time into ``outputs/<engine>/warmup/`` (not counted in any level)."""

@@ -319,7 +319,8 @@ def test_a_request_refused_before_its_first_byte_was_written_is_resent_once_and_
     # takes it (the server closes it 1 s after its reply, later than LiveConnector's check); a hook on that request's
     # headers (run before aiohttp writes a byte) holds it until the client's loop has handled the close, so aiohttp
     # refuses to write on the closing transport: the one case a request is sent again. The request is engine
-    # detection's GET (no body: aiohttp's send raises the refusal itself); the server gets it once
+    # detection's GET (no body: aiohttp's send raises the refusal itself); the server gets it once. The client reads
+    # every request through aiohttp (tap=False), so the first POST leaves its connection in aiohttp's pool
     import inferencekit.api.client as client_mod
 
     real = client_mod._trace_config
@@ -342,7 +343,7 @@ def test_a_request_refused_before_its_first_byte_was_written_is_resent_once_and_
     monkeypatch.setattr(client_mod, "_trace_config", traced)
 
     async def go(url: str) -> tuple[dict, client_mod.Exchange]:
-        async with Client(Endpoint.parse(url), timeout_s=10.0) as c:
+        async with Client(Endpoint.parse(url), timeout_s=10.0, tap=False) as c:
             first = (await c.post("/v1/chat/completions", {**BODY, "fault": "close_later"})).to_reply(id="a")
             return first, await c.get("/v1/models")
 

@@ -1,4 +1,4 @@
-"""The tapped read (api/tap.py): cutting the body at the recorded offsets, and the Exchange forms it feeds.
+"""Cutting a streamed body at its reads (api/tap.py ``cut``), and the Exchange forms it feeds.
 
 A recorded llama-server stream (tests/fixtures/replies) is replayed as if it had arrived in reads of uneven
 sizes: cutting must give back exactly the bytes and times a ``readany()`` loop would have kept, the journal's
@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import json
 from array import array
-from collections import deque
 from pathlib import Path
 
 import numpy as np
 
-from inferencekit.api.client import Exchange, _drain
+from inferencekit.api.client import Exchange
 from inferencekit.api.tap import cut
 from inferencekit.bench.journal import encode_record, read_journal
 from tests.paths import FIXTURES
@@ -88,23 +87,3 @@ def test_raw_chunks_of_an_untapped_exchange() -> None:
     ex = Exchange(request_id="r", path="/x", body={}, sent_ns=0, chunks=[(5, b"ab"), (9, b"\n\xff")])
     t, n, payload = ex.raw_chunks()
     assert np.array_equal(t, [5, 9]) and np.array_equal(n, [2, 2]) and payload == b"ab\n\xff"
-
-
-class _Reader:
-    """The one attribute ``_drain`` reads, and the public fallback."""
-
-    def __init__(self, buf: object) -> None:
-        self._buffer = buf
-        self.fallback_used = False
-
-    def read_nowait(self) -> bytes:
-        self.fallback_used = True
-        return b"fallback"
-
-
-def test_drain_joins_the_buffer_once_and_falls_back_when_it_is_not_a_deque_of_bytes() -> None:
-    r = _Reader(deque([b"a", b"bc", b""]))
-    assert _drain(r) == b"abc" and not r._buffer and not r.fallback_used
-    assert _drain(_Reader(deque())) == b""
-    other = _Reader([b"a"])
-    assert _drain(other) == b"fallback" and other.fallback_used

@@ -1,0 +1,153 @@
+"""The streamed-reply reader (api/h1.py): a recorded stream re-framed as HTTP/1.1 and read back in reads of any size.
+
+``unframe`` must give back exactly the body the server framed, each read credited with the body bytes it completed
+(the offsets ``tap.cut`` takes), whatever the read boundaries: inside a chunk-size line, inside the CRLF after a
+chunk, inside the head. A gzip body is decoded read by read. The live behaviour (faults, timeouts, keep-alive) is
+tested over real HTTP in test_client.py, where every streamed request goes through this reader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import zlib
+from array import array
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from inferencekit.api import h1
+from inferencekit.api.client import Exchange
+from tests.paths import FIXTURES
+
+HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
+
+
+def events() -> list[bytes]:
+    rec = json.loads((FIXTURES / "replies" / "llama-server" / "chat_stream.json").read_text())
+    assert len(rec["events"]) > 10
+    return [f"data: {payload}\n\n".encode() for _t, payload in rec["events"]]
+
+
+def chunked(parts: list[bytes], extra_head: bytes = b"") -> bytes:
+    out = [HEAD + extra_head + b"\r\n"]
+    out += [b"%x\r\n%s\r\n" % (len(p), p) for p in parts if p]
+    return b"".join(out) + b"0\r\n\r\n"
+
+
+def reads(raw: bytes, cuts: list[int]) -> tuple[array, array]:
+    """Read times (1 µs apart) and end offsets for reads ending at ``cuts`` (sorted, deduplicated) and at the end."""
+    ends = array("q", sorted({c for c in cuts if 0 < c < len(raw)} | {len(raw)}))
+    return array("q", (1_000 * (i + 1) for i in range(len(ends)))), ends
+
+
+def credited(raw: bytes, ends: array, parts: list[bytes]) -> list[int]:
+    """By hand: the body bytes whole HTTP chunks' data bytes up to each read end (a chunk's data counts as it
+    arrives, byte by byte, as llhttp hands it over)."""
+    spans, pos = [], raw.index(b"\r\n\r\n") + 4
+    for p in (p for p in parts if p):
+        pos = raw.index(b"\r\n", pos) + 2
+        spans.append((pos, len(p)))
+        pos += len(p) + 2
+    return [sum(min(max(end - start, 0), n) for start, n in spans) for end in ends]
+
+
+def test_one_read_per_event_gives_each_read_its_event() -> None:
+    parts = events()
+    raw = chunked(parts)
+    bounds, pos = [], raw.index(b"\r\n\r\n") + 4
+    for p in parts:
+        pos = raw.index(b"\r\n", pos) + 2 + len(p) + 2
+        bounds.append(pos)
+    times, ends = reads(raw, bounds)
+    body, t, offsets, problem = h1.unframe(raw, times, ends)
+    assert problem is None and body == b"".join(parts)
+    sizes = [b - a for a, b in zip([0, *offsets], offsets)]
+    assert sizes[:len(parts)] == [len(p) for p in parts] and t is times
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(min_value=1, max_value=6000), max_size=40))
+def test_any_read_boundaries_give_back_the_body_and_credit_each_read_its_bytes(cuts: list[int]) -> None:
+    parts = events()
+    raw = chunked(parts)
+    times, ends = reads(raw, cuts)
+    body, _t, offsets, problem = h1.unframe(raw, times, ends)
+    assert problem is None and body == b"".join(parts)
+    assert list(offsets) == credited(raw, ends, parts)
+
+
+def test_the_exchange_cuts_an_unframed_body_into_the_chunks_a_readany_loop_keeps() -> None:
+    parts = events()
+    raw = chunked(parts)
+    times, ends = reads(raw, [len(HEAD) + 2, 200, 201, 650, 1100])
+    ex = Exchange(request_id="r", path="/v1/chat/completions", body={"stream": True}, sent_ns=0, status=200,
+                  content_type="text/event-stream", framed=(raw, times, ends))
+    t, n, payload = ex.raw_chunks()  # the journal's form, taken first: framed -> pending
+    chunks = ex.settle()
+    assert payload == b"".join(parts) == b"".join(c for _t, c in chunks)
+    assert [c[0] for c in chunks] == list(t) and [len(c[1]) for c in chunks] == list(n)
+    assert set(t) <= set(times) and ex.framed is None and ex.pending is None
+    assert ex.to_reply()["text"] and ex.to_reply()["done"] is True
+
+
+def test_a_gzip_body_is_decoded_read_by_read() -> None:
+    parts = events()
+    comp = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    framed = [comp.compress(p) + comp.flush(zlib.Z_SYNC_FLUSH) for p in parts] + [comp.flush()]
+    raw = chunked(framed, b"Content-Encoding: gzip\r\n")
+    bounds, pos = [], raw.index(b"\r\n\r\n") + 4
+    for p in (p for p in framed if p):
+        pos = raw.index(b"\r\n", pos) + 2 + len(p) + 2
+        bounds.append(pos)
+    times, ends = reads(raw, bounds)
+    body, _t, offsets, problem = h1.unframe(raw, times, ends)
+    assert problem is None and body == b"".join(parts) == gzip.decompress(b"".join(framed))
+    assert list(offsets)[:len(parts)] == [sum(len(p) for p in parts[:i + 1]) for i in range(len(parts))]
+
+
+def test_a_body_that_does_not_decode_or_an_encoding_not_asked_for_is_named() -> None:
+    raw = chunked([b"not gzip at all"], b"Content-Encoding: gzip\r\n")
+    times, ends = reads(raw, [])
+    body, _t, _o, problem = h1.unframe(raw, times, ends)
+    assert body == b"" and problem and problem.startswith("broken stream: the gzip body could not be decoded")
+    raw = chunked([b"data: x\n\n"], b"Content-Encoding: br\r\n")
+    body, _t, _o, problem = h1.unframe(raw, *reads(raw, []))
+    assert body == b"data: x\n\n" and problem == "bad HTTP response: Content-Encoding br was not asked for"
+
+
+def test_an_interim_reply_before_the_real_one_is_skipped() -> None:
+    raw = b"HTTP/1.1 100 Continue\r\n\r\n" + chunked([b"data: [DONE]\n\n"])
+    body, _t, offsets, problem = h1.unframe(raw, *reads(raw, [10, 30]))
+    assert problem is None and body == b"data: [DONE]\n\n" and list(offsets) == [0, 0, len(body)]
+
+
+def test_origin_from_an_endpoint_root() -> None:
+    assert h1.Origin.parse("http://127.0.0.1:8000") == h1.Origin("127.0.0.1", 8000, False, "", "127.0.0.1:8000")
+    assert h1.Origin.parse("https://api.example.com/openai") == h1.Origin("api.example.com", 443, True, "/openai",
+                                                                         "api.example.com")
+    assert h1.Origin.parse("http://[::1]:9000/x").host_header == "[::1]:9000"
+
+
+class _Closing:
+    def is_closing(self) -> bool:
+        return True
+
+
+def test_a_connection_already_closing_is_not_written_on_and_says_the_request_is_unsent() -> None:
+    # the one failure a resend is safe after (client.unwritten): nothing was handed to the transport
+    class _Pool(h1.Pool):
+        async def acquire(self, fresh: bool) -> tuple[h1.Connection, bool]:
+            conn = h1.Connection(self.clock)
+            conn.transport = _Closing()
+            return conn, True
+
+    async def go() -> h1.Reply:
+        pool = _Pool(h1.Origin.parse("http://127.0.0.1:1"), lambda t: False)
+        return await h1.request(pool, b"POST / HTTP/1.1\r\n\r\n", b"{}", fresh=False, deadline=None, timeout_s=5,
+                                idle_s=None)
+
+    rep = asyncio.run(go())
+    assert rep.unwritten and rep.status == 0 and rep.sent_ns == 0 and rep.framed is None
+    assert rep.error == "connection closed before the request was written"
