@@ -104,7 +104,7 @@ class Exchange:
     # a streamed body not yet cut into chunks: (body bytes, body offset it starts at, read times, offsets)
     pending: tuple[bytes, int, Any, Any] | None = field(default=None, repr=False)
     # a streamed reply as api/h1.py read it (framing included), not yet taken apart: (raw, read times, read ends)
-    framed: tuple[bytes | bytearray, Any, Any] | None = field(default=None, repr=False)
+    framed: tuple[list[bytes] | bytes, Any, Any] | None = field(default=None, repr=False)
 
     def _unframe(self) -> None:
         """``framed`` → ``pending`` (api/h1.py ``unframe``): done by whoever reads the exchange first (the journal's
@@ -556,18 +556,19 @@ class Client:
     async def _streamed_once(self, path: str, body: dict[str, Any], rid: str, timeout_s: float | None) -> Exchange:
         """A streamed POST through api/h1.py: the reply's reads stamped as they arrive, its framing taken apart
         later (``Exchange.framed``). The same ``Exchange`` as the aiohttp path, in the same words."""
-        data = orjson.dumps(body)
         limit = timeout_s or self.timeout_s
         fresh = self.fresh_connections
         close = "Connection: close\r\n" if fresh else ""
-        head = (f"POST {self._origin.prefix}{path} HTTP/1.1\r\n{self._h1_headers}Content-Length: {len(data)}\r\n"
-                f"X-Request-ID: {rid}\r\n{close}\r\n").encode()
+        data = orjson.dumps(body)
+        outbox = [(f"POST {self._origin.prefix}{path} HTTP/1.1\r\n{self._h1_headers}Content-Length: {len(data)}\r\n"
+                   f"X-Request-ID: {rid}\r\n{close}\r\n").encode() + data]
+        del data  # orjson's buffer (~4 KiB) and the request's bytes are not held for the length of the stream
         if self._pool is None:
             raise RuntimeError("Client used outside `async with`")
         ex = Exchange(request_id=rid, path=path, body=body, sent_ns=0)
         ex.call_ns = time.perf_counter_ns()
         loop = asyncio.get_running_loop()
-        rep = await request(self._pool, head, data, fresh=fresh, deadline=loop.time() + limit if limit else None,
+        rep = await request(self._pool, outbox, fresh=fresh, deadline=loop.time() + limit if limit else None,
                             timeout_s=limit, idle_s=self.read_timeout_s)
         ex.status, ex.content_type, ex.error = rep.status, rep.content_type, rep.error
         ex.sent_ns = rep.sent_ns or ex.call_ns

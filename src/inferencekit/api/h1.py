@@ -38,6 +38,7 @@ import httptools
 __all__ = ["Origin", "Pool", "Reply", "request", "unframe"]
 
 ERROR_CAP = 64 * 1024  # an HTTP error body is read up to this many bytes (the aiohttp path reads the same)
+BLOCK = 4096  # bytes per block of a reply kept in memory (Connection.blocks)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +72,12 @@ class Connection(asyncio.Protocol):
         self.lost_exc: BaseException | None = None
         self.stray = False  # bytes came that no request asked for: the connection is not used again
         self.waiter: asyncio.Future[None] | None = None
-        self.buf = bytearray()
+        # the reply's bytes in fixed blocks of BLOCK bytes, the last filled to ``pos``: each read copied in, no block
+        # ever resized (a growing buffer per stream, realloc'd as it grows, fragments the heap across 1,024 streams;
+        # and the loop's own read objects are kept large by uvloop), so memory is the bytes plus under one block
+        self.blocks: list[bytearray] = []
+        self.pos = BLOCK
+        self.size = 0
         self.times = array("q")
         self.ends = array("q")
         self.parser: Any = None
@@ -85,7 +91,9 @@ class Connection(asyncio.Protocol):
 
     def begin(self, waiter: asyncio.Future[None]) -> None:
         self.waiter = waiter
-        self.buf = bytearray()
+        self.blocks = []
+        self.pos = BLOCK
+        self.size = 0
         self.times = array("q")
         self.ends = array("q")
         self.parser = httptools.HttpResponseParser(self)
@@ -105,10 +113,16 @@ class Connection(asyncio.Protocol):
         if self.waiter is None or self.complete:  # between replies, or after this one's end
             self.stray = True
             return
-        buf = self.buf
-        buf += data
+        n = len(data)
+        pos = self.pos
+        if pos + n <= BLOCK:
+            self.blocks[-1][pos:pos + n] = data
+            self.pos = pos + n
+        else:
+            self._spill(data)
+        self.size += n
         self.times.append(t)
-        self.ends.append(len(buf))
+        self.ends.append(self.size)
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -118,10 +132,27 @@ class Connection(asyncio.Protocol):
                 self.stray = True
             else:
                 self._end(f"bad HTTP response: {e}")
-        if len(buf) > self.cap and not self.complete:  # an error body past ERROR_CAP: enough of it is kept
+        if self.size > self.cap and not self.complete:  # an error body past ERROR_CAP: enough of it is kept
             self.complete = True
             self.stray = True
             self._wake()
+
+    def _spill(self, data: bytes) -> None:
+        view = memoryview(data)
+        while len(view):
+            if self.pos == BLOCK:
+                self.blocks.append(bytearray(BLOCK))
+                self.pos = 0
+            k = min(BLOCK - self.pos, len(view))
+            self.blocks[-1][self.pos:self.pos + k] = view[:k]
+            self.pos += k
+            view = view[k:]
+
+    def raw(self) -> list[Any]:
+        """The reply's bytes so far, as pieces to join (the last block cut at its fill)."""
+        if not self.blocks:
+            return []
+        return [*self.blocks[:-1], memoryview(self.blocks[-1])[:self.pos]]
 
     def eof_received(self) -> bool | None:
         return False
@@ -146,7 +177,7 @@ class Connection(asyncio.Protocol):
         self.head_done = True
         self.keep_alive = self.parser.should_keep_alive()  # llhttp's answer is only sound before the body
         if self.status != 200:
-            self.cap = len(self.buf) + ERROR_CAP
+            self.cap = self.size + ERROR_CAP
 
     def on_message_complete(self) -> None:
         if 100 <= self.status < 200:  # an interim reply (100 Continue, 103): the real one follows
@@ -225,7 +256,7 @@ class Pool:
 
     def release(self, conn: Connection, keep: bool) -> None:
         conn.waiter = None
-        conn.buf, conn.times, conn.ends = bytearray(), array("q"), array("q")  # the reply's own went with it
+        conn.blocks, conn.pos, conn.times, conn.ends = [], BLOCK, array("q"), array("q")  # the reply's went with it
         if keep and conn.reusable():
             self.idle.append(conn)
         else:
@@ -249,7 +280,7 @@ class Reply:
     reused: bool = False
     unwritten: bool = False
     cut_off: bool = False  # the connection closed (or was reset) after the write, before any byte of a reply
-    framed: tuple[bytearray, array[int], array[int]] | None = field(default=None, repr=False)
+    framed: tuple[list[Any], array[int], array[int]] | None = field(default=None, repr=False)
 
 
 def _lost_words(conn: Connection) -> str:
@@ -262,9 +293,10 @@ def _lost_words(conn: Connection) -> str:
         f" ({type(exc).__name__})" if exc is not None else "")
 
 
-async def request(pool: Pool, head: bytes, body: bytes, *, fresh: bool, deadline: float | None,
+async def request(pool: Pool, outbox: list[bytes], *, fresh: bool, deadline: float | None,
                   timeout_s: float | None, idle_s: float | None) -> Reply:
-    """Send one request (``head``: request line and headers, CRLF-ended; ``body``) and read its reply.
+    """Send one request and read its reply. ``outbox`` holds the request's bytes (request line, headers, body) as
+    its one item, taken out when written, so that nothing holds them for the length of the stream.
 
     ``deadline`` (event-loop time) bounds the whole exchange, connect included; ``idle_s`` the wait for each next
     byte after the write (``--read-timeout``), checked against the last read's stamp, so a read costs nothing
@@ -289,7 +321,7 @@ async def request(pool: Pool, head: bytes, body: bytes, *, fresh: bool, deadline
                 return rep
             waiter: asyncio.Future[None] = loop.create_future()
             conn.begin(waiter)
-            transport.write(head + body)
+            transport.write(outbox.pop())
             rep.sent_ns = pool.clock()
             if conn.lost:
                 conn._wake()
@@ -314,7 +346,7 @@ async def request(pool: Pool, head: bytes, body: bytes, *, fresh: bool, deadline
     rep.status = conn.status if conn.head_done else 0
     rep.content_type = conn.headers.get(b"content-type", b"").decode("latin-1")
     if len(conn.times):
-        rep.framed = (conn.buf, conn.times, conn.ends)  # handed over, not copied: ``begin`` gives the next its own
+        rep.framed = (conn.raw(), conn.times, conn.ends)  # handed over, not copied: ``begin`` gives the next its own
     if rep.error is None:
         if conn.error is not None:
             rep.error = conn.error
@@ -354,13 +386,13 @@ class _Body:
         self.done = True
 
 
-def unframe(raw: bytes | bytearray, times: array[int], ends: array[int]
+def unframe(raw: list[Any] | bytes, times: array[int], ends: Any
             ) -> tuple[bytes, array[int], array[int], str | None]:
     """The body of a reply read by ``request``, and each read's share of it.
 
     Args:
-        raw: the reply's bytes as read (status line, headers, chunked framing).
-        times, ends: per read, its arrival time (ns) and the end offset of its bytes in ``raw``.
+        raw: the reply's bytes as read (status line, headers, chunked framing), whole or as pieces to join.
+        times, ends: per read, its arrival time (ns) and the end offset of its bytes in the joined reply.
 
     Returns:
         ``(body, times, offsets, problem)``: the body (decoded when its Content-Encoding is gzip or deflate),
@@ -376,14 +408,14 @@ def unframe(raw: bytes | bytearray, times: array[int], ends: array[int]
     decoder: Any = None
     taken = 0
     problem: str | None = None
-    prev = 0
-    for end in ends:
+    whole = memoryview(b"".join(raw) if isinstance(raw, list) else raw)
+    for a, b in zip([0, *ends[:-1]], ends):
+        piece = whole[a:b]
         if not cb.done:
             try:
-                parser.feed_data(raw[prev:end])
+                parser.feed_data(piece)
             except httptools.HttpParserError:
                 cb.done = True  # what ``request`` found was recorded there; the body parsed so far stands
-        prev = end
         if taken < len(cb.parts):
             fresh = b"".join(cb.parts[taken:])
             taken = len(cb.parts)

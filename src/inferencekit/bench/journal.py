@@ -28,6 +28,7 @@ import queue
 import sys
 import threading
 import time
+from array import array
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,9 +37,11 @@ import numpy as np
 import orjson
 
 from inferencekit.api.client import Exchange
+from inferencekit.redact import has_secrets
 from inferencekit.rundir import RunDir, journal_paths, write_json
 
-__all__ = ["Journal", "JOURNAL_NAME", "journal_paths", "read_journal", "materialise", "encode_record"]
+__all__ = ["Journal", "JOURNAL_NAME", "journal_paths", "read_journal", "materialise", "encode_record",
+           "record_pieces"]
 
 JOURNAL_NAME = "journal.jsonl"
 SWITCH_INTERVAL_S = 0.0005
@@ -47,15 +50,33 @@ _STOP = object()
 
 
 def encode_record(key: str, bucket: str, meta: dict[str, Any], ex: Exchange) -> bytes:
+    """``record_pieces`` joined: one journal record as bytes."""
+    return b"".join(record_pieces(key, bucket, meta, ex))
+
+
+def record_pieces(key: str, bucket: str, meta: dict[str, Any], ex: Exchange) -> list[Any]:
     """One journal record: a JSON header line (``k`` = number of chunks), then the chunks' arrival times and byte
-    lengths as two little-endian int64 arrays of k values, the chunks' bytes, and a newline."""
-    times, lens, payload = ex.raw_chunks()
+    lengths as two little-endian int64 arrays of k values, the chunks' bytes, and a newline.
+
+    A streamed reply still in its HTTP framing (``Exchange.framed``, api/h1.py) is written as it was read: its k
+    network reads' times and lengths, then the bytes with the framing, the header saying ``"framed": true``; it is
+    taken apart when the journal is read (after the level), so the writer thread, which shares the GIL with the
+    streams, does not unframe during the level (~270 µs a 256-token reply). With an API key registered the reply
+    is taken apart first, so that the key is scrubbed from what is written (``Exchange.raw_chunks``)."""
+    framed = ex.framed is not None and not has_secrets()
+    if ex.framed is not None and framed:
+        raw, read_times, read_ends = ex.framed
+        times = np.frombuffer(read_times, np.int64)
+        lens = np.diff(np.frombuffer(read_ends, np.int64), prepend=0)
+        payload = [raw] if isinstance(raw, bytes) else list(raw)  # written piece by piece: no 2nd copy in memory
+    else:
+        times, lens, joined = ex.raw_chunks()
+        payload = [joined]
     head = {"key": key, "bucket": bucket, "meta": meta, "request_id": ex.request_id, "path": ex.path,
             "body": ex.body, "sent_ns": ex.sent_ns, "call_ns": ex.call_ns, "status": ex.status, "error": ex.error,
             "content_type": ex.content_type, "dropped_fields": ex.dropped_fields, "retried": ex.retried,
-            "k": len(times)}
-    return b"".join([orjson.dumps(head), b"\n", times.astype("<i8").tobytes(), lens.astype("<i8").tobytes(),
-                     payload, b"\n"])
+            "k": len(times), **({"framed": True} if framed else {})}
+    return [orjson.dumps(head), b"\n", times.astype("<i8").tobytes(), lens.astype("<i8").tobytes(), *payload, b"\n"]
 
 
 class Journal:
@@ -95,7 +116,8 @@ class Journal:
                 self.lost += 1
                 continue
             try:
-                self._f.write(encode_record(*item))
+                for piece in record_pieces(*item):
+                    self._f.write(piece)
                 self._f.flush()
                 self._good = self._f.tell()
                 self.written += 1
@@ -164,13 +186,17 @@ class Journal:
 
 def _exchange(head: dict[str, Any], times: Any, lens: Any, raw: bytes) -> Exchange:
     chunks, pos = [], 0
-    for t, n in zip(times, lens):
-        chunks.append((int(t), raw[pos:pos + int(n)]))
-        pos += int(n)
+    framed = None
+    if head.get("framed"):  # the reply as read, framing included: taken apart by whoever reads it (Exchange.settle)
+        framed = (raw, array("q", times), array("q", np.cumsum(lens, dtype=np.int64)))
+    else:
+        for t, n in zip(times, lens):
+            chunks.append((int(t), raw[pos:pos + int(n)]))
+            pos += int(n)
     return Exchange(request_id=head["request_id"], path=head["path"], body=head["body"], sent_ns=head["sent_ns"],
                     call_ns=head.get("call_ns", 0), status=head["status"], error=head["error"],
                     content_type=head["content_type"], dropped_fields=list(head["dropped_fields"]),
-                    retried=head.get("retried"), chunks=chunks)
+                    retried=head.get("retried"), chunks=chunks, framed=framed)
 
 
 def read_journal(path: Path) -> tuple[list[dict[str, Any]], int]:

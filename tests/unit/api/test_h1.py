@@ -42,6 +42,11 @@ def reads(raw: bytes, cuts: list[int]) -> tuple[array, array]:
     return array("q", (1_000 * (i + 1) for i in range(len(ends)))), ends
 
 
+def pieces(raw: bytes, ends: array) -> list[bytes]:
+    """The reply as ``h1.Connection`` keeps it: one bytes object per read."""
+    return [raw[a:b] for a, b in zip([0, *ends[:-1]], ends)]
+
+
 def credited(raw: bytes, ends: array, parts: list[bytes]) -> list[int]:
     """By hand: the body bytes whole HTTP chunks' data bytes up to each read end (a chunk's data counts as it
     arrives, byte by byte, as llhttp hands it over)."""
@@ -83,7 +88,7 @@ def test_the_exchange_cuts_an_unframed_body_into_the_chunks_a_readany_loop_keeps
     raw = chunked(parts)
     times, ends = reads(raw, [len(HEAD) + 2, 200, 201, 650, 1100])
     ex = Exchange(request_id="r", path="/v1/chat/completions", body={"stream": True}, sent_ns=0, status=200,
-                  content_type="text/event-stream", framed=(raw, times, ends))
+                  content_type="text/event-stream", framed=(pieces(raw, ends), times, ends))
     t, n, payload = ex.raw_chunks()  # the journal's form, taken first: framed -> pending
     chunks = ex.settle()
     assert payload == b"".join(parts) == b"".join(c for _t, c in chunks)
@@ -145,9 +150,45 @@ def test_a_connection_already_closing_is_not_written_on_and_says_the_request_is_
 
     async def go() -> h1.Reply:
         pool = _Pool(h1.Origin.parse("http://127.0.0.1:1"), lambda t: False)
-        return await h1.request(pool, b"POST / HTTP/1.1\r\n\r\n", b"{}", fresh=False, deadline=None, timeout_s=5,
+        return await h1.request(pool, [b"POST / HTTP/1.1\r\n\r\n{}"], fresh=False, deadline=None, timeout_s=5,
                                 idle_s=None)
 
     rep = asyncio.run(go())
     assert rep.unwritten and rep.status == 0 and rep.sent_ns == 0 and rep.framed is None
     assert rep.error == "connection closed before the request was written"
+
+
+def test_a_framed_reply_is_journaled_as_read_and_comes_back_as_the_same_reply(tmp_path, monkeypatch) -> None:
+    from inferencekit import redact
+    from inferencekit.bench.journal import encode_record, read_journal
+
+    monkeypatch.setattr(redact, "_SECRETS", {})  # no key registered (an earlier test may have left one)
+
+    parts = events()
+    raw = chunked(parts)
+    times, ends = reads(raw, [len(HEAD) + 2, 200, 201, 650, 1100])
+
+    def exchange() -> Exchange:
+        return Exchange(request_id="r", path="/v1/chat/completions", body={"stream": True}, sent_ns=0, status=200,
+                        content_type="text/event-stream", framed=(pieces(raw, ends), times, ends))
+
+    path = tmp_path / "journal.jsonl"
+    path.write_bytes(encode_record("k", "b", {"id": "p"}, exchange()))
+    assert b'"framed":true' in path.read_bytes().split(b"\n", 1)[0]
+    (rec,), torn = read_journal(path)
+    assert torn == 0 and rec["exchange"].framed is not None
+    assert rec["exchange"].to_reply()["events"] == exchange().to_reply()["events"]
+
+
+def test_with_a_key_registered_a_framed_reply_is_taken_apart_and_scrubbed_before_it_is_journaled(monkeypatch) -> None:
+    from inferencekit import redact
+    from inferencekit.bench.journal import encode_record
+
+    secret = "sk-test-" + "q" * 40
+    raw = chunked([f'data: {{"echo": "{secret}"}}\n\n'.encode(), b"data: [DONE]\n\n"])
+    ex = Exchange(request_id="r", path="/v1/chat/completions", body={"stream": True}, sent_ns=0, status=200,
+                  content_type="text/event-stream", framed=(pieces(raw, reads(raw, [])[1]), *reads(raw, [])))
+    monkeypatch.setattr(redact, "_SECRETS", {})
+    redact.register(secret)
+    line = encode_record("k", "b", {"id": "p"}, ex)
+    assert secret.encode() not in line and b'"framed"' not in line.split(b"\n", 1)[0]
