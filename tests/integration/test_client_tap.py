@@ -1,9 +1,9 @@
-"""The tapped read (api/tap.py) and aiohttp's ``readany()`` loop give the same reply from a real engine.
+"""The streamed-reply reader (api/h1.py) and aiohttp's ``readany()`` loop give the same reply from a real engine.
 
-Greedy requests to the embedded engine (llama-cpp-python), each sent once through a client with the tap and once
-without: the SSE events (payloads in order, less each completion's id and creation time), the text and the finish reason
-must be identical, and every stamp must
-lie between the send and the end. Timings themselves are not compared (they differ by nature).
+Greedy requests to the embedded engine (llama-cpp-python), each sent once through a client whose streamed POSTs go
+through api/h1.py (``tap=True``, the default) and once through aiohttp (``tap=False``): the SSE events (payloads
+in order, less each completion's id and creation time), the text and the finish reason must be identical, and every
+stamp must lie between the send and the end. Timings themselves are not compared (they differ by nature).
 """
 
 from __future__ import annotations

@@ -40,8 +40,7 @@ from inferencekit.api.client import Exchange
 from inferencekit.redact import has_secrets
 from inferencekit.rundir import RunDir, journal_paths, write_json
 
-__all__ = ["Journal", "JOURNAL_NAME", "journal_paths", "read_journal", "materialise", "encode_record",
-           "record_pieces"]
+__all__ = ["Journal", "JOURNAL_NAME", "journal_paths", "read_journal", "materialise", "encode_record"]
 
 JOURNAL_NAME = "journal.jsonl"
 SWITCH_INTERVAL_S = 0.0005
@@ -50,11 +49,6 @@ _STOP = object()
 
 
 def encode_record(key: str, bucket: str, meta: dict[str, Any], ex: Exchange) -> bytes:
-    """``record_pieces`` joined: one journal record as bytes."""
-    return b"".join(record_pieces(key, bucket, meta, ex))
-
-
-def record_pieces(key: str, bucket: str, meta: dict[str, Any], ex: Exchange) -> list[Any]:
     """One journal record: a JSON header line (``k`` = number of chunks), then the chunks' arrival times and byte
     lengths as two little-endian int64 arrays of k values, the chunks' bytes, and a newline.
 
@@ -68,7 +62,7 @@ def record_pieces(key: str, bucket: str, meta: dict[str, Any], ex: Exchange) -> 
         raw, read_times, read_ends = ex.framed
         times = np.frombuffer(read_times, np.int64)
         lens = np.diff(np.frombuffer(read_ends, np.int64), prepend=0)
-        payload = [raw] if isinstance(raw, bytes) else list(raw)  # written piece by piece: no 2nd copy in memory
+        payload = [raw] if isinstance(raw, bytes) else list(raw)
     else:
         times, lens, joined = ex.raw_chunks()
         payload = [joined]
@@ -76,7 +70,8 @@ def record_pieces(key: str, bucket: str, meta: dict[str, Any], ex: Exchange) -> 
             "body": ex.body, "sent_ns": ex.sent_ns, "call_ns": ex.call_ns, "status": ex.status, "error": ex.error,
             "content_type": ex.content_type, "dropped_fields": ex.dropped_fields, "retried": ex.retried,
             "k": len(times), **({"framed": True} if framed else {})}
-    return [orjson.dumps(head), b"\n", times.astype("<i8").tobytes(), lens.astype("<i8").tobytes(), *payload, b"\n"]
+    return b"".join([orjson.dumps(head), b"\n", times.astype("<i8").tobytes(), lens.astype("<i8").tobytes(), *payload,
+                     b"\n"])
 
 
 class Journal:
@@ -116,8 +111,7 @@ class Journal:
                 self.lost += 1
                 continue
             try:
-                for piece in record_pieces(*item):
-                    self._f.write(piece)
+                self._f.write(encode_record(*item))  # one write a record: a failed one is cut back whole
                 self._f.flush()
                 self._good = self._f.tell()
                 self.written += 1

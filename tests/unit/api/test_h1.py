@@ -192,3 +192,88 @@ def test_with_a_key_registered_a_framed_reply_is_taken_apart_and_scrubbed_before
     redact.register(secret)
     line = encode_record("k", "b", {"id": "p"}, ex)
     assert secret.encode() not in line and b'"framed"' not in line.split(b"\n", 1)[0]
+
+
+async def _raw_server(replies: list[bytes]) -> tuple[asyncio.AbstractServer, list[tuple[int, bytes]],
+                                                     list[asyncio.StreamWriter]]:
+    """A loopback server that answers the k-th request it reads, on any connection, with ``replies[k]`` byte for
+    byte, then closes that connection if the reply says ``Connection: close`` or has no length; records
+    (connection number, request bytes)."""
+    seen: list[tuple[int, bytes]] = []
+    conns = [0]
+
+    writers: list[asyncio.StreamWriter] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writers.append(writer)
+        conns[0] += 1
+        me = conns[0]
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                n = int(next((ln.split(b":")[1] for ln in head.split(b"\r\n") if ln.lower().startswith(
+                    b"content-length")), b"0"))
+                seen.append((me, head + await reader.readexactly(n)))
+                reply = replies[len(seen) - 1]
+                writer.write(reply)
+                await writer.drain()
+                if b"Connection: close" in reply or b"Content-Length" not in reply and b"chunked" not in reply:
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    return server, seen, writers
+
+
+def _send_all(replies: list[bytes]) -> tuple[list[Exchange], list[tuple[int, bytes]]]:
+    from inferencekit.api.client import Client
+    from inferencekit.api.endpoint import Endpoint
+
+    async def go() -> tuple[list[Exchange], list[tuple[int, bytes]]]:
+        server, seen, writers = await _raw_server(replies)
+        port = server.sockets[0].getsockname()[1]
+        out = []
+        async with Client(Endpoint.parse(f"http://127.0.0.1:{port}"), timeout_s=5.0) as c:
+            for i in range(len(replies)):
+                out.append(await c.post("/v1/chat/completions", {"stream": True, "i": i}))
+        server.close()
+        for w in writers:
+            w.close()
+        await server.wait_closed()
+        await asyncio.sleep(0.05)  # the handlers see their connections end
+        return out, seen
+
+    return asyncio.run(go())
+
+
+SSE_BODY = b'data: {"choices":[{"delta":{"content":"Hi"}}]}\n\ndata: [DONE]\n\n'
+
+
+def test_replies_framed_every_way_http_allows_read_over_a_real_socket() -> None:
+    # a Content-Length body, an interim 100 before the real reply, then a body that ends with the connection
+    replies = [b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n%s" % (
+        len(SSE_BODY), SSE_BODY),
+        b"HTTP/1.1 100 Continue\r\n\r\n" + chunked([SSE_BODY]),
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n" + SSE_BODY]
+    exs, seen = _send_all(replies)
+    for ex in exs:
+        r = ex.to_reply()
+        assert r["status"] == 200 and "error" not in r and r["text"] == "Hi" and r["done"] is True, r
+    assert [c for c, _ in seen] == [1, 1, 1]  # kept alive across all three
+    first = seen[0][1]
+    assert first.startswith(b"POST /v1/chat/completions HTTP/1.1\r\n") and b"\r\nX-Request-ID: " in first
+    assert first.endswith(b'{"stream":true,"i":0}') and b"Content-Length: 21\r\n" in first
+
+
+def test_bytes_after_a_reply_keep_it_but_not_its_connection() -> None:
+    replies = [chunked([SSE_BODY]) + b"HTTP/1.1 200 OK\r\n\r\nstray", chunked([SSE_BODY])]
+    exs, seen = _send_all(replies)
+    assert all(ex.to_reply()["text"] == "Hi" and ex.error is None for ex in exs)
+    assert [c for c, _ in seen] == [1, 2]  # the second request went out on a new connection
+
+
+def test_a_malformed_status_line_is_a_recorded_bad_response() -> None:
+    (ex,), _ = _send_all([b"HTTP/1.1 2x0 OK\r\n\r\n"])
+    assert ex.status == 0 and ex.error is not None and ex.error.startswith("bad HTTP response: ")
