@@ -39,6 +39,7 @@ __all__ = ["Origin", "Pool", "Reply", "request", "unframe"]
 
 ERROR_CAP = 64 * 1024  # an HTTP error body is read up to this many bytes (the aiohttp path reads the same)
 BLOCK = 4096  # bytes per block of a reply kept in memory (Connection.blocks)
+HEAD_CAP = 64 * 1024  # a reply's status line and headers must end within this many bytes (aiohttp: 8,190 a line)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +133,8 @@ class Connection(asyncio.Protocol):
                 self.stray = True
             else:
                 self._end(f"bad HTTP response: {e}")
+        if not self.head_done and self.size > HEAD_CAP and self.error is None:
+            self._end(f"bad HTTP response: no end of the status line and headers within {HEAD_CAP // 1024} KiB")
         if self.size > self.cap and not self.complete:  # an error body past ERROR_CAP: enough of it is kept
             self.complete = True
             self.stray = True
@@ -338,6 +341,10 @@ async def request(pool: Pool, outbox: list[bytes], *, fresh: bool, deadline: flo
                     await asyncio.wait((waiter,), timeout=left)
     except TimeoutError:
         rep.error = f"timeout: no complete reply within {timeout_s:g} s" if timeout_s else "timeout"
+    except BaseException:  # cancelled (Ctrl-C, a caller's own limit): the reply is cut off, so is its connection
+        if conn is not None:
+            pool.release(conn, keep=False)
+        raise
     finally:
         if pool.slots is not None:
             pool.slots.release()

@@ -214,13 +214,13 @@ async def _raw_server(replies: list[bytes]) -> tuple[asyncio.AbstractServer, lis
                 n = int(next((ln.split(b":")[1] for ln in head.split(b"\r\n") if ln.lower().startswith(
                     b"content-length")), b"0"))
                 seen.append((me, head + await reader.readexactly(n)))
-                reply = replies[len(seen) - 1]
+                reply = replies[sum(1 for _, b in seen if b != b"<eof>") - 1]
                 writer.write(reply)
                 await writer.drain()
                 if b"Connection: close" in reply or b"Content-Length" not in reply and b"chunked" not in reply:
                     break
         except (asyncio.IncompleteReadError, ConnectionError):
-            pass
+            seen.append((me, b"<eof>"))  # the client closed the connection
         writer.close()
 
     server = await asyncio.start_server(handle, "127.0.0.1", 0)
@@ -261,7 +261,7 @@ def test_replies_framed_every_way_http_allows_read_over_a_real_socket() -> None:
     for ex in exs:
         r = ex.to_reply()
         assert r["status"] == 200 and "error" not in r and r["text"] == "Hi" and r["done"] is True, r
-    assert [c for c, _ in seen] == [1, 1, 1]  # kept alive across all three
+    assert [c for c, b in seen if b != b"<eof>"] == [1, 1, 1]  # kept alive across all three
     first = seen[0][1]
     assert first.startswith(b"POST /v1/chat/completions HTTP/1.1\r\n") and b"\r\nX-Request-ID: " in first
     assert first.endswith(b'{"stream":true,"i":0}') and b"Content-Length: 21\r\n" in first
@@ -271,9 +271,51 @@ def test_bytes_after_a_reply_keep_it_but_not_its_connection() -> None:
     replies = [chunked([SSE_BODY]) + b"HTTP/1.1 200 OK\r\n\r\nstray", chunked([SSE_BODY])]
     exs, seen = _send_all(replies)
     assert all(ex.to_reply()["text"] == "Hi" and ex.error is None for ex in exs)
-    assert [c for c, _ in seen] == [1, 2]  # the second request went out on a new connection
+    assert [c for c, b in seen if b != b"<eof>"] == [1, 2]  # the second request went out on a new connection
 
 
 def test_a_malformed_status_line_is_a_recorded_bad_response() -> None:
     (ex,), _ = _send_all([b"HTTP/1.1 2x0 OK\r\n\r\n"])
     assert ex.status == 0 and ex.error is not None and ex.error.startswith("bad HTTP response: ")
+
+
+def test_a_head_that_never_ends_is_a_recorded_bad_response_not_a_growing_buffer() -> None:
+    (ex,), _ = _send_all([b"HTTP/1.1 200 OK\r\n" + b"X-Filler: " + b"y" * (200 * 1024) + b"\r\n\r\n"])
+    assert ex.status == 0 and ex.error is not None
+    assert ex.error.startswith("bad HTTP response: no end of the status line and headers within 64 KiB")
+
+
+def test_a_cancelled_request_closes_its_connection_and_leaves_none_in_the_pool() -> None:
+    from inferencekit.api.client import Client
+    from inferencekit.api.endpoint import Endpoint
+
+    async def go() -> tuple[int, list[tuple[int, bytes]]]:
+        # the server answers with a head and one event, then never ends the reply
+        server, seen, writers = await _raw_server([HEAD + b"\r\n" + b"%x\r\n%s\r\n" % (len(SSE_BODY), SSE_BODY)])
+        port = server.sockets[0].getsockname()[1]
+        async with Client(Endpoint.parse(f"http://127.0.0.1:{port}"), timeout_s=30.0) as c:
+            task = asyncio.ensure_future(c.post("/v1/chat/completions", {"stream": True}))
+            while not seen:
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.05)
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+            assert c._pool is not None
+            idle = len(c._pool.idle)
+            for _ in range(100):  # the server sees the close while the client is still open
+                if len(seen) > 1:
+                    break
+                await asyncio.sleep(0.01)
+            closed_while_open = list(seen)
+        server.close()
+        for w in writers:
+            w.close()
+        await server.wait_closed()
+        await asyncio.sleep(0.05)
+        return idle, closed_while_open
+
+    idle, seen = asyncio.run(go())
+    assert idle == 0 and [c for c, _ in seen] == [1, 1] and seen[1][1] == b"<eof>"
