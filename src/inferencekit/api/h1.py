@@ -66,6 +66,9 @@ class Origin:
 class Connection(asyncio.Protocol):
     """One HTTP/1.1 connection's protocol; ``begin`` arms it for the next reply."""
 
+    __slots__ = ("blocks", "cap", "clock", "complete", "ends", "error", "head_done", "headers", "keep_alive", "lost",
+                 "lost_exc", "parser", "pos", "size", "status", "stray", "times", "transport", "waiter")
+
     def __init__(self, clock: Callable[[], int]) -> None:
         self.clock = clock
         self.transport: Any = None
