@@ -32,12 +32,14 @@ import asyncio
 import itertools
 import os
 import select
+import threading
 import time
 import uuid
 from collections.abc import Iterable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 import aiohttp
 import numpy as np
@@ -48,6 +50,7 @@ from inferencekit.api.h1 import Origin, Pool, request, unframe
 from inferencekit.api.reply import derive, loads_json
 from inferencekit.api.sse import split_events
 from inferencekit.api.tap import cut
+from inferencekit.errors import OpError
 from inferencekit.redact import has_secrets, scrub_chunks, scrub_text
 
 __all__ = ["Client", "Exchange", "LiveConnector", "MAX_RESENDS", "describe_exception", "unwritten", "ERROR_BYTES",
@@ -68,6 +71,7 @@ ERROR_BYTES = 500  # an HTTP error body is recorded up to this many bytes
 # The read-idle limit (seconds; None: off) a command's clients take when not given one: ``--read-timeout`` is set
 # here once by the CLI for the operation's run, rather than threaded through every command's signature.
 READ_TIMEOUT: ContextVar[float | None] = ContextVar("READ_TIMEOUT", default=None)
+_PATH_SAFE = "/%:@!$&'()*+,;=-._~"  # RFC 3986 pchar and "/": kept; anything else percent-encoded (as yarl does)
 MAX_RESENDS = 2  # re-sends of a request none of whose bytes was written (``unwritten``), each on another connection
 
 
@@ -105,10 +109,13 @@ class Exchange:
     pending: tuple[bytes, int, Any, Any] | None = field(default=None, repr=False)
     # a streamed reply as api/h1.py read it (framing included), not yet taken apart: (raw, read times, read ends)
     framed: tuple[list[bytes] | bytes, Any, Any] | None = field(default=None, repr=False)
+    # held while the exchange is taken apart: the journal's writer thread and the loop (a multi-turn session reads
+    # its reply at once) may both get to it first, and neither may see it half taken apart
+    _lock: Any = field(default_factory=threading.RLock, repr=False, compare=False)
 
     def _unframe(self) -> None:
         """``framed`` → ``pending`` (api/h1.py ``unframe``): done by whoever reads the exchange first (the journal's
-        writer thread during a level), so the stream loop pays nothing for the framing."""
+        writer thread during a level), so the stream loop pays nothing for the framing. Callers hold ``_lock``."""
         if self.framed is None:
             return
         raw, times, ends = self.framed
@@ -122,6 +129,10 @@ class Exchange:
         """``(times, lengths, payload)``: the chunks as two int64 arrays [n] (arrival ns, byte length) and their bytes
         joined, without cutting a streamed body (what the journal stores; vectorised, cheap on the writer thread).
         With an API key registered (redact.py) the body is cut first so that the key is scrubbed from it."""
+        with self._lock:
+            return self._raw_chunks()
+
+    def _raw_chunks(self) -> tuple[np.ndarray, np.ndarray, bytes]:
         self._unframe()
         if has_secrets():
             self.settle()
@@ -146,6 +157,10 @@ class Exchange:
     def settle(self) -> list[tuple[int, bytes]]:
         """``chunks``, after cutting a streamed body into them (api/tap.py) if that was left for later: the stream
         loop leaves it to whoever reads the exchange first (the journal's writer thread), off the event loop."""
+        with self._lock:
+            return self._settle()
+
+    def _settle(self) -> list[tuple[int, bytes]]:
         self._unframe()
         if self.pending is not None:
             body, start, times, offsets = self.pending
@@ -405,7 +420,8 @@ class Client:
         fixed = {"Host": self._origin.host_header, "Accept": "*/*", "Accept-Encoding": "gzip, deflate",
                  "User-Agent": "inferencekit", **self._headers}
         if any(c in f"{k}{v}" for k, v in fixed.items() for c in "\r\n"):
-            raise ValueError("a request header holds a line break")
+            raise OpError("a request header would hold a line break (an API key or header value with CR or LF); "
+                          "HTTP cannot carry it")
         self._h1_headers = "".join(f"{k}: {v}\r\n" for k, v in fixed.items())
         self.rejected_fields: set[str] = set()
 
@@ -560,7 +576,8 @@ class Client:
         fresh = self.fresh_connections
         close = "Connection: close\r\n" if fresh else ""
         data = orjson.dumps(body)
-        outbox = [(f"POST {self._origin.prefix}{path} HTTP/1.1\r\n{self._h1_headers}Content-Length: {len(data)}\r\n"
+        target = quote(self._origin.prefix + path, safe=_PATH_SAFE)
+        outbox = [(f"POST {target} HTTP/1.1\r\n{self._h1_headers}Content-Length: {len(data)}\r\n"
                    f"X-Request-ID: {rid}\r\n{close}\r\n").encode() + data]
         del data  # orjson's buffer (~4 KiB) and the request's bytes are not held for the length of the stream
         if self._pool is None:
@@ -576,7 +593,8 @@ class Client:
         ex.framed = rep.framed
         if ex.status not in (0, 200):  # an HTTP error: its words, one line, the raw bytes kept in the events
             raw = b"".join(c for _, c in ex.settle())
-            ex.error = f"HTTP {ex.status}: " + " ".join(raw[:ERROR_BYTES].decode("utf-8", "replace").split())
+            cut = f" ({rep.error})" if rep.error else ""  # its body did not end: said, not hidden
+            ex.error = f"HTTP {ex.status}: " + " ".join(raw[:ERROR_BYTES].decode("utf-8", "replace").split()) + cut
             return ex
         if ex.error is None:
             return ex

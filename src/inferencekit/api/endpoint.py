@@ -74,6 +74,9 @@ def read_api_key(env_name: str | None) -> str | None:
     value = os.environ.get(env_name)
     if not value:
         raise OpError(f"environment variable {env_name} (from --api-key-env) is unset or empty")
+    if "\r" in value or "\n" in value:
+        raise OpError(f"environment variable {env_name} (from --api-key-env) holds a line break (CR or LF); an HTTP "
+                      f"header cannot carry it")
     register(value)  # from here on, every writer scrubs it (redact.py)
     if len(value) < MIN_SECRET_LEN and env_name not in _WARNED:
         _WARNED.add(env_name)

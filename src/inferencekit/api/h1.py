@@ -39,7 +39,9 @@ __all__ = ["Origin", "Pool", "Reply", "request", "unframe"]
 
 ERROR_CAP = 64 * 1024  # an HTTP error body is read up to this many bytes (the aiohttp path reads the same)
 BLOCK = 4096  # bytes per block of a reply kept in memory (Connection.blocks)
-HEAD_CAP = 64 * 1024  # a reply's status line and headers must end within this many bytes (aiohttp: 8,190 a line)
+HEAD_CAP = 1 << 20  # a reply whose status line and headers have not ended once this much has come is refused
+ERROR_IDLE_S = 1.0  # an error reply's body that stops coming is taken as it is after this long without a byte
+KNOWN_ENCODINGS = (b"", b"identity", b"gzip", b"x-gzip", b"deflate")  # what unframe decodes
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +139,8 @@ class Connection(asyncio.Protocol):
             else:
                 self._end(f"bad HTTP response: {e}")
         if not self.head_done and self.size > HEAD_CAP and self.error is None:
-            self._end(f"bad HTTP response: no end of the status line and headers within {HEAD_CAP // 1024} KiB")
+            self._end(f"bad HTTP response: the status line and headers had not ended when {HEAD_CAP // 2**20} MiB "
+                      f"had come")
         if self.size > self.cap and not self.complete:  # an error body past ERROR_CAP: enough of it is kept
             self.complete = True
             self.stray = True
@@ -171,12 +174,20 @@ class Connection(asyncio.Protocol):
         self._wake()
 
     # httptools callbacks
+    def on_message_begin(self) -> None:
+        if self.complete:  # a second reply on the connection, nobody asked for: not this one's, and not reused
+            self.stray = True
+
     def on_header(self, name: bytes, value: bytes) -> None:
+        if self.complete:
+            return
         key = name.lower()
         old = self.headers.get(key)
         self.headers[key] = value if old is None else old + b", " + value
 
     def on_headers_complete(self) -> None:
+        if self.complete:
+            return
         self.status = self.parser.get_status_code()
         if 100 <= self.status < 200:
             return
@@ -184,14 +195,30 @@ class Connection(asyncio.Protocol):
         self.keep_alive = self.parser.should_keep_alive()  # llhttp's answer is only sound before the body
         if self.status != 200:
             self.cap = self.size + ERROR_CAP
+            asyncio.get_running_loop().call_later(ERROR_IDLE_S, self._error_idle)
 
     def on_message_complete(self) -> None:
+        if self.complete:
+            return
         if 100 <= self.status < 200:  # an interim reply (100 Continue, 103): the real one follows
             self.status = 0
             self.headers = {}
             return
         self.complete = True
         self._wake()
+
+    def _error_idle(self) -> None:
+        """An error reply whose body has stopped coming is taken as it is after ERROR_IDLE_S without a byte (aiohttp's
+        path reads what has come of it, up to ERROR_CAP, and does not wait for its end either)."""
+        if self.complete or self.lost or self.waiter is None or self.waiter.done():
+            return
+        idle_s = (self.clock() - self.times[-1]) / 1e9 if len(self.times) else ERROR_IDLE_S
+        if idle_s >= ERROR_IDLE_S:
+            self.complete = True
+            self.stray = True  # the rest of the body may still come: the connection is not reused
+            self._wake()
+        else:
+            asyncio.get_running_loop().call_later(ERROR_IDLE_S - idle_s, self._error_idle)
 
     def _until_close(self) -> bool:
         return b"content-length" not in self.headers and b"chunked" not in self.headers.get(b"transfer-encoding", b"")
@@ -225,6 +252,7 @@ class Pool:
         self.origin = origin
         self.dropped = dropped
         self.idle: list[Connection] = []
+        self.limit = max(limit, 0)
         self.slots = asyncio.Semaphore(limit) if limit > 0 else None
         self.clock = time.perf_counter_ns
         self._ssl: ssl.SSLContext | None = None
@@ -256,6 +284,8 @@ class Pool:
             except (OSError, TimeoutError):
                 return None
 
+        if self.limit:
+            n = min(n, self.limit)
         opened = [c for c in await asyncio.gather(*(one() for _ in range(n))) if c is not None]
         self.idle.extend(opened)
         return len(opened)
@@ -357,6 +387,9 @@ async def request(pool: Pool, outbox: list[bytes], *, fresh: bool, deadline: flo
     rep.content_type = conn.headers.get(b"content-type", b"").decode("latin-1")
     if len(conn.times):
         rep.framed = (conn.raw(), conn.times, conn.ends)  # handed over, not copied: ``begin`` gives the next its own
+    encoding = conn.headers.get(b"content-encoding", b"").strip().lower()
+    if rep.error is None and conn.head_done and encoding not in KNOWN_ENCODINGS:
+        rep.error = f"bad HTTP response: Content-Encoding {encoding.decode('latin-1')} was not asked for"
     if rep.error is None:
         if conn.error is not None:
             rep.error = conn.error
@@ -379,15 +412,17 @@ class _Body:
         self.encoding = b""
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        if name.lower() == b"content-encoding":
+        if name.lower() == b"content-encoding" and not self.done:
             self.encoding = value.strip().lower()
 
     def on_headers_complete(self) -> None:
-        self.status = self.parser.get_status_code()
+        if not self.done:
+            self.status = self.parser.get_status_code()
 
     def on_body(self, data: bytes) -> None:
-        self.parts.append(data)
-        self.size += len(data)
+        if not self.done:  # bytes after the reply's end (a second reply nobody asked for) are not its body
+            self.parts.append(data)
+            self.size += len(data)
 
     def on_message_complete(self) -> None:
         if 100 <= self.status < 200:
@@ -424,22 +459,39 @@ def unframe(raw: list[Any] | bytes, times: array[int], ends: Any
         if not cb.done:
             try:
                 parser.feed_data(piece)
-            except httptools.HttpParserError:
+            except (httptools.HttpParserError, httptools.HttpParserUpgrade):
                 cb.done = True  # what ``request`` found was recorded there; the body parsed so far stands
         if taken < len(cb.parts):
             fresh = b"".join(cb.parts[taken:])
             taken = len(cb.parts)
-            if cb.encoding in (b"gzip", b"x-gzip", b"deflate") and problem is None:
-                if decoder is None:
-                    decoder = zlib.decompressobj(zlib.MAX_WBITS | 32)  # gzip or zlib header, detected
+            if problem is not None:  # past a body that would not decode: nothing more of it is kept
+                fresh = b""
+            elif cb.encoding in (b"gzip", b"x-gzip", b"deflate"):
                 try:
-                    fresh = decoder.decompress(fresh)
+                    fresh, decoder = _inflate(cb.encoding, fresh, decoder)
                 except zlib.error as e:
                     problem = f"broken stream: the {cb.encoding.decode()} body could not be decoded ({e})"
                     fresh = b""
-            elif cb.encoding not in (b"", b"identity") and problem is None:
+            elif cb.encoding not in (b"", b"identity"):
                 problem = f"bad HTTP response: Content-Encoding {cb.encoding.decode('latin-1')} was not asked for"
             out.append(fresh)
             size += len(fresh)
         offsets.append(size)
     return b"".join(out), times, offsets, problem
+
+
+def _inflate(encoding: bytes, data: bytes, decoder: Any) -> tuple[bytes, Any]:
+    """``data`` of a gzip or deflate body decoded, with the decoder to go on with. As aiohttp: a gzip body may be
+    several members one after the other; a deflate body is zlib-wrapped (RFC 9110 §8.4.1.2) or, as some servers
+    send it, raw deflate. Raises ``zlib.error`` on bytes that do not decode."""
+    out = []
+    while data:
+        if decoder is None or decoder.eof:
+            if encoding == b"deflate":
+                zlib_header = len(data) >= 2 and data[0] & 0x0F == 8 and (data[0] * 256 + data[1]) % 31 == 0
+                decoder = zlib.decompressobj(zlib.MAX_WBITS if zlib_header else -zlib.MAX_WBITS)
+            else:
+                decoder = zlib.decompressobj(zlib.MAX_WBITS | 16)
+        out.append(decoder.decompress(data))
+        data = decoder.unused_data if decoder.eof else b""
+    return b"".join(out), decoder

@@ -45,3 +45,16 @@ def test_a_key_passed_instead_of_a_name_is_refused_without_echoing_it():
     with pytest.raises(OpError) as e:
         read_api_key("sk-live-abcdef1234567890")
     assert "abcdef1234567890" not in str(e.value)
+
+
+def test_a_key_with_a_line_break_is_refused_in_one_line_without_echoing_it(monkeypatch, tmp_path):
+    # an HTTP header cannot carry CR or LF; it was a traceback (ValueError) before
+    from inferencekit.cli import main
+
+    monkeypatch.setenv("IK_TEST_KEY", "sk-test-abcdefgh\r\nX-Injected: 1")
+    with pytest.raises(OpError, match="IK_TEST_KEY .* holds a line break") as e:
+        read_api_key("IK_TEST_KEY")
+    assert "abcdefgh" not in str(e.value)
+    assert main(["bench", "serve", "--base-url", "http://127.0.0.1:9", "--api-key-env", "IK_TEST_KEY",
+                 "--run-dir", str(tmp_path / "run"), "--quiet"]) == 2
+    assert not (tmp_path / "run").exists()

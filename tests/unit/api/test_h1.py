@@ -280,9 +280,13 @@ def test_a_malformed_status_line_is_a_recorded_bad_response() -> None:
 
 
 def test_a_head_that_never_ends_is_a_recorded_bad_response_not_a_growing_buffer() -> None:
-    (ex,), _ = _send_all([b"HTTP/1.1 200 OK\r\n" + b"X-Filler: " + b"y" * (200 * 1024) + b"\r\n\r\n"])
+    filler = b"".join(b"X-F%d: %s\r\n" % (i, b"y" * 1000) for i in range(1500))  # ~1.5 MB of headers
+    (ex,), _ = _send_all([b"HTTP/1.1 200 OK\r\n" + filler + b"\r\n"])
     assert ex.status == 0 and ex.error is not None
-    assert ex.error.startswith("bad HTTP response: no end of the status line and headers within 64 KiB")
+    assert ex.error.startswith("bad HTTP response: the status line and headers had not ended when 1 MiB had come")
+    big = b"".join(b"X-H%d: %s\r\n" % (i, b"a" * 1000) for i in range(100))  # 100 KB: a large head, not a hostile one
+    (ok,), _ = _send_all([chunked([SSE_BODY], big)])
+    assert ok.error is None and ok.to_reply()["text"] == "Hi"
 
 
 def test_a_cancelled_request_closes_its_connection_and_leaves_none_in_the_pool() -> None:
@@ -319,3 +323,131 @@ def test_a_cancelled_request_closes_its_connection_and_leaves_none_in_the_pool()
 
     idle, seen = asyncio.run(go())
     assert idle == 0 and [c for c, _ in seen] == [1, 1] and seen[1][1] == b"<eof>"
+
+
+def test_a_second_reply_nobody_asked_for_is_not_merged_into_the_first() -> None:
+    evil = b'data: {"choices":[{"delta":{"content":"EVIL"}}]}\n\ndata: [DONE]\n\n'
+    for second in (chunked([evil]), b"HTTP/1.1 500 Oops\r\nContent-Length: 4\r\n\r\nboom"):
+        (ex, after), seen = _send_all([chunked([SSE_BODY]) + second, chunked([SSE_BODY])])
+        r = ex.to_reply()
+        assert r["status"] == 200 and "error" not in r and r["text"] == "Hi", r
+        assert after.error is None and [c for c, b in seen if b != b"<eof>"] == [1, 2]  # not reused
+
+
+def test_a_switch_of_protocols_is_recorded_not_raised() -> None:
+    (ex,), _ = _send_all([b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"
+                          + SSE_BODY])
+    r = ex.to_reply()
+    assert r["status"] == 0 and r["error"].startswith("bad HTTP response"), r
+
+
+def test_gzip_of_several_members_and_raw_deflate_are_decoded_and_a_broken_body_stops_at_the_break() -> None:
+    half = len(SSE_BODY) // 2
+    two = gzip.compress(SSE_BODY[:half]) + gzip.compress(SSE_BODY[half:])
+    co = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+    raw_deflate = co.compress(SSE_BODY) + co.flush()
+    for name, body in ((b"gzip", two), (b"deflate", raw_deflate), (b"deflate", zlib.compress(SSE_BODY))):
+        raw = chunked([body[:9], body[9:]], b"Content-Encoding: " + name + b"\r\n")
+        got, _t, _o, problem = h1.unframe(raw, *reads(raw, [len(raw) // 2]))
+        assert problem is None and got == SSE_BODY, name
+    broken = bytearray(gzip.compress(SSE_BODY * 40))
+    for i in range(len(broken) // 2, len(broken) // 2 + 8):
+        broken[i] ^= 0xFF
+    pieces = [bytes(broken[i:i + 17]) for i in range(0, len(broken), 17)]
+    raw = chunked(pieces, b"Content-Encoding: gzip\r\n")
+    bounds, pos = [], raw.index(b"\r\n\r\n") + 4
+    for piece in pieces:
+        pos = raw.index(b"\r\n", pos) + 2 + len(piece) + 2
+        bounds.append(pos)
+    got, _t, _o, problem = h1.unframe(raw, *reads(raw, bounds))
+    assert problem and problem.startswith("broken stream: the gzip body could not be decoded")
+    # what decoded before the break is kept; none of the compressed bytes that came after it is taken for body
+    assert len(got) < len(SSE_BODY * 40) and not any(p in got for p in pieces[len(pieces) // 2 + 1:])
+
+
+def test_an_encoding_not_asked_for_is_an_error_as_soon_as_the_request_returns() -> None:
+    (ex,), _ = _send_all([chunked([SSE_BODY], b"Content-Encoding: br\r\n")])
+    assert not ex.ok and ex.error is not None
+    assert ex.error.startswith("bad HTTP response: Content-Encoding br was not asked for")
+
+
+def test_an_error_body_that_stops_coming_is_taken_after_a_second_and_says_so() -> None:
+    import time
+
+    t0 = time.monotonic()
+    (ex,), _ = _send_all([b"HTTP/1.1 500 Internal\r\nContent-Type: text/plain\r\nContent-Length: 100\r\n\r\noops"])
+    waited = time.monotonic() - t0
+    assert ex.status == 500 and ex.error == "HTTP 500: oops" and waited < 4.0  # the client's limit here is 5 s
+
+
+def test_the_path_is_percent_encoded_as_aiohttp_does() -> None:
+    from inferencekit.api.client import Client
+    from inferencekit.api.endpoint import Endpoint
+
+    async def go() -> list[bytes]:
+        lines: list[bytes] = []
+
+        async def handle(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+            lines.append((await r.readuntil(b"\r\n\r\n")).split(b"\r\n")[0])
+            w.close()
+
+        srv = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = srv.sockets[0].getsockname()[1]
+        for prefix in ("my prefix", "pr\u00e9fix", "a%20b"):
+            async with Client(Endpoint.parse(f"http://127.0.0.1:{port}/{prefix}/v1"), timeout_s=2) as c:
+                await c.post("/v1/chat/completions", {"stream": True})
+        srv.close()
+        await srv.wait_closed()
+        return lines
+
+    assert asyncio.run(go()) == [b"POST /my%20prefix/v1/chat/completions HTTP/1.1",
+                                 b"POST /pr%C3%A9fix/v1/chat/completions HTTP/1.1",
+                                 b"POST /a%20b/v1/chat/completions HTTP/1.1"]
+
+
+def test_the_journal_and_the_loop_taking_one_exchange_apart_at_once_both_see_it_whole(tmp_path, monkeypatch) -> None:
+    # a multi-turn session reads its reply (to_reply) right after handing it to the journal's writer thread: the
+    # writer once wrote records with no chunks when it got to an exchange the loop was halfway through
+    from inferencekit import redact
+    from inferencekit.bench.journal import Journal, read_journal
+
+    monkeypatch.setattr(redact, "_SECRETS", {})
+    parts = [b'data: {"choices":[{"delta":{"content":"t%d "}}]}\n\n' % i for i in range(1000)] + [b"data: [DONE]\n\n"]
+    raw = chunked(parts)
+    bounds, pos = [], raw.index(b"\r\n\r\n") + 4
+    for piece in parts:
+        pos = raw.index(b"\r\n", pos) + 2 + len(piece) + 2
+        bounds.append(pos)
+    times, ends = reads(raw, bounds)
+    journal = Journal(tmp_path / "journal.jsonl")
+    local = []
+    for k in range(60):
+        ex = Exchange(request_id=str(k), path="/v1/chat/completions", body={}, sent_ns=0, status=200,
+                      content_type="text/event-stream", framed=(pieces(raw, ends), times, ends))
+        journal.append(str(k), "b", {}, ex)
+        local.append(len(ex.to_reply()["events"]))
+    journal.close()
+    records, torn = read_journal(tmp_path / "journal.jsonl")
+    assert torn == 0 and len(records) == 60 and set(local) == {len(parts)}
+    assert {len(rec["exchange"].to_reply()["events"]) for rec in records} == {len(parts)}
+
+
+def test_preconnect_opens_no_more_than_the_pool_allows() -> None:
+    from inferencekit.api.client import Client
+    from inferencekit.api.endpoint import Endpoint
+
+    async def go() -> tuple[int, int]:
+        server, _seen, writers = await _raw_server([])
+        port = server.sockets[0].getsockname()[1]
+        async with Client(Endpoint.parse(f"http://127.0.0.1:{port}"), max_connections=8) as c:
+            n = await c.preconnect(64)
+            assert c._pool is not None
+            idle = len(c._pool.idle)
+        server.close()
+        for w in writers:
+            w.close()
+        await server.wait_closed()
+        await asyncio.sleep(0.05)
+        return n, idle
+
+    assert asyncio.run(go()) == (8, 8)
