@@ -46,11 +46,10 @@ import numpy as np
 import orjson
 
 from inferencekit.api.endpoint import Endpoint
-from inferencekit.api.h1 import Origin, Pool, request, unframe
+from inferencekit.api.h1 import ERROR_CAP, Origin, Pool, request, unframe
 from inferencekit.api.reply import derive, loads_json
 from inferencekit.api.sse import split_events
 from inferencekit.api.tap import cut
-from inferencekit.errors import OpError
 from inferencekit.redact import has_secrets, scrub_chunks, scrub_text
 
 __all__ = ["Client", "Exchange", "LiveConnector", "MAX_RESENDS", "describe_exception", "unwritten", "ERROR_BYTES",
@@ -417,11 +416,9 @@ class Client:
         self._headers = {"Content-Type": "application/json", **endpoint.headers()}
         self._origin = Origin.parse(endpoint.root)
         self._pool: Pool | None = None
+        # a key with CR or LF never gets here: read_api_key refuses it (Endpoint.headers)
         fixed = {"Host": self._origin.host_header, "Accept": "*/*", "Accept-Encoding": "gzip, deflate",
                  "User-Agent": "inferencekit", **self._headers}
-        if any(c in f"{k}{v}" for k, v in fixed.items() for c in "\r\n"):
-            raise OpError("a request header would hold a line break (an API key or header value with CR or LF); "
-                          "HTTP cannot carry it")
         self._h1_headers = "".join(f"{k}: {v}\r\n" for k, v in fixed.items())
         self.rejected_fields: set[str] = set()
 
@@ -541,7 +538,7 @@ class Client:
                 ex.content_type = resp.headers.get("Content-Type", "")
                 readany = resp.content.readany
                 if resp.status != 200:
-                    raw = await resp.content.read(64 * 1024)
+                    raw = await resp.content.read(ERROR_CAP)
                     append((clock(), raw))
                     # one line (an HTML error page has many); the raw bytes stay in the reply's events
                     ex.error = f"HTTP {resp.status}: " + " ".join(raw[:ERROR_BYTES].decode("utf-8", "replace").split())

@@ -78,6 +78,10 @@ class Connection(asyncio.Protocol):
         self.lost_exc: BaseException | None = None
         self.stray = False  # bytes came that no request asked for: the connection is not used again
         self.waiter: asyncio.Future[None] | None = None
+        self._clear()
+
+    def _clear(self) -> None:
+        """Forget the last reply (its bytes and stamps went with it, in ``Reply.framed``)."""
         # the reply's bytes in fixed blocks of BLOCK bytes, the last filled to ``pos``: each read copied in, no block
         # ever resized (a growing buffer per stream, realloc'd as it grows, fragments the heap across 1,024 streams;
         # and the loop's own read objects are kept large by uvloop), so memory is the bytes plus under one block
@@ -96,19 +100,9 @@ class Connection(asyncio.Protocol):
         self.keep_alive = False
 
     def begin(self, waiter: asyncio.Future[None]) -> None:
+        self._clear()
         self.waiter = waiter
-        self.blocks = []
-        self.pos = BLOCK
-        self.size = 0
-        self.times = array("q")
-        self.ends = array("q")
         self.parser = httptools.HttpResponseParser(self)
-        self.status = 0
-        self.headers = {}
-        self.head_done = self.complete = False
-        self.error = None
-        self.cap = 1 << 62
-        self.keep_alive = False
 
     # asyncio.Protocol
     def connection_made(self, transport: Any) -> None:
@@ -291,9 +285,10 @@ class Pool:
         return len(opened)
 
     def release(self, conn: Connection, keep: bool) -> None:
+        keep = keep and conn.reusable()
         conn.waiter = None
-        conn.blocks, conn.pos, conn.times, conn.ends = [], BLOCK, array("q"), array("q")  # the reply's went with it
-        if keep and conn.reusable():
+        conn._clear()
+        if keep:
             self.idle.append(conn)
         else:
             conn.close()

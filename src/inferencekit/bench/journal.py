@@ -58,8 +58,9 @@ def encode_record(key: str, bucket: str, meta: dict[str, Any], ex: Exchange) -> 
     streams, does not unframe during the level (~270 µs a 256-token reply). With an API key registered the reply
     is taken apart first, so that the key is scrubbed from what is written (``Exchange.raw_chunks``)."""
     fr = ex.framed  # read once: the loop may take the exchange apart meanwhile (it keeps these objects whole)
-    framed = fr is not None and not has_secrets()
-    if fr is not None and framed:
+    framed = False
+    if fr is not None and not has_secrets():
+        framed = True
         raw, read_times, read_ends = fr
         times = np.frombuffer(read_times, np.int64)
         lens = np.diff(np.frombuffer(read_ends, np.int64), prepend=0)
