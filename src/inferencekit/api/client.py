@@ -35,7 +35,7 @@ import select
 import threading
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -108,6 +108,11 @@ class Exchange:
     pending: tuple[bytes, int, Any, Any] | None = field(default=None, repr=False)
     # a streamed reply as api/h1.py read it (framing included), not yet taken apart: (raw, read times, read ends)
     framed: tuple[list[bytes] | bytes, Any, Any] | None = field(default=None, repr=False)
+    # the first bytes of ``framed``'s reply went to a sink while it streamed (``Client.post(sink=...)``, a level's
+    # journal): only the journal's record, read back, holds them all; the exchange cannot be taken apart here
+    spilled: int = 0
+    # a broken stream's "(after N chunks)" is added once its chunks can be counted (spilled: when read back)
+    count_chunks: bool = False
     # held while the exchange is taken apart: the journal's writer thread and the loop (a multi-turn session reads
     # its reply at once) may both get to it first, and neither may see it half taken apart
     _lock: Any = field(default_factory=threading.RLock, repr=False, compare=False)
@@ -117,6 +122,9 @@ class Exchange:
         writer thread during a level), so the stream loop pays nothing for the framing. Callers hold ``_lock``."""
         if self.framed is None:
             return
+        if self.spilled:
+            raise RuntimeError(f"exchange {self.request_id}: its first {self.spilled} bytes went to the level's "
+                               f"journal; read it back from there (bench/journal.py)")
         raw, times, ends = self.framed
         self.framed = None
         body, times, offsets, problem = unframe(raw, times, ends)
@@ -459,7 +467,8 @@ class Client:
         return await self._exchange("GET", path, None, new_request_id(), timeout_s)
 
     async def post(self, path: str, body: dict[str, Any], *, optional: Iterable[str] = (),
-                   request_id: str | None = None, timeout_s: float | None = None) -> Exchange:
+                   request_id: str | None = None, timeout_s: float | None = None,
+                   sink: Callable[[list[bytearray]], None] | None = None) -> Exchange:
         """POST ``body`` to ``path``, streamed or not; drop-and-retry rejected ``optional`` fields once.
 
         Args:
@@ -467,19 +476,22 @@ class Client:
             body: the JSON request; not modified.
             optional: names of fields in ``body`` the caller can do without.
             request_id: sent as ``X-Request-ID`` (``new_request_id()`` when None).
+            sink: for a streamed reply read by api/h1.py, where its full blocks go as it streams (a level's
+                ``Journal.parts()``); the exchange then says how many bytes went (``spilled``) and can only be read
+                back from the journal. Ignored on the aiohttp path.
         """
         rid = request_id or new_request_id()
         optional = [f for f in optional if f in body]
         dropped = [f for f in optional if f in self.rejected_fields]
         send = {k: v for k, v in body.items() if k not in dropped} if dropped else body
-        ex = await self._exchange("POST", path, send, rid, timeout_s)
+        ex = await self._exchange("POST", path, send, rid, timeout_s, sink)
         if ex.status == 400 and optional:
             left = [f for f in optional if f not in dropped]
             named = _named_in(left, ex.error or "")
             drop = named or left
             if drop:
                 send = {k: v for k, v in body.items() if k not in dropped + drop}
-                retry = await self._exchange("POST", path, send, rid, timeout_s)
+                retry = await self._exchange("POST", path, send, rid, timeout_s, sink)
                 # a field the error names is rejected for good; fields dropped blind (the message named none) are
                 # kept dropped only when the request then went through: a retry that fails too shows they were not
                 # the cause, and dropping them for the rest of the run would change every later request for nothing
@@ -494,16 +506,16 @@ class Client:
         return ex
 
     async def _exchange(self, method: str, path: str, body: dict[str, Any] | None, rid: str,
-                        timeout_s: float | None) -> Exchange:
+                        timeout_s: float | None, sink: Callable[[list[bytearray]], None] | None = None) -> Exchange:
         """One request, sent once; again (at most ``MAX_RESENDS`` times) only when the connection failed before
         any byte of it was written (``unwritten``). Every resend is said on the reply (``retried``), as is aiohttp's
         own resend of an idempotent GET whose pooled connection failed (``_attempts``)."""
-        ex = await self._exchange_once(method, path, body, rid, timeout_s)
+        ex = await self._exchange_once(method, path, body, rid, timeout_s, sink)
         first_error = ex.error
         resends = 0
         while ex._unwritten and resends < MAX_RESENDS:
             resends += 1
-            ex = await self._exchange_once(method, path, body, rid, timeout_s)
+            ex = await self._exchange_once(method, path, body, rid, timeout_s, sink)
         notes = []
         if resends:
             notes.append(f"sent {resends + 1} times: the connection failed before any byte of the request was "
@@ -517,9 +529,10 @@ class Client:
         return ex
 
     async def _exchange_once(self, method: str, path: str, body: dict[str, Any] | None, rid: str,
-                             timeout_s: float | None) -> Exchange:
+                             timeout_s: float | None, sink: Callable[[list[bytearray]], None] | None = None
+                             ) -> Exchange:
         if self.tap and body is not None and body.get("stream") is True and method == "POST":
-            return await self._streamed_once(path, body, rid, timeout_s)
+            return await self._streamed_once(path, body, rid, timeout_s, sink)
         headers = {**self._headers, "X-Request-ID": rid}
         data = orjson.dumps(body) if body is not None else None
         limit = timeout_s or self.timeout_s
@@ -566,7 +579,8 @@ class Client:
             ex.sent_ns = ex.call_ns
         return ex
 
-    async def _streamed_once(self, path: str, body: dict[str, Any], rid: str, timeout_s: float | None) -> Exchange:
+    async def _streamed_once(self, path: str, body: dict[str, Any], rid: str, timeout_s: float | None,
+                             sink: Callable[[list[bytearray]], None] | None = None) -> Exchange:
         """A streamed POST through api/h1.py: the reply's reads stamped as they arrive, its framing taken apart
         later (``Exchange.framed``). The same ``Exchange`` as the aiohttp path, in the same words."""
         limit = timeout_s or self.timeout_s
@@ -583,11 +597,11 @@ class Client:
         ex.call_ns = time.perf_counter_ns()
         loop = asyncio.get_running_loop()
         rep = await request(self._pool, outbox, fresh=fresh, deadline=loop.time() + limit if limit else None,
-                            timeout_s=limit, idle_s=self.read_timeout_s)
+                            timeout_s=limit, idle_s=self.read_timeout_s, sink=sink)
         ex.status, ex.content_type, ex.error = rep.status, rep.content_type, rep.error
         ex.sent_ns = rep.sent_ns or ex.call_ns
         ex._reused, ex._unwritten = rep.reused, rep.unwritten
-        ex.framed = rep.framed
+        ex.framed, ex.spilled = rep.framed, rep.spilled
         if ex.status not in (0, 200):  # an HTTP error: its words, one line, the raw bytes kept in the events
             raw = b"".join(c for _, c in ex.settle())
             cut = f" ({rep.error})" if rep.error else ""  # its body did not end: said, not hidden
@@ -600,6 +614,9 @@ class Client:
             self.fresh_connections = True
             ex.error += (" (on a kept-alive connection the server closed before any reply; the request may "
                          "have been read, so it is not re-sent; later requests open their own connection)")
+        if ex.spilled:  # its chunks are counted when the journal gives it back whole (Exchange.count_chunks)
+            ex.count_chunks = True
+            return ex
         n = len(ex.settle())
         if n:
             ex.error = f"{ex.error} (after {n} chunks)"

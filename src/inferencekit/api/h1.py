@@ -39,6 +39,7 @@ __all__ = ["Origin", "Pool", "Reply", "request", "unframe"]
 
 ERROR_CAP = 64 * 1024  # an HTTP error body is read up to this many bytes (the aiohttp path reads the same)
 BLOCK = 4096  # bytes per block of a reply kept in memory (Connection.blocks)
+SPILL_BLOCKS = 4  # with a sink, a 200 reply's full blocks are handed to it once this many are held (16 KiB)
 HEAD_CAP = 1 << 20  # a reply whose status line and headers have not ended once this much has come is refused
 ERROR_IDLE_S = 1.0  # an error reply's body that stops coming is taken as it is after this long without a byte
 KNOWN_ENCODINGS = (b"", b"identity", b"gzip", b"x-gzip", b"deflate")  # what unframe decodes
@@ -69,7 +70,8 @@ class Connection(asyncio.Protocol):
     """One HTTP/1.1 connection's protocol; ``begin`` arms it for the next reply."""
 
     __slots__ = ("blocks", "cap", "clock", "complete", "ends", "error", "head_done", "headers", "keep_alive", "lost",
-                 "lost_exc", "parser", "pos", "size", "status", "stray", "times", "transport", "waiter")
+                 "lost_exc", "parser", "pos", "sink", "size", "spilled", "status", "stray", "times", "transport",
+                 "waiter")
 
     def __init__(self, clock: Callable[[], int]) -> None:
         self.clock = clock
@@ -88,6 +90,10 @@ class Connection(asyncio.Protocol):
         self.blocks: list[bytearray] = []
         self.pos = BLOCK
         self.size = 0
+        # where full blocks of a 200 reply go while it streams (a level's journal: Journal.parts), and how many bytes
+        # went there; None: the whole reply stays in ``blocks``
+        self.sink: Callable[[list[bytearray]], None] | None = None
+        self.spilled = 0
         self.times = array("q")
         self.ends = array("q")
         self.parser: Any = None
@@ -99,9 +105,10 @@ class Connection(asyncio.Protocol):
         self.cap = 1 << 62
         self.keep_alive = False
 
-    def begin(self, waiter: asyncio.Future[None]) -> None:
+    def begin(self, waiter: asyncio.Future[None], sink: Callable[[list[bytearray]], None] | None = None) -> None:
         self._clear()
         self.waiter = waiter
+        self.sink = sink
         self.parser = httptools.HttpResponseParser(self)
 
     # asyncio.Protocol
@@ -144,6 +151,12 @@ class Connection(asyncio.Protocol):
         view = memoryview(data)
         while len(view):
             if self.pos == BLOCK:
+                if self.sink is not None and len(self.blocks) >= SPILL_BLOCKS and self.status == 200 and self.head_done:
+                    # every block held is full: they go to the sink, so a long reply holds at most SPILL_BLOCKS + 1
+                    # blocks here (at 1,024 streams of 256 tokens, ~54 KiB each, they were most of the memory)
+                    self.sink(self.blocks)
+                    self.spilled += BLOCK * len(self.blocks)
+                    self.blocks = []
                 self.blocks.append(bytearray(BLOCK))
                 self.pos = 0
             k = min(BLOCK - self.pos, len(view))
@@ -152,7 +165,8 @@ class Connection(asyncio.Protocol):
             view = view[k:]
 
     def raw(self) -> list[Any]:
-        """The reply's bytes so far, as pieces to join (the last block cut at its fill)."""
+        """The reply's bytes so far that were not handed to the sink (``spilled`` bytes were, before these), as pieces
+        to join (the last block cut at its fill)."""
         if not self.blocks:
             return []
         return [*self.blocks[:-1], memoryview(self.blocks[-1])[:self.pos]]
@@ -312,6 +326,7 @@ class Reply:
     unwritten: bool = False
     cut_off: bool = False  # the connection closed (or was reset) after the write, before any byte of a reply
     framed: tuple[list[Any], array[int], array[int]] | None = field(default=None, repr=False)
+    spilled: int = 0  # the reply's first bytes, handed to the sink: not in ``framed``'s pieces (its ends count them)
 
 
 def _lost_words(conn: Connection) -> str:
@@ -325,9 +340,12 @@ def _lost_words(conn: Connection) -> str:
 
 
 async def request(pool: Pool, outbox: list[bytes], *, fresh: bool, deadline: float | None,
-                  timeout_s: float | None, idle_s: float | None) -> Reply:
+                  timeout_s: float | None, idle_s: float | None,
+                  sink: Callable[[list[bytearray]], None] | None = None) -> Reply:
     """Send one request and read its reply. ``outbox`` holds the request's bytes (request line, headers, body) as
-    its one item, taken out when written, so that nothing holds them for the length of the stream.
+    its one item, taken out when written, so that nothing holds them for the length of the stream. ``sink``, when
+    given, takes a 200 reply's full blocks as it streams (``SPILL_BLOCKS`` at a time, on the loop: it must only
+    queue them); ``Reply.spilled`` says how many bytes it took, which ``framed`` then lacks at its front.
 
     ``deadline`` (event-loop time) bounds the whole exchange, connect included; ``idle_s`` the wait for each next
     byte after the write (``--read-timeout``), checked against the last read's stamp, so a read costs nothing
@@ -351,7 +369,7 @@ async def request(pool: Pool, outbox: list[bytes], *, fresh: bool, deadline: flo
                 rep.unwritten = True
                 return rep
             waiter: asyncio.Future[None] = loop.create_future()
-            conn.begin(waiter)
+            conn.begin(waiter, sink)
             transport.write(outbox.pop())
             rep.sent_ns = pool.clock()
             if conn.lost:
@@ -382,6 +400,7 @@ async def request(pool: Pool, outbox: list[bytes], *, fresh: bool, deadline: flo
     rep.content_type = conn.headers.get(b"content-type", b"").decode("latin-1")
     if len(conn.times):
         rep.framed = (conn.raw(), conn.times, conn.ends)  # handed over, not copied: ``begin`` gives the next its own
+        rep.spilled = conn.spilled
     encoding = conn.headers.get(b"content-encoding", b"").strip().lower()
     if rep.error is None and conn.head_done and encoding not in KNOWN_ENCODINGS:
         rep.error = f"bad HTTP response: Content-Encoding {encoding.decode('latin-1')} was not asked for"

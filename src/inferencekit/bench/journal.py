@@ -11,10 +11,15 @@ deletes it. ``--resume`` materialises a journal left by a client that died mid-l
 Record format (binary-safe, cheap to write): one JSON header line holding everything but the
 stream, with ``k`` the number of chunks; then the chunks' arrival times (perf_counter ns) and byte
 lengths as two little-endian int64 arrays of k values; then the stream's raw bytes, then a newline.
-A record cut short (the client died during the write) is dropped and counted. The writer thread
-spends most of its time in ``write`` (the GIL is released there), so the loop loses only the
-moments it takes to encode a header; when many requests end at once it waits for the burst to pass
-first (``Journal._wait_out_burst``).
+A record cut short (the client died during the write) is dropped and counted. A long streamed reply is written
+in pieces as it streams (``Journal.parts``, api/h1.py's ``SPILL_BLOCKS``): part records ``{"part": token, "n":
+bytes}``, the bytes, a newline; its own record then names the token (``"parts"``) and how many bytes went ahead
+(``"spilled"``), and the reader puts them back in front. Parts that no record names (a reply that had not ended
+when the client died) are dropped.
+
+The writer thread spends most of its time in ``write`` (the GIL is released there), so the loop loses only the
+moments it takes to encode a header; when many requests end at once it waits for the burst to pass first
+(``Journal._wait_out_burst``).
 
 When a write fails (a full disk, a folder made read-only), the file is cut back to its last whole
 record, nothing more is written, and ``Journal.failed`` tells the sender to stop; the level's caller
@@ -23,6 +28,7 @@ raises ``StorageError`` once what is on disk is materialised, and ``--resume`` s
 
 from __future__ import annotations
 
+import itertools
 import os
 import queue
 import sys
@@ -40,15 +46,24 @@ from inferencekit.api.client import Exchange
 from inferencekit.redact import has_secrets
 from inferencekit.rundir import RunDir, journal_paths, write_json
 
-__all__ = ["Journal", "JOURNAL_NAME", "journal_paths", "read_journal", "materialise", "encode_record"]
+__all__ = ["Journal", "JOURNAL_NAME", "PartSink", "encode_part", "encode_record", "iter_journal", "journal_paths",
+           "materialise", "read_journal"]
 
 JOURNAL_NAME = "journal.jsonl"
 SWITCH_INTERVAL_S = 0.0005
 BURST, BURST_PAUSE_S, BURST_MAX_S = 16, 0.02, 0.5
 _STOP = object()
+_PART = object()
 
 
-def encode_record(key: str, bucket: str, meta: dict[str, Any], ex: Exchange) -> bytes:
+def encode_part(token: str, blocks: list[bytearray]) -> bytes:
+    """A part record: the full blocks a streaming reply handed over (``PartSink``), as a JSON line ``{"part": token,
+    "n": bytes}``, the bytes and a newline. Its exchange's own record comes later and names the token."""
+    n = sum(len(b) for b in blocks)
+    return b"".join([orjson.dumps({"part": token, "n": n}), b"\n", *blocks, b"\n"])
+
+
+def encode_record(key: str, bucket: str, meta: dict[str, Any], ex: Exchange, parts: str | None = None) -> bytes:
     """One journal record: a JSON header line (``k`` = number of chunks), then the chunks' arrival times and byte
     lengths as two little-endian int64 arrays of k values, the chunks' bytes, and a newline.
 
@@ -56,10 +71,12 @@ def encode_record(key: str, bucket: str, meta: dict[str, Any], ex: Exchange) -> 
     network reads' times and lengths, then the bytes with the framing, the header saying ``"framed": true``; it is
     taken apart when the journal is read (after the level), so the writer thread, which shares the GIL with the
     streams, does not unframe during the level (~270 µs a 256-token reply). With an API key registered the reply
-    is taken apart first, so that the key is scrubbed from what is written (``Exchange.raw_chunks``)."""
+    is taken apart first, so that the key is scrubbed from what is written (``Exchange.raw_chunks``). A reply whose
+    first bytes went out as part records (``Exchange.spilled``) names them: ``"parts"`` (their token) and
+    ``"spilled"`` (their bytes, which the lengths count and the bytes here do not hold)."""
     fr = ex.framed  # read once: the loop may take the exchange apart meanwhile (it keeps these objects whole)
     framed = False
-    if fr is not None and not has_secrets():
+    if fr is not None and (ex.spilled or not has_secrets()):  # a spilled reply cannot be taken apart here
         framed = True
         raw, read_times, read_ends = fr
         times = np.frombuffer(read_times, np.int64)
@@ -71,9 +88,24 @@ def encode_record(key: str, bucket: str, meta: dict[str, Any], ex: Exchange) -> 
     head = {"key": key, "bucket": bucket, "meta": meta, "request_id": ex.request_id, "path": ex.path,
             "body": ex.body, "sent_ns": ex.sent_ns, "call_ns": ex.call_ns, "status": ex.status, "error": ex.error,
             "content_type": ex.content_type, "dropped_fields": ex.dropped_fields, "retried": ex.retried,
-            "k": len(times), **({"framed": True} if framed else {})}
+            "k": len(times), **({"framed": True} if framed else {}),
+            **({"parts": parts, "spilled": ex.spilled} if ex.spilled else {}),
+            **({"count_chunks": True} if ex.count_chunks else {})}
     return b"".join([orjson.dumps(head), b"\n", times.astype("<i8").tobytes(), lens.astype("<i8").tobytes(), *payload,
                      b"\n"])
+
+
+class PartSink:
+    """One streaming reply's sink (``Journal.parts``): called on the loop with full blocks, it only queues them."""
+
+    __slots__ = ("_q", "token")
+
+    def __init__(self, q: queue.SimpleQueue[Any], token: str) -> None:
+        self._q = q
+        self.token = token
+
+    def __call__(self, blocks: list[bytearray]) -> None:
+        self._q.put((_PART, self.token, blocks))
 
 
 class Journal:
@@ -92,6 +124,9 @@ class Journal:
         self.written = 0  # records on disk
         self.lost = 0  # exchanges that finished after a failed write (not on disk; --resume sends them again)
         self._closing = False
+        # part tokens: unique in the file even when --resume appends to a dead client's journal
+        self._prefix = os.urandom(6).hex()
+        self._tokens = itertools.count()
         self._thread = threading.Thread(target=self._drain, name=f"journal:{path.parent.name}", daemon=True)
         # The writer holds the GIL while it encodes; when the loop wants it back it waits up to the switch
         # interval (5 ms by default), which would land on the timestamps. 0.5 ms bounds that wait.
@@ -99,27 +134,45 @@ class Journal:
         sys.setswitchinterval(min(self._switch, SWITCH_INTERVAL_S))
         self._thread.start()
 
-    def append(self, key: str, bucket: str, meta: dict[str, Any], ex: Exchange) -> None:
-        self._q.put((key, bucket, meta, ex))
+    def append(self, key: str, bucket: str, meta: dict[str, Any], ex: Exchange, parts: PartSink | None = None
+               ) -> None:
+        """Queue ``ex``'s record; ``parts``: the sink its reply streamed into (``parts()``), if any."""
+        self._q.put((key, bucket, meta, ex, parts.token if parts is not None else None))
+
+    def parts(self) -> PartSink:
+        """A sink for one streaming reply's full blocks (``Client.post(sink=...)``): each hand-over is queued as a
+        part record at once, so a long reply is not held whole in memory until it ends. Give it to ``append`` with
+        the exchange. Not for a reply the caller reads before the level ends (a session's turn), nor with an API key
+        registered (its bytes could not be scrubbed before they are written)."""
+        return PartSink(self._q, f"{self._prefix}-{next(self._tokens)}")
 
     def _drain(self) -> None:
+        # one wait per burst: once it has passed, its records are written back to back until the queue is empty.
+        # (Waiting again before each of them held ~20 ms a record: measured at 1,024 streams x 4 waves, 725 of
+        # 4,096 finished exchanges were on disk when the level ended, and the other 3,370 were in memory.)
+        settled = True
         while True:
             item = self._q.get()
             if item is _STOP:
                 return
-            if self._q.qsize() > BURST:
+            if settled and self._q.qsize() > BURST:
                 self._wait_out_burst()
+                settled = False
+            if self._q.qsize() == 0:
+                settled = True
+            part = item[0] is _PART  # a streaming reply's blocks: not an exchange of its own
             if self._error is not None:
-                self.lost += 1
+                self.lost += not part
                 continue
             try:
-                self._f.write(encode_record(*item))  # one write a record: a failed one is cut back whole
+                # one write a record: a failed one is cut back whole
+                self._f.write(encode_part(item[1], item[2]) if part else encode_record(*item))
                 self._f.flush()
                 self._good = self._f.tell()
-                self.written += 1
+                self.written += not part
             except BaseException as exc:  # noqa: BLE001 - kept, and reported by the level's caller (error)
                 self._error = exc
-                self.lost += 1
+                self.lost += not part
                 self._cut_back()
 
     def _cut_back(self) -> None:
@@ -189,49 +242,103 @@ def _exchange(head: dict[str, Any], times: Any, lens: Any, raw: bytes) -> Exchan
         for t, n in zip(times, lens):
             chunks.append((int(t), raw[pos:pos + int(n)]))
             pos += int(n)
-    return Exchange(request_id=head["request_id"], path=head["path"], body=head["body"], sent_ns=head["sent_ns"],
-                    call_ns=head.get("call_ns", 0), status=head["status"], error=head["error"],
-                    content_type=head["content_type"], dropped_fields=list(head["dropped_fields"]),
-                    retried=head.get("retried"), chunks=chunks, framed=framed)
+    ex = Exchange(request_id=head["request_id"], path=head["path"], body=head["body"], sent_ns=head["sent_ns"],
+                  call_ns=head.get("call_ns", 0), status=head["status"], error=head["error"],
+                  content_type=head["content_type"], dropped_fields=list(head["dropped_fields"]),
+                  retried=head.get("retried"), chunks=chunks, framed=framed)
+    if head.get("count_chunks"):  # a broken stream that spilled: its chunks are counted now, as Client counts them
+        n = len(ex.settle())
+        if n and ex.error:
+            ex.error = f"{ex.error} (after {n} chunks)"
+    return ex
+
+
+class _Torn(Exception):
+    """The journal ends inside a record (the client died while writing it)."""
+
+
+class _Broken(Exception):
+    """A whole record that cannot be read back (its part records are not all there)."""
+
+
+def _read_record(f: Any, head: dict[str, Any], parts: dict[str, list[bytes]]) -> dict[str, Any]:
+    """The rest of the record whose header line was ``head``, read from ``f``; a spilled reply's front is taken from
+    ``parts`` (token -> the part records' bytes read so far).
+
+    Raises:
+        _Torn: the file ends before the record does.
+        _Broken: the record is whole, but its parts' bytes are not what it says went out.
+    """
+    if "exchange" in head:  # the one-line format of earlier versions (chunks as latin-1 strings)
+        return {**head, "exchange": Exchange.from_journal(head["exchange"])}
+    if "k" in head:  # arrays of k int64 times and lengths, then the bytes
+        k = int(head["k"])
+        arrays = f.read(16 * k)
+        if len(arrays) < 16 * k:
+            raise _Torn
+        times: Any = np.frombuffer(arrays[:8 * k], "<i8")
+        lens: Any = np.frombuffer(arrays[8 * k:], "<i8")
+    else:  # times and lengths as JSON lists (an earlier version of this format)
+        times, lens = head["t"], head["n"]
+    spilled = int(head.get("spilled", 0))
+    size = int(sum(lens)) - spilled
+    raw = f.read(size + 1)
+    if len(raw) < size + 1 or raw[size:] != b"\n":
+        raise _Torn
+    body = raw[:size]
+    if spilled:
+        front = b"".join(parts.pop(str(head.get("parts")), []))
+        if len(front) != spilled:
+            raise _Broken
+        body = front + body
+    return {"key": head["key"], "bucket": head["bucket"], "meta": head["meta"],
+            "exchange": _exchange(head, times, lens, body)}
+
+
+def iter_journal(path: Path, torn: list[int] | None = None) -> Iterator[dict[str, Any]]:
+    """The journal's records, ``{key, bucket, meta, exchange: Exchange}``, read one at a time (a level's journal
+    holds every reply's bytes: 2,048 replies of 256 tokens are ~120 MB, which reading it whole held in memory
+    twice over after the level). Part records are joined to the record that names them; parts no record names (a
+    reply that had not ended when the client died) are dropped. A record cut short ends the iteration; ``torn``,
+    when given, gets a 1 appended for it, and for a whole record whose parts are missing (skipped)."""
+    parts: dict[str, list[bytes]] = {}
+    with open(path, "rb") as f:
+        while True:
+            line = f.readline()
+            if not line:
+                return
+            try:
+                if not line.endswith(b"\n"):
+                    raise _Torn
+                try:
+                    head = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    raise _Torn from None
+                if "part" in head:
+                    n = int(head["n"])
+                    data = f.read(n + 1)
+                    if len(data) < n + 1 or data[n:] != b"\n":
+                        raise _Torn
+                    parts.setdefault(str(head["part"]), []).append(data[:n])
+                    continue
+                try:
+                    rec = _read_record(f, head, parts)
+                except _Broken:
+                    if torn is not None:
+                        torn.append(1)
+                    continue
+                yield rec
+            except _Torn:
+                if torn is not None:
+                    torn.append(1)
+                return
 
 
 def read_journal(path: Path) -> tuple[list[dict[str, Any]], int]:
-    """``([{key, bucket, meta, exchange: Exchange}, ...], records cut short and dropped)``."""
-    data = path.read_bytes()
-    records, torn, pos = [], 0, 0
-    while pos < len(data):
-        nl = data.find(b"\n", pos)
-        if nl < 0:
-            torn += 1
-            break
-        try:
-            head = orjson.loads(data[pos:nl])
-        except orjson.JSONDecodeError:
-            torn += 1
-            break
-        if "exchange" in head:  # the one-line format of earlier versions (chunks as latin-1 strings)
-            records.append({**head, "exchange": Exchange.from_journal(head["exchange"])})
-            pos = nl + 1
-            continue
-        if "k" in head:  # arrays of k int64 times and lengths, then the bytes
-            k = int(head["k"])
-            arrays = data[nl + 1:nl + 1 + 16 * k]
-            if len(arrays) < 16 * k:
-                torn += 1
-                break
-            times = np.frombuffer(arrays[:8 * k], "<i8")
-            lens = np.frombuffer(arrays[8 * k:], "<i8")
-            begin = nl + 1 + 16 * k
-        else:  # times and lengths as JSON lists (an earlier version of this format)
-            times, lens, begin = head["t"], head["n"], nl + 1
-        end = begin + int(sum(lens))
-        if end >= len(data) or data[end:end + 1] != b"\n":
-            torn += 1
-            break
-        records.append({"key": head["key"], "bucket": head["bucket"], "meta": head["meta"],
-                        "exchange": _exchange(head, times, lens, data[begin:end])})
-        pos = end + 1
-    return records, torn
+    """``([{key, bucket, meta, exchange: Exchange}, ...], records cut short and dropped)``: ``iter_journal`` whole."""
+    torn: list[int] = []
+    records = list(iter_journal(path, torn))
+    return records, len(torn)
 
 
 def materialise(run: RunDir, engine: str, level: str, path: Path,
@@ -242,8 +349,7 @@ def materialise(run: RunDir, engine: str, level: str, path: Path,
     known answer): its files go to ``inputs|outputs/<engine>/<folder>/<id>.json`` and it is not yielded (it is
     not a load request). ``extra_meta`` is added to every reply (``--workers``: the worker and its clock anchor).
     """
-    records, _torn = read_journal(path)
-    for rec in records:
+    for rec in iter_journal(path):
         ex = rec["exchange"]
         meta = dict(rec["meta"])
         folder = meta.pop("folder", None)

@@ -26,6 +26,7 @@ from inferencekit.bench.pace import LoopLagMonitor, process_identity
 from inferencekit.bench.plan import LevelSpec, PlannedRequest, Planner
 from inferencekit.bench.schedule import arrival_offsets_s, ramp_offsets_s
 from inferencekit.errors import STORAGE_ERRNOS, StorageError, storage_message
+from inferencekit.redact import has_secrets
 from inferencekit.rundir import CLIENT_FILE, PROBES_FOLDER, RunDir, write_json
 from inferencekit.shapes import ExtraRequests, ProbeRecord
 
@@ -125,9 +126,15 @@ class LoadRunner:
         return reply
 
     async def _send(self, req: PlannedRequest, level: str, journal: Journal, outcome: LevelOutcome,
-                    scheduled_ns: int | None = None, dispatched_ns: int | None = None) -> Exchange:
-        ex = await self.client.post(endpoint_path(req), self.body_for(req), optional=self.optional)
-        journal.append(req.key, req.prompt.bucket, self._meta(req, level, scheduled_ns, dispatched_ns), ex)
+                    scheduled_ns: int | None = None, dispatched_ns: int | None = None, *,
+                    read_here: bool = False) -> Exchange:
+        """Send one load request and queue its exchange for the journal. A reply nobody reads before the level ends
+        streams into the journal as it comes (``Journal.parts``: at 1,024 streams, whole replies held until their end
+        were most of the client's memory); one the caller reads at once (``read_here``: a session's turn), or any
+        with an API key registered (its bytes are scrubbed before they are written), is held whole."""
+        sink = None if read_here or has_secrets() else journal.parts()
+        ex = await self.client.post(endpoint_path(req), self.body_for(req), optional=self.optional, sink=sink)
+        journal.append(req.key, req.prompt.bucket, self._meta(req, level, scheduled_ns, dispatched_ns), ex, sink)
         outcome.sent += 1
         outcome.keys.append(req.key)
         if self.on_done:
@@ -163,7 +170,7 @@ class LoadRunner:
             turn = replace(p, messages=tuple(dict(m) for m in history), followups=(), session_id=p.id, turn=k + 1,
                            session_turns=n_turns)
             ex = await self._send(PlannedRequest(f"{req.key}.t{k + 1}", turn, req.salt), level, journal, outcome,
-                                  *((scheduled_ns, dispatched_ns) if k == 0 else (None, None)))
+                                  *((scheduled_ns, dispatched_ns) if k == 0 else (None, None)), read_here=True)
             if not ex.ok:
                 return
             reply = ex.to_reply()

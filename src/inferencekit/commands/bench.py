@@ -111,7 +111,8 @@ BENCH_ARGS: tuple[Arg, ...] = (
         "check N_out against usage.", default=True),
     Arg("retokenize", "boolean", "Re-tokenize every reply after the run with the engine's tokenizer (or "
         "--tokenizer) and report disagreements.", default=True),
-    Arg("tokenizer", "string", "Local Hugging Face directory or GGUF file to re-tokenize with (needs transformers)."),
+    Arg("tokenizer", "string", "Local Hugging Face directory or GGUF file to re-tokenize with (a folder whose "
+        "tokenizer.json counts alike needs only the tokenizers library; others, and GGUF, transformers)."),
     Arg("engine_label", "string", "Label for outputs/<engine>/ (default: the detected engine)."),
     Arg("probes", "boolean", "Mix the hidden probes (greedy vs T=1 samples, top-5 logprobs; the hidden_probes gate's "
         "groups) into the load: each takes a slot in a level's schedule, its reply goes to outputs/<engine>/probes/ "

@@ -196,3 +196,30 @@ def test_journal_paths_lists_the_single_and_the_worker_journals(tmp_path):
         (tmp_path / name).write_bytes(b"")
     assert [p.name for p in journal_paths(tmp_path)] == ["journal-w0.jsonl", "journal-w1.jsonl", JOURNAL_NAME]
     assert journal_paths(Path(tmp_path / "nope")) == []
+
+
+def test_a_burst_is_waited_out_once_then_written_back_to_back(tmp_path, monkeypatch):
+    # failed before 2026-12-06: the writer waited out the burst again before each of its records (~20 ms each), so at
+    # 1,024 streams most finished exchanges were still in memory, not on disk, when the level ended
+    import threading
+
+    from inferencekit.bench import journal as jmod
+
+    all_in = threading.Event()
+    waits: list[int] = []
+    encode = jmod.encode_record
+
+    def first_waits(*a, **k):  # the writer holds its first record until the whole burst is queued behind it
+        all_in.wait(5)
+        return encode(*a, **k)
+
+    monkeypatch.setattr(jmod, "encode_record", first_waits)
+    monkeypatch.setattr(jmod.Journal, "_wait_out_burst", lambda self: waits.append(self._q.qsize()))
+    n = 3 * jmod.BURST
+    with Journal(tmp_path / JOURNAL_NAME) as j:
+        for i in range(n):
+            j.append(f"p{i}", "b", {"id": f"p{i}"}, raw_exchange([(11, b"x")], rid=f"r{i}"))
+        all_in.set()
+    assert len(waits) == 1 and waits[0] > jmod.BURST  # one wait for the burst, none before each of its records
+    records, torn = read_journal(tmp_path / JOURNAL_NAME)
+    assert [r["key"] for r in records] == [f"p{i}" for i in range(n)] and torn == 0

@@ -34,7 +34,7 @@ class StubClient:
         self.n = 0
         self.dropped = dropped
 
-    async def post(self, path: str, body: dict[str, Any], optional: Any = ()) -> Exchange:
+    async def post(self, path: str, body: dict[str, Any], optional: Any = (), sink: Any = None) -> Exchange:
         self.n += 1
         t0 = 1_000_000_000 * self.n
         chunks = [(t0 + 1_000_000, _sse({"choices": [{"index": 0, "delta": {"content": "Hi"}}]})),

@@ -34,7 +34,7 @@ class SlowStub:
         self.delay_s = delay_s
         self.spans: list[tuple[str, int, int, int]] = []
 
-    async def post(self, path: str, body: dict[str, Any], optional: Any = ()) -> Exchange:
+    async def post(self, path: str, body: dict[str, Any], optional: Any = (), sink: Any = None) -> Exchange:
         t0 = time.perf_counter_ns()
         await asyncio.sleep(self.delay_s)
         t1 = time.perf_counter_ns()
