@@ -193,3 +193,50 @@ def test_a_level_too_short_for_the_timer_is_not_judged():
     short["loop"]["loop_lag_ms"]["n"] = 3  # ~15 ms of level: three timer samples
     got = judge_client_pace([short], REPLIES)
     assert got["valid"] is None and got["reasons"] == []
+
+
+def test_the_gc_is_off_for_the_level_and_the_valve_collects_garbage_that_piles_up():
+    import gc
+    import weakref
+
+    class Node:
+        pass
+
+    async def program() -> tuple[dict, bool, bool, bool]:
+        monitor = LoopLagMonitor(gc_valve=2_000)
+        monitor.start()
+        off = not gc.isenabled()
+        first = Node()
+        first.me = first  # a cycle: only the cyclic GC frees it
+        dead = weakref.ref(first)
+        del first
+        for _ in range(10_000):  # cyclic garbage, as a failure path's exception and traceback leave it
+            n = Node()
+            n.me = n
+        del n
+        await asyncio.sleep(0.05)  # ticks: the count is past the valve, so the next tick collects
+        gone = dead() is None
+        return monitor.stop(), off, gone, gc.isenabled()
+
+    was = gc.isenabled()
+    gc.enable()
+    try:
+        loop, off, gone, on_after = asyncio.run(program())
+    finally:
+        gc.enable() if was else gc.disable()
+    assert off and on_after  # automatic collections stop for the level and come back after it
+    assert gone and loop["gc"]["collections"] >= 1 and loop["gc"]["collection_ms"] > 0
+    assert loop["gc"]["automatic"] is False and loop["gc"]["valve"] == 2_000
+    assert gc.get_freeze_count() == 0  # what was frozen for the level is back in the GC's reach
+
+
+def test_a_level_that_makes_no_garbage_runs_no_collection():
+    async def program() -> dict:
+        monitor = LoopLagMonitor()
+        monitor.start()
+        for _ in range(5_000):  # short-lived objects, freed by their reference counts
+            [object() for _ in range(3)]
+        await asyncio.sleep(0.03)
+        return monitor.stop()
+
+    assert asyncio.run(program())["gc"]["collections"] == 0

@@ -37,3 +37,33 @@ def test_a_moment_already_past_returns_at_once_without_sleeping():
 
     asyncio.run(sleep_until_ns(time.perf_counter_ns() - 1_000_000, sleep))
     assert calls == []
+
+
+def test_a_closed_level_sends_at_most_a_turns_worth_between_two_looks_at_the_network():
+    from collections import Counter
+
+    from inferencekit.bench.runner import SendTurns
+
+    async def program() -> list[int]:
+        turns = SendTurns(per_turn=4)
+        loop = asyncio.get_running_loop()
+        tick = [0]
+
+        def ticker() -> None:  # runs once a turn of the loop (call_soon: the next turn, after the network)
+            tick[0] += 1
+            if tick[0] < 100:
+                loop.call_soon(ticker)
+
+        loop.call_soon(ticker)
+        sent: list[int] = []
+
+        async def stream() -> None:
+            await turns.wait()
+            sent.append(tick[0])
+
+        await asyncio.gather(*(stream() for _ in range(10)))
+        return sent
+
+    sent = asyncio.run(program())
+    per_turn = Counter(sent)
+    assert len(sent) == 10 and max(per_turn.values()) == 4 and len(per_turn) == 3  # 4 + 4 + 2, in three turns
