@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -87,20 +88,34 @@ class SendTurns:
 
     def __init__(self, per_turn: int = SENDS_PER_TURN) -> None:
         self.per_turn = per_turn
-        self.sent = 0
+        self.sent = 0  # sends let through since the turn began
         self._armed = False
+        self._waiting: deque[asyncio.Future[None]] = deque()  # first come, first sent
 
     async def wait(self) -> None:
-        while self.sent >= self.per_turn:
-            await asyncio.sleep(0)
-        self.sent += 1
+        if self.sent < self.per_turn and not self._waiting:
+            self.sent += 1
+        else:  # woken by a later turn, which counts it (no task spins a turn at a time while it waits)
+            fut = asyncio.get_running_loop().create_future()
+            self._waiting.append(fut)
+            await fut
+        self._arm()
+
+    def _arm(self) -> None:
         if not self._armed:
             self._armed = True
             asyncio.get_running_loop().call_soon(self._next_turn)
 
     def _next_turn(self) -> None:
-        self.sent = 0
         self._armed = False
+        self.sent = 0
+        while self._waiting and self.sent < self.per_turn:
+            fut = self._waiting.popleft()
+            if not fut.done():  # a cancelled wait is passed over
+                fut.set_result(None)
+                self.sent += 1
+        if self._waiting or self.sent:
+            self._arm()
 
 
 class LoadRunner:

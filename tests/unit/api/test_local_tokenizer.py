@@ -102,8 +102,10 @@ def test_chat_ids_load_transformers_on_first_use_and_match_it(folder, hf):
 
 @pytest.mark.parametrize("cfg", [{"tokenizer_class": "GPT2Tokenizer"}, {"clean_up_tokenization_spaces": True},
                                  {"add_prefix_space": True}, {"split_special_tokens": True},
-                                 {"bos_token": "<not-in-the-file>"}],
-                         ids=["another class", "clean-up", "prefix space", "split specials", "unknown special"])
+                                 {"bos_token": "<not-in-the-file>"}, {"additional_special_tokens": ["<new-1>"]},
+                                 {"extra_special_tokens": {"image": "<new-2>"}}],
+                         ids=["another class", "clean-up", "prefix space", "split specials", "unknown special",
+                              "additional special", "extra special"])
 def test_a_config_that_changes_counting_goes_through_transformers(folder, tmp_path, cfg):
     d = variant(folder, tmp_path, **cfg)
     assert direct_file(d) is None

@@ -67,3 +67,23 @@ def test_a_closed_level_sends_at_most_a_turns_worth_between_two_looks_at_the_net
     sent = asyncio.run(program())
     per_turn = Counter(sent)
     assert len(sent) == 10 and max(per_turn.values()) == 4 and len(per_turn) == 3  # 4 + 4 + 2, in three turns
+
+
+def test_a_cancelled_wait_for_a_turn_is_passed_over_and_the_rest_all_go():
+    from inferencekit.bench.runner import SendTurns
+
+    async def program() -> list[int]:
+        turns = SendTurns(per_turn=2)
+        sent: list[int] = []
+
+        async def stream(i: int) -> None:
+            await turns.wait()
+            sent.append(i)
+
+        tasks = [asyncio.create_task(stream(i)) for i in range(6)]
+        await asyncio.sleep(0)  # 0 and 1 go in the first turn; 2-5 wait
+        tasks[2].cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return sent
+
+    assert asyncio.run(program()) == [0, 1, 3, 4, 5]
