@@ -103,10 +103,11 @@ def _background() -> None:
     thread's nice value, man 2 setpriority, NOTES; elsewhere it would name a process, so nothing is done).
 
     The writer shares the client's core with the event loop (a client pinned to one CPU, as the peers' method pins
-    it, or a busy machine): at nice 0 the scheduler gave it time slices of milliseconds while the loop had events
-    waiting, even though the GIL was free (its ``write`` releases it). Measured at 1,024 streams, 256 tokens, client
-    on one core: event-loop lag p99 13-23 ms with the writer, 2.5 ms with no journal. At nice 19 it runs when the
-    loop waits for the network, which is most of the time: the loop is ~75% busy there."""
+    it, or a busy machine). At nice 19 the scheduler runs it when the loop waits for the network; with the loop
+    runnable it gets little CPU (observed at 1,024 streams on one core: single 16 KiB part writes taking 2-35 ms of
+    wall time, while the loop went on). What it saves the loop was not measured apart from the other changes of
+    2026-12-06 (docs/load-generation.md): the lag the writer seemed to cause came from the GC, not its CPU.
+    """
     if not sys.platform.startswith("linux"):
         return
     try:
