@@ -161,6 +161,14 @@ class Exchange:
             lens = np.append(lens, rest)
         return np.concatenate([t0, t]), np.concatenate([n0, lens]), head + body
 
+    def count_chunks_into_error(self) -> None:
+        """Say in a broken stream's error how many chunks came before the break (``"(after N chunks)"``); takes the
+        exchange apart to count them. Called by the client for a reply held whole, and by the journal's reader for
+        one that went out in parts (``count_chunks``)."""
+        n = len(self.settle())
+        if n and self.error:
+            self.error = f"{self.error} (after {n} chunks)"
+
     def settle(self) -> list[tuple[int, bytes]]:
         """``chunks``, after cutting a streamed body into them (api/tap.py) if that was left for later: the stream
         loop leaves it to whoever reads the exchange first (the journal's writer thread), off the event loop."""
@@ -616,10 +624,8 @@ class Client:
                          "have been read, so it is not re-sent; later requests open their own connection)")
         if ex.spilled:  # its chunks are counted when the journal gives it back whole (Exchange.count_chunks)
             ex.count_chunks = True
-            return ex
-        n = len(ex.settle())
-        if n:
-            ex.error = f"{ex.error} (after {n} chunks)"
+        else:
+            ex.count_chunks_into_error()
         return ex
 
     async def preconnect(self, n: int, timeout_s: float = 30.0) -> int:

@@ -125,24 +125,26 @@ def direct_file(path: str | Path) -> Path | None:
     return p / "tokenizer.json"
 
 
-def check_tokenizer(path: str | None, need: str = "--tokenizer") -> None:
+def check_tokenizer(path: str | None, need: str = "--tokenizer") -> Path | None:
     """Refuse a local tokenizer ``path`` (a Hugging Face folder, or a ``.gguf`` file) when what loads it is not
     installed: the ``tokenizers`` library for a folder it reads alone (``direct_file``), transformers and tokenizers
     for another folder, and also gguf and torch for a GGUF file (transformers' GGUF reader,
     ``transformers/integrations/gguf/reader.py``, imports torch). Nothing when ``path`` is None. Called with the flag
-    checks: nothing is imported.
+    checks: nothing is imported. Returns ``direct_file(path)``.
 
     Raises:
         OpError: a module missing (``extras.require_extra``: ``pip install 'inferencekit[tokenizers]' (or make
             demo)``).
     """
     if not path:
-        return
-    if direct_file(path) is not None:
+        return None
+    direct = direct_file(path)
+    if direct is not None:
         require_extra("tokenizers", need, ("tokenizers",))
-        return
+        return direct
     gguf = ("gguf", "torch") if str(path).endswith(".gguf") else ()
     require_extra("tokenizers", need, ("transformers", "tokenizers", *gguf))
+    return None
 
 
 class LocalTokenizer:
@@ -157,13 +159,12 @@ class LocalTokenizer:
     """
 
     def __init__(self, path: str) -> None:
-        check_tokenizer(path)
+        direct = check_tokenizer(path)
         p = Path(path)
         self._path = p
         self._hf: Any = None  # transformers' tokenizer, loaded on first need
         self._direct: Any = None  # tokenizers.Tokenizer when direct_file says it counts alike
         self.source = f"local:{p}"
-        direct = direct_file(p)
         if direct is not None:
             import tokenizers
 

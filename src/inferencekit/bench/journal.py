@@ -268,10 +268,8 @@ def _exchange(head: dict[str, Any], times: Any, lens: Any, raw: bytes) -> Exchan
                   call_ns=head.get("call_ns", 0), status=head["status"], error=head["error"],
                   content_type=head["content_type"], dropped_fields=list(head["dropped_fields"]),
                   retried=head.get("retried"), chunks=chunks, framed=framed)
-    if head.get("count_chunks"):  # a broken stream that spilled: its chunks are counted now, as Client counts them
-        n = len(ex.settle())
-        if n and ex.error:
-            ex.error = f"{ex.error} (after {n} chunks)"
+    if head.get("count_chunks"):  # a broken stream that went out in parts: its chunks can be counted now
+        ex.count_chunks_into_error()
     return ex
 
 

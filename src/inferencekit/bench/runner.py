@@ -95,11 +95,11 @@ class SendTurns:
     async def wait(self) -> None:
         if self.sent < self.per_turn and not self._waiting:
             self.sent += 1
-        else:  # woken by a later turn, which counts it (no task spins a turn at a time while it waits)
+            self._arm()
+        else:  # woken by a later turn, which counts it and arms the next (no task spins a turn while it waits)
             fut = asyncio.get_running_loop().create_future()
             self._waiting.append(fut)
             await fut
-        self._arm()
 
     def _arm(self) -> None:
         if not self._armed:
