@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Do the sequential rules keep the error rates they state? The caching gate's family (issue 24 item 2).
 
-    .venv/bin/python benchmarks/sequential_calibration.py [--runs 8] [--resamples 10000]
+    .venv/bin/python benchmarks/sequential_calibration.py [--runs 8] [--resamples 10000] [--engine ENGINE]
+    .venv/bin/python benchmarks/sequential_calibration.py --replay-from results/sequential_calibration-….json
     make bench-sequential
 
 Against llama-server ``--parallel 4`` with its prompt cache on (started here), for the honest engine and each cheat
@@ -17,6 +18,14 @@ the caching gate must catch (output-cache, near-duplicate-cache, prefix-cache-on
    sent, and to the fixed rule (``gate_caching`` on the whole draw). The false-FAIL rate
    (honest) and the miss rate (a cheat not FAILed) of each mode, with Wilson 95% intervals, against the α and β
    the rule states.
+4. the same in recorded order: each fixed run's pairs as they went out (no resampling), through both rules. The
+   resampled replay shuffles a run's pairs and so hides a drift during the chain (a repeat always goes out after
+   its first: an engine speeding up shows as hits on the first pairs); this one keeps it, over as many sequences
+   as there are fixed runs.
+
+``--engine llama-cpp-python`` runs the cells against the embedded engine instead (one request at a time).
+``--replay-from FILE`` sends nothing: it replays the fixed trials kept in an earlier results file through today's
+rules (steps 3 and 4) and writes ``…-replay.json`` beside the live figures it read.
 
 Writes ``benchmarks/results/sequential_calibration-<date>.json`` and prints one table: both modes' verdicts,
 requests and wall time per cell, live and replayed. Run by hand, never by ``make test``.
@@ -107,6 +116,20 @@ def _relabel(draw: list[tuple[dict[str, Any], dict[str, Any]]], prefix: str) -> 
     return [[{**a, "key": f"{prefix}{i}"}, {**b, "key": f"{prefix}{i}"}] for i, (a, b) in enumerate(draw)]
 
 
+def sequential_take(timing: list[list[dict[str, Any]]], echoes: list[list[dict[str, Any]]], timing_cap: int,
+                    echo_cap: int) -> list[dict[str, Any]]:
+    """The records the live collector would have sent: pairs complete one by one, the families in turn, and a
+    family stops once its rule decides (``sequential_states``)."""
+    taken: list[dict[str, Any]] = []
+    queues = {"timing": list(timing), "echo": list(echoes)}
+    while active := [fam for fam, q in queues.items() if q]:
+        for fam in active:
+            taken += queues[fam].pop(0)
+            if sequential_states(taken, 0.10, timing_cap, echo_cap)[fam].decision in ("PASS", "FAIL"):
+                queues[fam] = []  # decided: its other pairs are not sent
+    return taken
+
+
 def replay(runs: list[dict[str, Any]], resamples: int, seed: int) -> dict[str, Any]:
     """The two modes on ``resamples`` trial sequences drawn from the fixed runs (module docstring, step 3)."""
     rng = random.Random(seed)
@@ -121,18 +144,30 @@ def replay(runs: list[dict[str, Any]], resamples: int, seed: int) -> dict[str, A
         t = _relabel([rng.choice(timing) for _ in range(CACHE_PROMPTS)], "c")
         e = _relabel([rng.choice(echoes) for _ in range(ECHO_PAIRS)], "e") if echoes else []
         fix_v[str(gate_caching([x for pair in t + e for x in pair]).verdict)] += 1
-        # the live collector's order: pairs complete one by one; a family stops once its rule decides
-        taken: list[dict[str, Any]] = []
-        queues = {"timing": list(t), "echo": list(e)}
-        while active := [fam for fam, q in queues.items() if q]:
-            for fam in active:
-                taken += queues[fam].pop(0)
-                if sequential_states(taken, 0.10, CACHE_PROMPTS, ECHO_PAIRS)[fam].decision in ("PASS", "FAIL"):
-                    queues[fam] = []  # decided: its other pairs are not sent
+        taken = sequential_take(t, e, CACHE_PROMPTS, ECHO_PAIRS)
         seq_v[str(gate_caching(taken, sequential={"stopped": {}}).verdict)] += 1
         sent.append(len(taken))
     return {"resamples": resamples, "runs_pooled": len(pools), "fixed": dict(fix_v), "sequential": dict(seq_v),
             "sequential_requests_mean": sum(sent) / len(sent), "fixed_requests": 2 * (CACHE_PROMPTS + ECHO_PAIRS)}
+
+
+def replay_in_order(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each fixed run's recorded pairs in the order they went out, through both rules (module docstring, step 4).
+    The live collector sends the timing pairs staggered (``f0 f1 t0 f2 t1 …``), so pair i completes in key order."""
+    seq_v: Counter[str] = Counter()
+    fix_v: Counter[str] = Counter()
+    sent: list[int] = []
+    for r in runs:
+        timing = _pairs(r.get("trials") or [], "cache_first", "cache_repeat")
+        echoes = _pairs(r.get("trials") or [], "echo_orig", "echo_perturbed")
+        if not timing:
+            continue
+        fix_v[str(gate_caching([x for pair in timing + echoes for x in pair]).verdict)] += 1
+        taken = sequential_take([list(p) for p in timing], [list(p) for p in echoes], len(timing), max(1, len(echoes)))
+        seq_v[str(gate_caching(taken, sequential={"stopped": {}}).verdict)] += 1
+        sent.append(len(taken))
+    return {"sequences": len(sent), "fixed": dict(fix_v), "sequential": dict(seq_v),
+            "sequential_requests_mean": sum(sent) / len(sent) if sent else None}
 
 
 def rate(counter: dict[str, int], what: str) -> dict[str, Any]:
@@ -147,18 +182,23 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=8, help="live runs per cell and mode")
     ap.add_argument("--resamples", type=int, default=10000)
     ap.add_argument("--cells", default=",".join(CELLS))
+    ap.add_argument("--engine", default="llama-server", choices=["llama-server", "llama-cpp-python"])
+    ap.add_argument("--replay-from", type=Path, help="replay an earlier results file's fixed trials; send nothing")
     args = ap.parse_args()
+    if args.replay_from:
+        return replay_file(args.replay_from, args.resamples)
     cells = args.cells.split(",")
     t_all = time.monotonic()
     result: dict[str, Any] = {"date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-                              "engine": "llama-server --parallel 4 (llama.cpp), prompt cache on (its default); every "
-                                        "caching probe carries cache_prompt: false",
+                              "engine": ("llama-server --parallel 4 (llama.cpp), prompt cache on (its default); every "
+                                         "caching probe carries cache_prompt: false" if args.engine == "llama-server"
+                                         else "llama-cpp-python (the embedded engine: one request at a time)"),
                               "rules": {"timing": timing_rule(CACHE_PROMPTS).describe(),
                                         "echo": echo_rule(ECHO_PAIRS).describe()},
                               "alpha": SEQ_ALPHA, "beta": SEQ_BETA, "runs_per_mode": args.runs, "cells": {}}
     with tempfile.TemporaryDirectory(prefix="ik-seq-cal-") as tmp:
         work = Path(tmp)
-        eng = start_engine("llama-server", work / "engine", parallel=4)
+        eng = start_engine(args.engine, work / "engine", parallel=4)
         try:
             for cell in cells:
                 live: dict[str, list[dict[str, Any]]] = {"fixed": [], "sequential": []}
@@ -169,33 +209,56 @@ def main() -> int:
                             live[mode].append(row)
                             print(f"{cell} {mode} {i}: {row.get('verdict')} {row.get('requests')} requests "
                                   f"{row.get('wall_s')} s", flush=True)
-                rep = replay(live["fixed"], args.resamples, seed=zlib.crc32(cell.encode()))
-                want = "not FAIL" if cell == "honest" else "FAIL"
-                error_rate = {m: rate(rep[m], "FAIL" if cell == "honest" else "miss") for m in ("fixed", "sequential")}
-                bound = SEQ_ALPHA if cell == "honest" else SEQ_BETA
-                result["cells"][cell] = {
-                    "expected": want, "live": live, "replay": rep, "error_rate": error_rate, "stated": bound,
-                    "within_stated": (error_rate["sequential"]["rate"] or 0.0) <= bound,
-                    "live_verdicts": {m: dict(Counter(r.get("verdict") for r in live[m])) for m in live},
-                    "live_requests_mean": {m: sum(r.get("requests") or 0 for r in live[m]) / max(1, len(live[m]))
-                                           for m in live},
-                    "live_wall_s_mean": {m: sum(r.get("wall_s") or 0 for r in live[m]) / max(1, len(live[m]))
-                                         for m in live}}
+                result["cells"][cell] = judge_cell(cell, live, args.resamples)
         finally:
             stop_engine(eng)
     result["wall_s"] = round(time.monotonic() - t_all)
+    return write(result, "")
+
+
+def judge_cell(cell: str, live: dict[str, list[dict[str, Any]]], resamples: int) -> dict[str, Any]:
+    """One cell's replays (steps 3 and 4), error rates and live summaries."""
+    rep = replay(live["fixed"], resamples, seed=zlib.crc32(cell.encode()))
+    ordered = replay_in_order(live["fixed"])
+    want = "not FAIL" if cell == "honest" else "FAIL"
+    what = "FAIL" if cell == "honest" else "miss"
+    error_rate = {m: rate(rep[m], what) for m in ("fixed", "sequential")}
+    bound = SEQ_ALPHA if cell == "honest" else SEQ_BETA
+    return {"expected": want, "live": live, "replay": rep, "replay_in_order": ordered, "error_rate": error_rate,
+            "error_rate_in_order": {m: rate(ordered[m], what) for m in ("fixed", "sequential")}, "stated": bound,
+            "within_stated": (error_rate["sequential"]["rate"] or 0.0) <= bound,
+            "live_verdicts": {m: dict(Counter(r.get("verdict") for r in live[m])) for m in live},
+            "live_requests_mean": {m: sum(r.get("requests") or 0 for r in live[m]) / max(1, len(live[m]))
+                                   for m in live},
+            "live_wall_s_mean": {m: sum(r.get("wall_s") or 0 for r in live[m]) / max(1, len(live[m])) for m in live}}
+
+
+def replay_file(path: Path, resamples: int) -> int:
+    """Steps 3 and 4 on the fixed trials kept in ``path`` under today's rules; the live figures are copied."""
+    old = json.loads(path.read_text())
+    result = {**{k: v for k, v in old.items() if k not in ("cells", "table_markdown", "wall_s")},
+              "replayed_from": path.name, "replayed_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+              "rules": {"timing": timing_rule(CACHE_PROMPTS).describe(), "echo": echo_rule(ECHO_PAIRS).describe()},
+              "cells": {}}
+    for cell, c in old["cells"].items():
+        result["cells"][cell] = judge_cell(cell, c["live"], resamples)
+    return write(result, "-replay")
+
+
+def write(result: dict[str, Any], suffix: str) -> int:
     lines = ["| cell | mode | live verdicts | live requests (mean) | live wall s (mean) | replayed error rate "
-             "[Wilson 95%] | stated |", "|---|---|---|---|---|---|---|"]
+             "[Wilson 95%] | in recorded order | stated |", "|---|---|---|---|---|---|---|---|"]
     for cell, c in result["cells"].items():
         for m in ("fixed", "sequential"):
-            er = c["error_rate"][m]
+            er, eo = c["error_rate"][m], c["error_rate_in_order"][m]
             lines.append(f"| {cell} | {m} | {c['live_verdicts'][m]} | {c['live_requests_mean'][m]:.1f} | "
                          f"{c['live_wall_s_mean'][m]:.1f} | {er['k']}/{er['n']} = {er['rate']:.4f} "
-                         f"[{er['wilson95'][0]:.4f}, {er['wilson95'][1]:.4f}] | "
+                         f"[{er['wilson95'][0]:.4f}, {er['wilson95'][1]:.4f}] | {eo['k']}/{eo['n']} | "
                          f"{'α' if cell == 'honest' else 'β'} {c['stated']} |")
     result["table_markdown"] = "\n".join(lines)
     print(result["table_markdown"])
-    out = ROOT / "benchmarks" / "results" / f"sequential_calibration-{dt.datetime.now(dt.UTC):%Y%m%d-%H%M}.json"
+    stamp = f"{dt.datetime.now(dt.UTC):%Y%m%d-%H%M}"
+    out = ROOT / "benchmarks" / "results" / f"sequential_calibration-{stamp}{suffix}.json"
     out.write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {out}")
     return 0

@@ -12,7 +12,9 @@ and states beforehand:
 The rule is Wald's sequential probability ratio test (A. Wald, "Sequential tests of statistical hypotheses",
 Ann. Math. Statist. 16(2), 1945): after n trials with k hits, the log-likelihood ratio
 ``Λ = k·ln(p1/p0) + (n−k)·ln((1−p1)/(1−p0))``; FAIL once ``Λ ≥ ln((1−β)/α)``, PASS once ``Λ ≤ ln(β/(1−α))``,
-else send another trial; at the cap, the gate's own fixed-n rule decides (the verdict it gives today). Wald's
+else send another trial; at the cap, the gate's own fixed-n rule decides (the verdict it gives today). A rule may
+give up the early FAIL (``SprtPlan.early_fail``) and stop early only at PASS, when its H0 rate cannot be trusted
+before the whole plan is in. Wald's
 bounds keep the error rates at α/(1−β) and β/(1−α) at most without a cap; a cap and a gate whose per-trial
 outcome is judged with limits the run itself sets make that approximate, so each rule's rates are measured on
 recorded trials (``benchmarks/``) rather than assumed. ``p0 = 0`` (an honest engine never hits) is allowed:
@@ -50,6 +52,9 @@ class SprtPlan:
         alpha: accepted false-FAIL rate under p0; beta: accepted miss rate under p1 (both in (0, 0.5)).
         cap: the most trials sent (the fixed plan's count); at the cap the gate's fixed rule decides.
         min_trials: trials sent before any stop (≥ 1).
+        early_fail: whether the FAIL boundary stops the trials before the cap. False for a rule whose H0 rate is
+            not trusted early in a run (the caching timing pairs: ``gates/judges/caching.py``): it may still stop
+            early at PASS, but a FAIL is left to the gate's fixed rule on every trial of the cap.
 
     Raises:
         ValueError: rates or counts out of range.
@@ -62,6 +67,7 @@ class SprtPlan:
     beta: float
     cap: int
     min_trials: int = 1
+    early_fail: bool = True
 
     def __post_init__(self) -> None:
         if not 0 <= self.p0 < self.p1 <= 1:
@@ -95,7 +101,8 @@ class SprtPlan:
 
     def describe(self) -> dict[str, Any]:
         """The rule as the record states it."""
-        return {**asdict(self), "method": "SPRT (Wald 1945), truncated at the cap", "fail_boundary": self.fail_at,
+        method = "SPRT (Wald 1945), truncated at the cap" + ("" if self.early_fail else "; stops early only at PASS")
+        return {**asdict(self), "method": method, "fail_boundary": self.fail_at,
                 "pass_boundary": self.pass_at,
                 "bound": "one-sided 95% Beta(1,1)-mixture confidence sequence (Robbins 1970; Howard et al. 2021)"}
 
@@ -125,7 +132,7 @@ def sprt_decision(plan: SprtPlan, hits: int, n: int) -> SprtState:
     if not 0 <= hits <= n <= plan.cap:
         raise ValueError(f"need 0 ≤ hits ≤ n ≤ cap, got {hits}, {n}, {plan.cap}")
     lam = plan.llr(hits, n)
-    if n >= plan.min_trials and lam >= plan.fail_at:
+    if n >= plan.min_trials and lam >= plan.fail_at and plan.early_fail:
         return SprtState(hits, n, lam, "FAIL", f"{hits} hit(s) in {n} trial(s): the likelihood ratio for a cheat "
                          f"at ≥ {plan.p1:g} reached the FAIL boundary (α {plan.alpha:g})")
     if n >= plan.min_trials and lam <= plan.pass_at:
@@ -134,6 +141,9 @@ def sprt_decision(plan: SprtPlan, hits: int, n: int) -> SprtState:
     if n >= plan.cap:
         return SprtState(hits, n, lam, "cap", f"{hits} hit(s) in {n} trial(s): no boundary reached by the cap of "
                          f"{plan.cap}; the gate's fixed rule decides")
+    if lam >= plan.fail_at:
+        return SprtState(hits, n, lam, None, f"{hits} hit(s) in {n} trial(s): past the FAIL boundary, but this rule "
+                         f"FAILs only at the cap of {plan.cap} (the gate's fixed rule decides there)")
     return SprtState(hits, n, lam, None, f"{hits} hit(s) in {n} trial(s): undecided")
 
 

@@ -22,6 +22,16 @@ def test_wald_boundaries_and_the_likelihood_ratio_by_hand():
     assert sprt_decision(CACHE_LIKE, 3, 6).decision == "cap"  # 2.98 - 5.69: between the boundaries at the cap
 
 
+def test_a_rule_without_the_early_fail_stops_early_only_at_pass():
+    late = SprtPlan("a pair", p0=1 / 3, p1=0.9, alpha=0.05, beta=0.05, cap=6, min_trials=2, early_fail=False)
+    past = sprt_decision(late, 3, 3)  # Λ = 2.98, past the FAIL boundary 2.944
+    assert past.decision is None and "FAILs only at the cap of 6" in past.why
+    assert sprt_decision(late, 0, 2).decision == "PASS"  # the PASS boundary still stops it
+    assert sprt_decision(late, 6, 6).decision == "cap"  # the gate's fixed rule decides
+    assert late.describe()["method"].endswith("stops early only at PASS") and late.describe()["early_fail"] is False
+    assert "only at PASS" not in CACHE_LIKE.describe()["method"]
+
+
 def test_an_honest_rate_of_zero_makes_one_hit_decisive():
     plan = SprtPlan("an echo", p0=0.0, p1=0.5, alpha=0.05, beta=0.05, cap=8)
     assert sprt_decision(plan, 1, 1).decision == "FAIL" and math.isinf(plan.llr(1, 1))

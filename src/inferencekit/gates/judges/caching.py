@@ -231,17 +231,23 @@ def fast_pairs(pairs: Sequence[TimingPair], threshold: float) -> list[bool]:
 # The caching gate's sequential rules (sequential.py; issue 24). Timing pairs: an honest engine on a noisy host may
 # show a repeat beyond the limit now and then, and the fixed rule tolerates up to a third of the pairs (it FAILs on
 # the median and two thirds), so p0 = 1/3; an output or prefix cache speeds nearly every repeat up, so the smallest
-# cheat is p1 = 0.9. Two pairs before any stop: the A/A floor needs two first-seen rates. Echo pairs: an honest
-# engine never returns the old string for a changed prompt (p0 = 0, one hit decides); a near-duplicate cache that
-# serves at least 4 in 5 one-character changes (p1 = 0.8) is the smallest one caught, after 2 judged pairs.
+# cheat is p1 = 0.9. Two pairs before any stop: the A/A floor needs two first-seen rates. The timing rule stops early
+# only at PASS: a repeat always goes out after its first, so an engine that speeds up during the chain shows hits,
+# and the limits that tolerate the host's noise are raised only by what later pairs show. The embedded engine on a
+# shared 2-core host gave TTFT speedups 1.29, 1.11, 1.41, 1.20 on its first four pairs (then 0.77, 0.94: the fixed
+# rule PASSed, limit raised to 1.30) and 1.13, 1.22, 1.19 on its first three (an early FAIL, in make test, 7 Dec
+# 2026), so p0 does not hold over the first pairs; a FAIL is left to the fixed rule on all the cap's pairs.
+# Echo pairs: an honest engine never returns the old string for a changed prompt (p0 = 0, one hit decides); a
+# near-duplicate cache that serves at least 4 in 5 one-character changes (p1 = 0.8) is the smallest one caught,
+# after 2 judged pairs.
 TIMING_P0, TIMING_P1, ECHO_P1 = 1 / 3, 0.9, 0.8
 SEQ_ALPHA = SEQ_BETA = 0.05
 
 
 def timing_rule(cap: int) -> SprtPlan:
-    """The timing pairs' rule with the fixed plan's ``cap`` pairs."""
+    """The timing pairs' rule with the fixed plan's ``cap`` pairs (early stop at PASS only)."""
     return SprtPlan("a first/repeat pair; a hit: the repeat faster than its first beyond the TTFT or decode limit",
-                    TIMING_P0, TIMING_P1, SEQ_ALPHA, SEQ_BETA, cap=max(cap, 2), min_trials=2)
+                    TIMING_P0, TIMING_P1, SEQ_ALPHA, SEQ_BETA, cap=max(cap, 2), min_trials=2, early_fail=False)
 
 
 def echo_rule(cap: int) -> SprtPlan:

@@ -6,6 +6,9 @@ of 16 tokens with TTFT 100 and E2EL 1600 decodes 15 tokens in 1.5 s, 10 tok/s.
 
 from __future__ import annotations
 
+import gzip
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,8 +16,10 @@ import pytest
 import inferencekit.gates.records as pr
 from inferencekit.gates.judges.caching import (
     ALL_AT_ONCE_SPEEDUP,
+    fast_pairs,
     gate_caching,
     sent_bypass,
+    timing_pairs,
     typical_speedup,
 )
 
@@ -299,16 +304,18 @@ def test_a_pass_names_the_bypass_and_a_fresh_salt_is_a_limitation():
 
 # --- sequential verdicts (issue 24): the rules, the stop and what a PASS bounds ------------------------------------
 
-def test_the_timing_rule_stops_after_two_clean_pairs_and_three_cached_ones():
+def test_the_timing_rule_stops_after_two_clean_pairs_and_leaves_a_fail_to_the_cap():
     from inferencekit.gates.judges.caching import sequential_states
 
     clean = pairs((reply(), reply()), (reply(), reply(ttft_ms=104.0, e2el_ms=1604.0)))
     st = sequential_states(clean, 0.10, cache_cap=6, echo_cap=4)
     assert (st["timing"].decision, st["timing"].hits, st["timing"].n) == ("PASS", 0, 2)
     assert st["echo"].decision is None and st["echo"].n == 0
-    cached = pairs(*[(reply(), reply(e2el_ms=400.0))] * 3)  # decode 5× faster each: hits
+    cached = pairs(*[(reply(), reply(e2el_ms=400.0))] * 6)  # decode 5× faster each: hits
     assert sequential_states(cached[:4], 0.10, 6, 4)["timing"].decision is None  # 2 hits: not yet
-    assert sequential_states(cached, 0.10, 6, 4)["timing"].decision == "FAIL"
+    three = sequential_states(cached[:6], 0.10, 6, 4)["timing"]  # past Wald's FAIL boundary, yet no early FAIL
+    assert (three.decision, three.hits, three.n) == (None, 3, 3) and "only at the cap" in three.why
+    assert sequential_states(cached, 0.10, 6, 4)["timing"].decision == "cap"  # the fixed rule decides at 6
     # the echo rule: one old string back decides; two judged clean echoes pass
     hit = echo("e1", "K7mQ2xPz", "K7mQ2xRz", "K7mQ2xPz")
     assert sequential_states(hit, 0.10, 6, 4)["echo"].decision == "FAIL"
@@ -354,3 +361,59 @@ def test_the_collector_skips_a_decided_familys_unsent_pairs_and_completes_open_o
     assert out["stopped"]["timing"]["decision"] == "PASS" and out["skipped_requests"] == {"timing": 6, "echo": 0}
     assert out["rules"]["timing"]["p0"] == pytest.approx(1 / 3) and out["rules"]["timing"]["cap"] == 6
     assert out["final"]["timing"]["trials"] == 3
+
+
+# Recorded probe replies (tests/fixtures/caching/): the timing pairs of the embedded engine (llama-cpp-python,
+# SmolLM2-135M Q4_1) on this 2-core host; logprobs dropped from the reply files, nothing else changed.
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "caching"
+
+
+def recorded(name: str) -> list[dict[str, Any]]:
+    with gzip.open(FIXTURES / name, "rt", encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh]
+
+
+def replay_chain(records: list[dict[str, Any]], cap: int) -> tuple[list[str], Any]:
+    """Feed the recorded pairs to the live stop in the order the plan sends them (``stagger``)."""
+    from inferencekit.gates.probes.plan import ProbeSettings
+    from inferencekit.gates.probes.text import stagger
+    from inferencekit.gates.run import CachingStop, GateRunSettings
+
+    by_id = {r["id"]: r for r in records}
+    firsts = [f"c{i}.cache_first" for i in range(cap)]
+    repeats = [f"c{i}.cache_repeat" for i in range(cap)]
+    stop = CachingStop(GateRunSettings(gates=["caching"], probes=ProbeSettings(cache_prompts=cap, echo_pairs=4)))
+    sent = []
+    for pid in stagger(firsts, repeats):
+        probe = by_id[pid]
+        if stop.skip({k: v for k, v in probe.items() if k != "reply"}):
+            continue
+        sent.append(pid)
+        stop.on_done(probe)
+    return sent, stop
+
+
+def test_an_honest_engine_speeding_up_over_the_first_pairs_is_not_failed_early():
+    # make test, 7 Dec 2026: the first three repeats reached the first token 1.13, 1.22 and 1.19x faster
+    # (Wald's FAIL boundary after three hits); the rule used to stop there and the gate FAILed on 4 pairs
+    recs = recorded("embedded-ci-20261207.jsonl.gz")
+    speedups = [round(p.ttft_speedup or 0, 2) for p in timing_pairs(recs)]
+    assert speedups == [1.13, 1.22, 1.19, 0.95]
+    assert fast_pairs(timing_pairs(recs)[:3], 0.10) == [True] * 3  # 3 hits: Λ = 2.98 ≥ 2.944
+    sent, stop = replay_chain(recs, cap=4)  # the recording holds 4 of the 6 pairs: the cap is where it ends
+    assert len(sent) == 8 and stop.stopped == {}  # no early stop: the fixed rule judges all 4
+    assert stop.record()["caching"]["final"]["timing"]["decision"] == "cap"
+
+
+def test_the_recorded_fixed_run_with_a_drift_passes_at_the_cap_with_its_limit_raised():
+    recs = recorded("embedded-quick-fixed-20261206.jsonl.gz")
+    sent, stop = replay_chain(recs, cap=6)
+    assert len(sent) == 12  # four hits first, so nothing stopped before the fifth pair opened the last one
+    # the fifth pair's 0.77x repeat raised the TTFT limit to 1.30x, so only one earlier pair stays a hit: PASS
+    assert (stop.stopped["timing"]["decision"], stop.stopped["timing"]["hits"],
+            stop.stopped["timing"]["trials"]) == ("PASS", 1, 5)
+    assert fast_pairs(timing_pairs(recs)[:4], 0.10) == [True] * 4  # an early FAIL would have come at the third
+    g = gate_caching(recs)  # no echo pairs recorded: judged on timing alone
+    assert g.verdict == "PASS" and g.metrics["pairs"] == 6
+    assert g.metrics["ttft_limit"] == pytest.approx(1 / 0.77, abs=0.01)  # raised by the 0.77x repeat
+    assert any("TTFT limit was raised" in f for f in g.fallbacks)
