@@ -76,7 +76,9 @@ def test_the_prompt_cache_left_on_is_bypassed_and_a_cache_that_ignores_the_bypas
     # token sooner at the same decode rate, and the gate says the bypass was ignored.
     from inferencekit.cheats.proxy import running_proxy
 
-    args = ["--gates", "caching", "--max-tokens", "16", "--cache-prompts", "6"]
+    # 10 pairs, not 6: a FAIL needs the speedup significant by a t-test (gates/judges/caching.py), and the simulated
+    # prefix cache's 1.1-1.8x on a busy host needs the pairs (a CI run's 6: 0.96 1.66 1.19 1.00 1.39 1.82, p = 0.09)
+    args = ["--gates", "caching", "--max-tokens", "16", "--cache-prompts", "10"]
     code, payload = run_cli(["gates", "run", "--base-url", llama_server_engine.url, *args,
                              "--run-dir", str(tmp_path / "honest")])
     caching = payload["gates"]["caching"]
@@ -100,8 +102,11 @@ def test_output_cache_cheat_fails_caching(llama_server_engine, tmp_path) -> None
     caching = payload["gates"]["caching"]
     assert code == 1 and caching["verdict"] == "FAIL", caching
     assert "output cach" in caching["reason"]
-    # sequential by default: every repeat is replayed, so the timing rule reaches its FAIL boundary after 3 pairs
-    assert "timing pairs of at most 4 (FAIL boundary of the sequential rule)" in caching["reason"], caching
+    # sequential by default, but the timing pairs stop early only at PASS: all 4 go out and the fixed rule FAILs them
+    assert "timing pairs of at most" not in caching["reason"], caching
+    lines = [json.loads(x) for x in next((tmp_path / "r" / "probes").glob("*.jsonl")).read_text().splitlines()]
+    final = next(x["sequential"] for x in lines if "sequential" in x)["caching"]["final"]["timing"]
+    assert final["decision"] == "cap" and final["trials"] == 4, final
 
 
 def test_fixed_sends_every_caching_pair_and_the_sequential_run_fewer_with_the_same_verdict(llama_server_engine,

@@ -110,9 +110,10 @@ def test_pass_when_repeats_are_no_faster():
 def test_fail_output_cache_when_repeats_decode_faster():
     # first 10 tok/s; repeat 15 tokens in 0.3 s = 50 tok/s -> decode speedup 5.0; TTFT unchanged
     fast = reply(e2el_ms=400.0)
-    g = gate_caching(pairs((reply(), fast), (reply(), fast), (reply(), fast)) + ECHO_OK)
+    g = gate_caching(pairs(*[(reply(), fast)] * 6) + ECHO_OK)
     assert g.verdict == "FAIL"
     assert g.metrics["cause"] == "output_cache" and g.metrics["causes"] == ["output_cache"]
+    assert g.metrics["decode_speedup_p"] == 0.0  # six identical speedups: no spread, nothing noise could explain
     assert g.metrics["decode_speedup_median"] == pytest.approx(5.0)
     assert "decode 5.00× faster" in g.reason and "output caching" in g.reason
     assert "prefix" not in g.reason
@@ -121,8 +122,8 @@ def test_fail_output_cache_when_repeats_decode_faster():
 def test_repeats_inside_the_first_seen_spread_are_noise_not_an_output_cache():
     # A busy host: first-seen prompts decode at 10, 12.5 and 13.6 tok/s (E2EL 1600, 1300, 1200: A/A floor 1.36×);
     # each repeat decodes 1.2-1.3× faster than its own first. Beyond 1.10×, inside the floor: not evidence.
-    firsts = [reply(), reply(e2el_ms=1300.0), reply(e2el_ms=1200.0)]
-    repeats = [reply(e2el_ms=1350.0), reply(e2el_ms=1100.0), reply(e2el_ms=1000.0)]  # 12, 15, 15 tok/s
+    firsts = [reply(), reply(e2el_ms=1300.0), reply(e2el_ms=1200.0)] * 2
+    repeats = [reply(e2el_ms=1350.0), reply(e2el_ms=1100.0), reply(e2el_ms=1000.0)] * 2  # 12, 15, 15 tok/s
     g = gate_caching(pairs(*zip(firsts, repeats)) + ECHO_OK)
     assert g.verdict == "PASS", g.reason
     assert g.metrics["decode_aa_floor"] == pytest.approx(15 / 1.1 / 10)
@@ -130,14 +131,14 @@ def test_repeats_inside_the_first_seen_spread_are_noise_not_an_output_cache():
     assert g.metrics["decode_speedup_median"] == pytest.approx(1.2)
     assert "raised to the A/A floor 1.36× of first-seen prompts" in g.reason
     # the same spread with repeats 5× faster than their first: far past the floor, an output cache
-    g = gate_caching(pairs(*zip(firsts, [reply(e2el_ms=400.0), reply(e2el_ms=340.0), reply(e2el_ms=310.0)])))
+    g = gate_caching(pairs(*zip(firsts, [reply(e2el_ms=400.0), reply(e2el_ms=340.0), reply(e2el_ms=310.0)] * 2)))
     assert g.verdict == "FAIL" and g.metrics["cause"] == "output_cache"
     assert "(limit 1.36×)" in g.reason
 
 
 def test_fail_output_cache_when_a_repeat_arrives_all_at_once():
     instant = reply(ttft_ms=20.0, e2el_ms=20.0)  # 16 tokens in one event: nothing decoded
-    g = gate_caching(pairs((reply(), instant), (reply(), instant), (reply(), instant)))
+    g = gate_caching(pairs(*[(reply(), instant)] * 6))
     assert g.verdict == "FAIL" and g.metrics["cause"] == "output_cache"
     assert g.metrics["decode_speedup_median"] == ALL_AT_ONCE_SPEEDUP
     assert g.metrics["ttft_speedup_median"] == pytest.approx(5.0)  # 100 / 20
@@ -148,7 +149,7 @@ def test_fail_output_cache_when_a_repeat_arrives_all_at_once():
 def test_fail_prefix_cache_when_only_ttft_is_faster():
     # repeat TTFT 20 (5x faster), decode 15 tokens in 1.5 s = 10 tok/s as the first
     warm = reply(ttft_ms=20.0, e2el_ms=1520.0)
-    g = gate_caching(pairs((reply(), warm), (reply(), warm), (reply(), reply(ttft_ms=25.0, e2el_ms=1525.0)))
+    g = gate_caching(pairs(*[(reply(), warm), (reply(), warm), (reply(), reply(ttft_ms=25.0, e2el_ms=1525.0))] * 2)
                      + ECHO_OK)
     assert g.verdict == "FAIL"
     assert g.metrics["cause"] == "prefix_cache"
@@ -208,7 +209,7 @@ def test_not_run_without_caching_probes():
 def test_threshold_moves_the_limit():
     # TTFT speedup 100/80 = 1.25 on every pair: beyond 1.10, within 1.30
     warm = reply(ttft_ms=80.0, e2el_ms=1580.0)
-    recs = pairs((reply(), warm), (reply(), warm), (reply(), warm)) + ECHO_OK
+    recs = pairs(*[(reply(), warm)] * 6) + ECHO_OK
     assert gate_caching(recs).verdict == "FAIL"
     g = gate_caching(recs, threshold=0.30)
     assert g.verdict == "PASS" and "TTFT 1.25×" in g.reason and "(limit 1.30×)" in g.reason
@@ -278,7 +279,7 @@ def test_sent_bypass_reads_the_fields_from_the_timing_bodies():
 def test_a_ttft_speedup_through_the_bypass_fails_as_a_cache_that_ignores_it():
     # TTFT 100 -> 40 ms (2.5x), decode unchanged: a prefix cache served the repeats although each said cache_prompt
     # false, so the message is about the ignored bypass, not about switching the cache off
-    recs = bypassed(pairs(*[(reply(), reply(ttft_ms=40.0, e2el_ms=1540.0))] * 3)) + ECHO_OK
+    recs = bypassed(pairs(*[(reply(), reply(ttft_ms=40.0, e2el_ms=1540.0))] * 6)) + ECHO_OK
     g = gate_caching(recs, bypass=["cache_prompt"])
     assert g.verdict == "FAIL" and g.metrics["cause"] == "prefix_cache"
     assert g.metrics["ttft_speedup_median"] == pytest.approx(2.5) and g.metrics["cache_bypass"] == ["cache_prompt"]
@@ -417,3 +418,28 @@ def test_the_recorded_fixed_run_with_a_drift_passes_at_the_cap_with_its_limit_ra
     assert g.verdict == "PASS" and g.metrics["pairs"] == 6
     assert g.metrics["ttft_limit"] == pytest.approx(1 / 0.77, abs=0.01)  # raised by the 0.77x repeat
     assert any("TTFT limit was raised" in f for f in g.fallbacks)
+
+
+def test_a_typical_speedup_that_is_not_significant_is_unproven_never_pass():
+    # TTFT speedups 1.3, 1.2, 2.0: median 1.3 and all past 1.10 (the typical rule says cache), but their logs against
+    # log 1.1 (0.167, 0.087, 0.598: mean 0.284, sd 0.275) give t = 1.79 on 2 df: p = 0.108, not significant
+    firsts = [reply(ttft_ms=t, e2el_ms=t + 1500) for t in (130.0, 120.0, 200.0)]
+    g = gate_caching(pairs(*[(f, reply()) for f in firsts]) + ECHO_OK)
+    assert g.verdict == "UNPROVEN" and g.metrics["ttft_speedup_p"] == pytest.approx(0.108, abs=0.002)
+    assert "p = 0.108 ≥ 0.05" in g.reason and "--cache-prompts" in g.reason
+    # the make-test recording (4 pairs, 1.13 1.22 1.19 0.95x): UNPROVEN, not the FAIL it got
+    g = gate_caching(recorded("embedded-ci-20261207.jsonl.gz"))
+    assert g.verdict == "UNPROVEN" and g.metrics["ttft_speedup_p"] > 0.05
+    # one pair alone cannot be tested: said so
+    g = gate_caching(pairs((firsts[0], reply())) + ECHO_OK)
+    assert g.verdict == "UNPROVEN" and "needs at least 2 pairs" in g.reason
+
+
+def test_speedup_p_value_by_hand():
+    from inferencekit.gates.judges.caching import speedup_p_value
+
+    # vLLM's prefix cache as recorded (2.49, 1.78, 0.79, 3.25, 1.83, 1.91): log speedups against log 1.1 have mean
+    # 0.519 and sd 0.476, t = 2.67 on 5 df, p = 0.022
+    assert speedup_p_value([2.49, 1.78, 0.79, 3.25, 1.83, 1.91], 0.10) == pytest.approx(0.022, abs=0.001)
+    assert speedup_p_value([1.5, None], 0.10) is None  # one measured pair: no spread to judge it by
+    assert speedup_p_value([1.5, 1.5], 0.10) == 0.0 and speedup_p_value([0.9, 0.9], 0.10) == 1.0
