@@ -139,8 +139,10 @@ def sprt_decision(plan: SprtPlan, hits: int, n: int) -> SprtState:
         return SprtState(hits, n, lam, "PASS", f"{hits} hit(s) in {n} trial(s): the likelihood ratio for an honest "
                          f"rate ≤ {plan.p0:g} reached the PASS boundary (β {plan.beta:g})")
     if n >= plan.cap:
-        return SprtState(hits, n, lam, "cap", f"{hits} hit(s) in {n} trial(s): no boundary reached by the cap of "
-                         f"{plan.cap}; the gate's fixed rule decides")
+        where = ("past the FAIL boundary, which this rule does not stop at" if lam >= plan.fail_at
+                 else "no boundary reached")
+        return SprtState(hits, n, lam, "cap", f"{hits} hit(s) in {n} trial(s): {where} by the cap of {plan.cap}; "
+                         "the gate's fixed rule decides")
     if lam >= plan.fail_at:
         return SprtState(hits, n, lam, None, f"{hits} hit(s) in {n} trial(s): past the FAIL boundary, but this rule "
                          f"FAILs only at the cap of {plan.cap} (the gate's fixed rule decides there)")

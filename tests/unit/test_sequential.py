@@ -27,7 +27,9 @@ def test_a_rule_without_the_early_fail_stops_early_only_at_pass():
     past = sprt_decision(late, 3, 3)  # Λ = 2.98, past the FAIL boundary 2.944
     assert past.decision is None and "FAILs only at the cap of 6" in past.why
     assert sprt_decision(late, 0, 2).decision == "PASS"  # the PASS boundary still stops it
-    assert sprt_decision(late, 6, 6).decision == "cap"  # the gate's fixed rule decides
+    at_cap = sprt_decision(late, 6, 6)  # the gate's fixed rule decides
+    assert at_cap.decision == "cap" and "past the FAIL boundary, which this rule does not stop at" in at_cap.why
+    assert "no boundary reached" in sprt_decision(late, 3, 6).why  # Λ = -2.71: between the boundaries
     assert late.describe()["method"].endswith("stops early only at PASS") and late.describe()["early_fail"] is False
     assert "only at PASS" not in CACHE_LIKE.describe()["method"]
 
