@@ -158,7 +158,9 @@ bench-workloads: venv llama-server
 	$(PY) benchmarks/workload_runs.py $(BENCH_WORKLOADS_ARGS)
 
 # The caching gate's sequential rules against fixed runs on llama-server, live and replayed on 10,000 resampled trial
-# sequences per cell (issue 24 item 2; ~20 min; benchmarks/README.md). E.g. BENCH_SEQ_ARGS="--runs 10".
+# sequences per cell (issue 24 item 2; ~20 min; benchmarks/README.md). E.g. BENCH_SEQ_ARGS="--runs 10"; the embedded
+# engine: BENCH_SEQ_ARGS="--engine llama-cpp-python --cells honest"; today's rules on kept trials, nothing sent:
+# BENCH_SEQ_ARGS="--replay-from benchmarks/results/sequential_calibration-20261205-1257.json".
 BENCH_SEQ_ARGS ?=
 bench-sequential: venv llama-server
 	$(if $(shell command -v flock),flock /tmp/ik-bench.lock) $(PY) benchmarks/sequential_calibration.py $(BENCH_SEQ_ARGS)
