@@ -365,7 +365,7 @@ def test_the_collector_skips_a_decided_familys_unsent_pairs_and_completes_open_o
 
 
 # Recorded probe replies (tests/fixtures/caching/): the timing pairs of the embedded engine (llama-cpp-python,
-# SmolLM2-135M Q4_1) on this 2-core host; logprobs dropped from the reply files, nothing else changed.
+# SmolLM2-135M Q4_1) on this 2-core host; each reply file's parsed `logprobs` list dropped (its raw events keep them).
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "caching"
 
 
