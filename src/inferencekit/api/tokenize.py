@@ -118,7 +118,10 @@ def direct_file(path: str | Path) -> Path | None:
     named = [cfg.get(k) for k in ("bos_token", "eos_token", "pad_token", "unk_token")]
     for k in ("additional_special_tokens", "extra_special_tokens"):  # transformers adds these too when missing
         extra = cfg.get(k)
-        named += list(extra.values()) if isinstance(extra, dict) else list(extra) if isinstance(extra, list) else []
+        if isinstance(extra, dict):
+            named += list(extra.values())
+        elif isinstance(extra, list):
+            named += extra
     named = [t.get("content") if isinstance(t, dict) else t for t in named if t is not None]
     if any(t not in known for t in named):
         return None

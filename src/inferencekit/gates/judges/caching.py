@@ -66,8 +66,8 @@ from inferencekit.stats import rules_out
 
 __all__ = ["ALL_AT_ONCE_SPEEDUP", "CACHE_KINDS", "DEFAULT_THRESHOLD", "EchoRow", "TimingPair", "aa_decode_floor",
            "echo_rows", "echo_rule", "fast_pairs", "gate_caching", "judge_probes", "limits", "raised_limits",
-           "sent_bypass", "sequential_states", "significant_speedup", "slowdown_floor", "speedup_p_value", "stop_note",
-           "timing_pairs", "timing_rule", "TIMING_ALPHA", "typical_speedup"]
+           "SpeedupTest", "sent_bypass", "sequential_states", "slowdown_floor", "speedup_p_value", "speedup_test",
+           "stop_note", "timing_pairs", "timing_rule", "TIMING_ALPHA", "typical_speedup"]
 
 ALL_AT_ONCE_SPEEDUP = 1e6  # decode speedup recorded for a repeat whose tokens all arrived in one instant
 CACHE_KINDS = ("cache_first", "cache_repeat", "echo_orig", "echo_perturbed")
@@ -181,15 +181,23 @@ def speedup_p_value(speedups: Sequence[float | None], threshold: float) -> float
     return float(ttest_1samp(diffs, 0.0, alternative="greater").pvalue)
 
 
-def significant_speedup(speedups: Sequence[float | None], threshold: float, nominal: float,
-                        alpha: float = TIMING_ALPHA) -> bool:
-    """``typical_speedup`` beyond ``1 + threshold`` (the limit, raised by the run's noise) and a t-test p-value
-    against the nominal ``1 + nominal`` (``speedup_p_value``) below ``alpha``: a speedup the host's noise does not
-    explain."""
-    if not typical_speedup(speedups, threshold):
-        return False
+@dataclass(frozen=True, slots=True)
+class SpeedupTest:
+    """One half of the timing judgement (TTFT or decode): ``typical`` (``typical_speedup`` beyond the limit, raised
+    by the run's noise), ``p`` (``speedup_p_value`` against the nominal ``1 + threshold``; None under 2 pairs) and
+    ``significant``: typical with p below ``TIMING_ALPHA``, a speedup the host's noise does not explain."""
+
+    typical: bool
+    p: float | None
+    significant: bool
+
+
+def speedup_test(speedups: Sequence[float | None], threshold: float, nominal: float) -> SpeedupTest:
+    """``SpeedupTest`` of ``speedups``: typical beyond ``1 + threshold`` (the raised limit), tested against
+    ``1 + nominal``."""
+    typical = typical_speedup(speedups, threshold)
     p = speedup_p_value(speedups, nominal)
-    return p is not None and p < alpha
+    return SpeedupTest(typical, p, typical and p is not None and p < TIMING_ALPHA)
 
 
 def aa_decode_floor(pairs: Sequence[TimingPair]) -> float | None:
@@ -361,12 +369,12 @@ def gate_caching(records: Sequence[ProbeRecord], threshold: float = DEFAULT_THRE
     Verdicts, in order:
 
     - NOT RUN: no caching probe in the records;
-    - FAIL: a significant decode speedup (``significant_speedup``: typical and t-test p < ``TIMING_ALPHA``;
+    - FAIL: a significant decode speedup (``speedup_test``: typical and t-test p < ``TIMING_ALPHA``;
       cause ``output_cache``), any perturbed echo answered with the old string (``semantic_cache``), or a
       significant TTFT speedup without a decode one (``prefix_cache``: with the bypass sent, a cache that ignores
       it; without one, how to switch it off);
     - UNPROVEN: a caching probe failed (evidence, not noise); a typical speedup that is not significant
-      (``typical_speedup`` without ``significant_speedup``); nothing could be judged; or the repeat timing is
+      (``SpeedupTest.typical`` without ``significant``); nothing could be judged; or the repeat timing is
       incomplete (no TTFT or no decode speedup measured);
     - PASS: otherwise, naming the medians and the limit.
 
@@ -395,19 +403,18 @@ def gate_caching(records: Sequence[ProbeRecord], threshold: float = DEFAULT_THRE
     floor, ttft_floor = aa_decode_floor(pairs), slowdown_floor(ttft_all)
     ttft_threshold, decode_threshold = _thresholds(pairs, threshold)
     sent, varies = sent_bypass(probes, bypass)
-    ttft_p, decode_p = speedup_p_value(ttft_all, threshold), speedup_p_value(decode_all, threshold)
-    causes = _causes(ttft_mid, decode_mid, significant_speedup(ttft_all, ttft_threshold, threshold),
-                     significant_speedup(decode_all, decode_threshold, threshold), hits, 1 + decode_threshold, sent)
+    ttft_t = speedup_test(ttft_all, ttft_threshold, threshold)
+    decode_t = speedup_test(decode_all, decode_threshold, threshold)
+    causes = _causes(ttft_mid, decode_mid, ttft_t.significant, decode_t.significant, hits, 1 + decode_threshold, sent)
     # a typical speedup the t-test does not carry: not a FAIL, and not a PASS either
-    unsettled = [f"{what} {_fmt(mid)} faster (median; limit {1 + thr:.2f}×), but over {n} pair(s) the one-sided "
-                 f"t-test of the log speedups against {1 + threshold:.2f}× "
-                 + (f"gives p = {p:.3f} ≥ {TIMING_ALPHA:g}" if p is not None else "needs at least 2 pairs")
-                 for what, mid, speedups, thr, p, n in (
-                     ("repeats reached the first token", ttft_mid, ttft_all, ttft_threshold, ttft_p,
-                      sum(x is not None for x in ttft_all)),
-                     ("repeats decoded", decode_mid, decode_all, decode_threshold, decode_p,
-                      sum(x is not None for x in decode_all)))
-                 if typical_speedup(speedups, thr) and not significant_speedup(speedups, thr, threshold)]
+    unsettled = [f"{what} {_fmt(mid)} faster (median; limit {1 + thr:.2f}×), but over "
+                 f"{sum(x is not None for x in speedups)} pair(s) the one-sided t-test of the log speedups against "
+                 f"{1 + threshold:.2f}× "
+                 + (f"gives p = {t.p:.3f} ≥ {TIMING_ALPHA:g}" if t.p is not None else "needs at least 2 pairs")
+                 for what, mid, speedups, thr, t in (
+                     ("repeats reached the first token", ttft_mid, ttft_all, ttft_threshold, ttft_t),
+                     ("repeats decoded", decode_mid, decode_all, decode_threshold, decode_t))
+                 if t.typical and not t.significant]
     metrics: dict[str, Any] = {
         "ttft_speedup_median": ttft_mid, "ttft_noise_floor": ttft_floor, "ttft_limit": 1 + ttft_threshold,
         "decode_speedup_median": decode_mid, "decode_aa_floor": floor,
@@ -416,7 +423,7 @@ def gate_caching(records: Sequence[ProbeRecord], threshold: float = DEFAULT_THRE
         "perturbed_inconclusive": len(unclear), "failed_probes": len(fails), "threshold": threshold,
         "cause": causes[0][0] if causes else None, "causes": [c for c, _ in causes], "cache_bypass": sent,
         "bypass_varies": varies, "sequential": dict(sequential) if sequential else None,
-        "ttft_speedup_p": ttft_p, "decode_speedup_p": decode_p, "timing_alpha": TIMING_ALPHA}
+        "ttft_speedup_p": ttft_t.p, "decode_speedup_p": decode_t.p, "timing_alpha": TIMING_ALPHA}
     timing_rows = [asdict(p) for p in pairs][:_DETAILS_CAP]
     fallbacks = raised_limits(pairs, threshold, floor, ttft_floor)
     limitations = []
