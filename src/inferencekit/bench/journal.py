@@ -80,7 +80,7 @@ def encode_record(key: str, bucket: str, meta: dict[str, Any], ex: Exchange, par
         framed = True
         raw, read_times, read_ends = fr
         times = np.frombuffer(read_times, np.int64)
-        lens = np.diff(np.frombuffer(read_ends, np.int64), prepend=0)
+        lens = _lengths(np.frombuffer(read_ends, np.int64))
         payload = [raw] if isinstance(raw, bytes) else list(raw)
     else:
         times, lens, joined = ex.raw_chunks()
@@ -93,6 +93,14 @@ def encode_record(key: str, bucket: str, meta: dict[str, Any], ex: Exchange, par
             **({"count_chunks": True} if ex.count_chunks else {})}
     return b"".join([orjson.dumps(head), b"\n", times.astype("<i8").tobytes(), lens.astype("<i8").tobytes(), *payload,
                      b"\n"])
+
+
+def _lengths(ends: np.ndarray) -> np.ndarray:
+    """Each read's byte count from the end offsets [k] (int64): ``np.diff(ends, prepend=0)``, without the ~8 µs that
+    ``prepend`` costs (it goes through ``np.broadcast_to``) on the writer thread, which holds the GIL meanwhile."""
+    lens = ends.copy()
+    lens[1:] -= ends[:-1]
+    return lens
 
 
 WRITER_NICE = 19  # the writer thread's nice value (Linux): the CPU goes to the event loop first

@@ -287,8 +287,12 @@ class Planner:
     salt_first_use: bool = True
     in_order: bool = False  # draw the prompts in the given order (a trace replay), not shuffled by the seed
     _order: list[int] = field(default_factory=list)
+    # draws so far, the sum of ``used`` kept as it grows: summing ``used`` at each draw cost O(prompts), ~10 µs a
+    # send at 1,024 prompts, on the event loop between a closed level's sends
+    _taken: int = 0
 
     def __post_init__(self) -> None:
+        self._taken = sum(self.used.values())
         if not self.prompts:
             raise OpError("the prompt set is empty")
         if self.in_order:
@@ -313,10 +317,11 @@ class Planner:
             if m and m.group(2) != "1":
                 continue
             self.used[(m.group(1) if m else k).split("~", 1)[0]] += 1
+            self._taken += 1
 
     def take(self) -> PlannedRequest:
-        n = sum(self.used.values())
-        p = self.prompts[self._order[n % len(self._order)]]
+        p = self.prompts[self._order[self._taken % len(self._order)]]
+        self._taken += 1
         k = self.used[p.id]
         self.used[p.id] += 1
         if k == 0:

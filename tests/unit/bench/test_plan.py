@@ -58,6 +58,20 @@ def test_restore_continues_the_same_draw():
     assert a_next.key == b_next.key
 
 
+def test_draw_count_survives_restore_and_a_given_used_past_one_round():
+    # the draw position is kept as a running count (Planner._taken); it must equal the uses however they came
+    n = len(POOL)
+    a = Planner(POOL, seed=5)
+    keys = [a.take().key for _ in range(n + 1)]  # one round and one more: later uses are "~k" keys
+    assert sum(k.count("~") for k in keys) == 1
+    b = Planner(POOL, seed=5)
+    b.restore(keys)
+    c = Planner(POOL, seed=5, used=b.used.copy())
+    nxt = [a.take().key for _ in range(n)]
+    assert [b.take().key for _ in range(n)] == nxt
+    assert [c.take().key for _ in range(n)] == nxt
+
+
 def test_body_fixed_fields_win_over_extra_and_template_kwargs_layer():
     req = Planner([Prompt("x", messages=({"role": "user", "content": "hi"},), chat_template_kwargs={"b": 2})],
                   seed=0).take()
