@@ -56,8 +56,9 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
-# one formatter and one percentile for both benchmarks
-from client_cost import _f, _pct  # noqa: E402 - importable only once HERE is on sys.path (set above)
+# one formatter and one percentile for both benchmarks; the idle wake-up probe (benchmarks/wake_latency.py)
+import wake_latency  # noqa: E402 - importable only once HERE is on sys.path (set above)
+from client_cost import _f, _pct  # noqa: E402 - as above
 
 DEFAULT_PERF = REPO.parent / "shared" / "perf"
 ALL_PHASES = ["floor", "cpu", "cpu-paced", "scale", "scale-paced", "accuracy"]
@@ -251,6 +252,13 @@ class Runner:
             shutil.rmtree(scratch, ignore_errors=True)
             self.run_peers(phase, scratch, clients, our_cmd)
             self._move(scratch / phase, self.raw / name, None)
+        if phase == "accuracy" and not self.dry:
+            # the floor under every client's first-token stamp here: how late an idle process is woken after the
+            # phase's 50 ms TTFT of quiet (a reader that slept through it, ours or the server's)
+            wake = wake_latency.measure(WAKE_GAP_S, WAKE_N, CLIENT_CPU, SERVER_CPU)
+            print(f"{name}: this machine {wake_latency.describe(wake)}", flush=True)
+            (self.raw / name).mkdir(parents=True, exist_ok=True)
+            (self.raw / name / WAKE_FILE).write_text(json.dumps({"gaps": [wake]}, indent=1) + "\n")
         if workers_cmd and workers_label:
             shutil.rmtree(scratch, ignore_errors=True)
             self.run_peers(phase, scratch, "custom", workers_cmd)
@@ -393,7 +401,7 @@ def ttft_from_replies(raw: Path, phase: str, row: str, c: int) -> dict[str, Any]
     if gt is None or not run.is_dir():
         return None
     by_rid = {q["x_request_id"]: q for q in gt["requests"] if q["stream"] and q["complete"] and q.get("x_request_id")}
-    err, lag, n = [], [], 0
+    err, lag, ours, n = [], [], [], 0
     for p in run.glob("*/load-*/*/*.json"):
         try:
             r = json.loads(p.read_text())
@@ -408,10 +416,24 @@ def ttft_from_replies(raw: Path, phase: str, row: str, c: int) -> dict[str, Any]
         err.append(r["ttft_ms"] - (q["events_ns"][0] - q["arrival_ns"]) / 1e6)
         if r.get("sent_ns") is not None:
             lag.append((q["arrival_ns"] - int(r["sent_ns"])) / 1e6)
+            # our first-token stamp minus the server's write of that event (one clock: perf_counter and the server's
+            # monotonic are both CLOCK_MONOTONIC here); with start→arrival it sums to the TTFT error
+            ours.append((int(r["sent_ns"]) + r["ttft_ms"] * 1e6 - q["events_ns"][0]) / 1e6)
     if not err:
         return None
     return {"paired": len(err), "of": n, "ttft_err_p50": _pct(err, 50), "ttft_err_p99": _pct(err, 99),
-            "ttft_err_max": max(err), "start_to_arrival_p50": _pct(lag, 50), "start_to_arrival_p99": _pct(lag, 99)}
+            "ttft_err_max": max(err), "start_to_arrival_p50": _pct(lag, 50), "start_to_arrival_p99": _pct(lag, 99),
+            "first_event_to_read_p50": _pct(ours, 50), "first_event_to_read_p99": _pct(ours, 99)}
+
+
+WAKE_FILE = "wake_latency.json"  # raw/<accuracy phase>/: this machine's idle wake-up latency, measured after it
+WAKE_GAP_S, WAKE_N = 0.05, 200  # the accuracy phase's quiet spell (its TTFT), 10 s of wake-ups
+
+
+def read_wake(raw: Path, phase: str) -> dict[str, Any] | None:
+    with contextlib.suppress(OSError, ValueError, KeyError, IndexError):
+        return dict(json.loads((raw / phase / WAKE_FILE).read_text())["gaps"][0])
+    return None
 
 
 def contention(m: dict[str, Any]) -> str:
@@ -562,7 +584,7 @@ def targets(runs: dict[str, Any], raw: Path, row: str, phases_run: list[str], pe
                 v, how = xr["ttft_err_p99"], "reply files"
             per.append({"phase": ph, "ttft_err_p99": v, "source": how, "analyze": pe or None,
                         "join": (r.get("reported") or {}).get("join"), "reply_files_x_request_id": xr,
-                        "note": contention(r.get("measure") or {}).strip()})
+                        "note": contention(r.get("measure") or {}).strip(), "wake": read_wake(raw, ph)})
             if v is not None:
                 vals.append(v)
                 src.add(how)
@@ -589,8 +611,11 @@ def targets(runs: dict[str, Any], raw: Path, row: str, phases_run: list[str], pe
                 if x:
                     s.append(f"reply files by X-Request-ID: p50 {x['ttft_err_p50']:+.2f} / "
                              f"p99 {x['ttft_err_p99']:+.2f} ms, "
-                             f"start→arrival p99 {_f(x.get('start_to_arrival_p99'), 2)} ms, "
+                             f"start→arrival p99 {_f(x.get('start_to_arrival_p99'), 2)} ms (the server's reading), "
+                             f"first event→our stamp p99 {_f(x.get('first_event_to_read_p99'), 2)} ms (ours), "
                              f"{x['paired']}/{x['of']} paired")
+                if p.get("wake"):
+                    s.append("this machine " + wake_latency.describe(p["wake"]) + " (wake_latency.py)")
                 bits.append(f"{p['phase']}: " + "; ".join(s) + (f" {p['note']}" if p["note"] else ""))
             t["line"] = f"p99 **{med:+.2f} ms** (target ≤ {TTFT_P99_MAX_MS:g} ms) — " + " | ".join(bits)
             t["status"] = "MET" if met else f"MISSED by {med - TTFT_P99_MAX_MS:.2f} ms"

@@ -71,7 +71,7 @@ async def sleep_until_ns(due_ns: int, sleep: Callable[[float], Awaitable[None]] 
         await sleep(left_ns / 1e9)
 
 
-SENDS_PER_TURN = 32  # a closed level's sends between two looks at the network (SendTurns)
+SENDS_PER_TURN = 16  # a closed level's sends between two looks at the network (SendTurns)
 
 
 class SendTurns:
@@ -82,7 +82,11 @@ class SendTurns:
     sent all c in one turn (~70 µs each: 1,024 sends took 70-130 ms), and every reply byte that came meanwhile was
     stamped that much late. Measured at 1,024 streams (one core, 256 tokens): event-loop lag p99 9-31 ms, of which
     the start alone was 14-26 of the ~2,050 five-millisecond ticks; a send is not delayed by it beyond the turns it
-    would have waited for anyway, since each turn costs the same CPU. A turn ends where the loop next runs the
+    would have waited for anyway, since each turn costs the same CPU. 32 a turn at first; a send costs ~100-150 µs
+    of the loop's time here (the write alone, through loopback into the server, ~20 µs: perf), so 32 made a turn of
+    3-5 ms while streams ended together, and that was the lag p99. 16 a turn, same set-up, 7 Dec 2026: lag p99
+    1.75 and 1.85 ms, 98.2 and 98.1% of ideal; 32: 1.8-5.2 ms, 98.1-98.5%; 8: 1.1-2.1 ms, 97.7-98.4% (client on
+    one core, benchmarks/README.md). A turn ends where the loop next runs the
     callback this arms (``call_soon``: after the callbacks ready now, then the network). Open-loop sends keep their
     schedule (their lateness is measured from ``dispatched_ns``, before the send)."""
 
