@@ -30,18 +30,22 @@ from typing import Any
 
 
 def measure(gap_s: float, n: int, reader_cpu: int = 0, writer_cpu: int = 1) -> dict[str, Any]:
-    """``n`` wake-ups after ``gap_s`` of quiet each; returns the gap (ms), n and the latency percentiles (µs)."""
+    """``n`` wake-ups after ``gap_s`` of quiet each; returns the gap (ms), n and the latency percentiles (µs), None
+    when no wake-up was measured (the writer could not run, e.g. ``writer_cpu`` does not exist: its end closes the
+    socket, so the reader never waits for it)."""
     a, b = socket.socketpair()
     pid = os.fork()
     if pid == 0:  # the writer
+        code = 1
         try:
             os.sched_setaffinity(0, {writer_cpu})
             a.close()
             for _ in range(n):
                 time.sleep(gap_s)
                 b.send(struct.pack("q", time.perf_counter_ns()))
+            code = 0
         finally:
-            os._exit(0)
+            os._exit(code)
     b.close()
     before = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {reader_cpu})
@@ -63,14 +67,16 @@ def measure(gap_s: float, n: int, reader_cpu: int = 0, writer_cpu: int = 1) -> d
         os.waitpid(pid, 0)
     lat.sort()
 
-    def q(x: float) -> float:
-        return lat[min(len(lat) - 1, int(x * len(lat)))]
+    def q(x: float) -> float | None:
+        return lat[min(len(lat) - 1, int(x * len(lat)))] if lat else None
 
     return {"gap_ms": gap_s * 1e3, "n": len(lat), "p50_us": q(0.5), "p90_us": q(0.9), "p99_us": q(0.99),
-            "max_us": lat[-1]}
+            "max_us": q(1.0)}
 
 
 def describe(r: dict[str, Any]) -> str:
+    if not r.get("n"):
+        return f"after {r['gap_ms']:g} ms idle: no wake-up measured (the writer process could not run)"
     return (f"after {r['gap_ms']:g} ms idle: wake-up latency p50 {r['p50_us']:.0f} µs, p90 {r['p90_us']:.0f}, "
             f"p99 {r['p99_us']:.0f}, max {r['max_us']:.0f} (n={r['n']})")
 

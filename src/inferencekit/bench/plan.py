@@ -289,7 +289,7 @@ class Planner:
     _order: list[int] = field(default_factory=list)
     # draws so far, the sum of ``used`` kept as it grows: summing ``used`` at each draw cost O(prompts), ~10 µs a
     # send at 1,024 prompts, on the event loop between a closed level's sends
-    _taken: int = 0
+    _taken: int = field(default=0, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._taken = sum(self.used.values())
