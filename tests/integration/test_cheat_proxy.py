@@ -202,6 +202,9 @@ def test_prefix_cache_only_delays_first_sight_of_a_prompt(llama_server_engine) -
     assert cold["ttft_ms"] >= 150.0
     assert warm["ttft_ms"] < cold["ttft_ms"] - 100.0  # the better of two repeats, against load noise
     assert warm["text"] == cold["text"] and warm["server_timings"] != cold["server_timings"]  # really generated
+    with running_proxy(llama_server_engine.url, ["prefix-cache-only"], prefill_ms=600) as proxy:  # --prefill-ms
+        slow = ok(post(proxy, body)[1])
+    assert slow["ttft_ms"] >= 600.0
 
 
 def test_usage_inflate_reports_eleven_tenths(llama_server_engine) -> None:

@@ -79,12 +79,17 @@ def test_the_prompt_cache_left_on_is_bypassed_and_a_cache_that_ignores_the_bypas
     # 10 pairs, not 6: a FAIL needs the speedup significant by a t-test (gates/judges/caching.py), and the simulated
     # prefix cache's 1.1-1.8x on a busy host needs the pairs (a CI run's 6: 0.96 1.66 1.19 1.00 1.39 1.82, p = 0.09)
     args = ["--gates", "caching", "--max-tokens", "16", "--cache-prompts", "10"]
+    # and a simulated prefill of 1 s, not the default 150 ms: on a CI host whose TTFTs swung 0.3-1.6 s between
+    # requests, 150 ms was inside the noise (7 Dec 2026: 4 of 9 pairs past the limit, median 1.08x, and the
+    # sequential rule PASSed it). This test is that the gate FAILs a cache that ignores the bypass, with the
+    # prefix-cache reason; how often it catches the default's marginal one is measured in benchmarks/README.md
+    # (sequential_calibration: PASSed in 1.0% of resampled sequences on an idle llama-server).
     code, payload = run_cli(["gates", "run", "--base-url", llama_server_engine.url, *args,
                              "--run-dir", str(tmp_path / "honest")])
     caching = payload["gates"]["caching"]
     assert caching["verdict"] in ("PASS", "UNPROVEN"), caching
     assert gate_metrics(tmp_path / "honest", payload, "caching")["cache_bypass"] == ["cache_prompt"]
-    with running_proxy(llama_server_engine.url, ["prefix-cache-only"]) as url:
+    with running_proxy(llama_server_engine.url, ["prefix-cache-only"], prefill_ms=1000) as url:
         code, payload = run_cli(["gates", "run", "--base-url", url, *args, "--run-dir", str(tmp_path / "cheat")])
     caching = payload["gates"]["caching"]
     assert code == 1 and caching["verdict"] == "FAIL", caching

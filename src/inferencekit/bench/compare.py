@@ -173,9 +173,10 @@ def _summary(x: Any) -> dict[str, Any] | None:
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
+    """B/A to 4 significant digits (4 decimal places left a ratio of 0.018 only 2, 0.15% off the medians')."""
     if a is None or b is None or a == 0:
         return None
-    return round(b / a, 4)
+    return float(f"{b / a:.4g}")
 
 
 def _row(section: str, key: str, metric: str, sa: Any, sb: Any) -> dict[str, Any]:

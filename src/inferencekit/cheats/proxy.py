@@ -502,7 +502,7 @@ def running_proxy(upstream: str, cheats: Sequence[str], *, host: str = "127.0.0.
                   mask_block: str | None = None, ready_timeout_s: float = 60.0,
                   python: str | None = None, mix_upstream: str | None = None, mix_share: float | None = None,
                   mix_seed: int = 0, truncate_chars: int | None = None, corrupt_share: float | None = None,
-                  corrupt_seed: int | None = None) -> Iterator[str]:
+                  corrupt_seed: int | None = None, prefill_ms: float | None = None) -> Iterator[str]:
     """Run ``python -m inferencekit cheat-proxy`` in front of ``upstream`` for the ``with`` block.
 
     Args:
@@ -513,6 +513,7 @@ def running_proxy(upstream: str, cheats: Sequence[str], *, host: str = "127.0.0.
         mix_upstream, mix_share, mix_seed: ``--mix-upstream`` / ``--mix-share`` / ``--mix-seed`` (``Mix``).
         truncate_chars: silent-truncate's ``--truncate-chars``.
         corrupt_share, corrupt_seed: json-broken-under-load's ``--corrupt-share`` / ``--corrupt-seed``.
+        prefill_ms: prefix-cache-only's ``--prefill-ms``.
         ready_timeout_s: how long to wait for the listening line, in seconds.
         python: the interpreter (default: this one).
 
@@ -532,7 +533,7 @@ def running_proxy(upstream: str, cheats: Sequence[str], *, host: str = "127.0.0.
     if mix_upstream:
         argv += ["--mix-upstream", mix_upstream, "--mix-share", repr(mix_share), "--mix-seed", str(mix_seed)]
     for flag, value in (("--truncate-chars", truncate_chars), ("--corrupt-share", corrupt_share),
-                        ("--corrupt-seed", corrupt_seed)):
+                        ("--corrupt-seed", corrupt_seed), ("--prefill-ms", prefill_ms)):
         if value is not None:
             argv += [flag, repr(value)]
     with tempfile.TemporaryFile() as err, subprocess.Popen(

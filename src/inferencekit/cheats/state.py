@@ -313,8 +313,9 @@ class PrefixCacheSim:
 
     name: ClassVar[str] = "prefix-cache-only"
 
-    def __init__(self) -> None:
+    def __init__(self, base_ms: float = PREFILL_BASE_MS) -> None:
         self._seen: set[bytes] = set()
+        self.base_ms = base_ms  # the fixed part of the simulated saving (``--prefill-ms``)
 
     def delay_s(self, body: JSON) -> float:
         """Seconds to wait before forwarding this request (0 for a repeat); marks the prompt as seen."""
@@ -323,7 +324,7 @@ class PrefixCacheSim:
         if key in self._seen:
             return 0.0
         self._seen.add(key)
-        return (PREFILL_BASE_MS + PREFILL_MS_PER_100_CHARS * len(text) / 100) / 1000
+        return (self.base_ms + PREFILL_MS_PER_100_CHARS * len(text) / 100) / 1000
 
 
 # --------------------------------------------------------------------------------------------------
@@ -341,18 +342,20 @@ class CheatSet:
         corrupt_share: json-broken-under-load's probability of breaking a JSON reply under load, in (0, 1]
             (default ``CORRUPT_SHARE``, 0.05).
         corrupt_seed: seeds json-broken-under-load's draws (``random.Random``), so a run can be repeated.
+        prefill_ms: prefix-cache-only's fixed simulated prefill of a prompt not seen before, in ms (default
+            ``PREFILL_BASE_MS``, 150; plus ``PREFILL_MS_PER_100_CHARS`` a hundred characters).
         rng: seed-ignored's source of fresh seeds (default: ``random.SystemRandom``).
 
     ``stats`` counts what json-broken-under-load decided (``JSON_STATS``, each from 0 when it is on; empty
     otherwise); the proxy reports them with its own.
 
     Raises:
-        ValueError: as ``parse_cheats``, an unknown ``mask_block``, ``truncate_chars < 2`` or a
-            ``corrupt_share`` outside (0, 1].
+        ValueError: as ``parse_cheats``, an unknown ``mask_block``, ``truncate_chars < 2``, a
+            ``corrupt_share`` outside (0, 1] or a ``prefill_ms`` outside 0-60,000.
     """
 
     def __init__(self, names: Iterable[str], *, mask_block: str = "hangul", truncate_chars: int = TRUNCATE_CHARS,
-                 corrupt_share: float = CORRUPT_SHARE, corrupt_seed: int = 0,
+                 corrupt_share: float = CORRUPT_SHARE, corrupt_seed: int = 0, prefill_ms: float = PREFILL_BASE_MS,
                  rng: random.Random | None = None) -> None:
         self.names = parse_cheats(names)
         if mask_block not in MASK_BLOCKS:
@@ -362,7 +365,10 @@ class CheatSet:
                              f"got {truncate_chars}")
         if not 0.0 < corrupt_share <= 1.0:
             raise ValueError(f"the corrupt share must be in (0, 1], got {corrupt_share!r}")
+        if not 0.0 <= prefill_ms <= 60_000.0:
+            raise ValueError(f"the simulated prefill must be 0-60000 ms, got {prefill_ms!r}")
         self.mask_block = mask_block
+        self.prefill_ms = prefill_ms
         self.truncate_chars = truncate_chars
         self.corrupt_share, self.corrupt_seed = corrupt_share, corrupt_seed
         self._rng = rng or random.SystemRandom()
@@ -370,7 +376,7 @@ class CheatSet:
         on = set(self.names)
         self.output_cache = OutputCache() if "output-cache" in on else None
         self.near_cache = NearDuplicateCache() if "near-duplicate-cache" in on else None
-        self.prefix_cache = PrefixCacheSim() if "prefix-cache-only" in on else None
+        self.prefix_cache = PrefixCacheSim(prefill_ms) if "prefix-cache-only" in on else None
         self._mask = VocabMask(*MASK_BLOCKS[mask_block]) if "vocab-mask" in on else None
         self._prev_digest: bytes | None = None
         self.records = self.output_cache is not None or self.near_cache is not None

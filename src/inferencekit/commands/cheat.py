@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 from inferencekit.api.endpoint import normalize_base_url
 from inferencekit.cheats.proxy import Mix, listening_line, serve
-from inferencekit.cheats.state import CheatSet
+from inferencekit.cheats.state import PREFILL_BASE_MS, PREFILL_MS_PER_100_CHARS, CheatSet
 from inferencekit.cheats.transforms import CORRUPT_SHARE, MASK_BLOCKS, ORDER, TRUNCATE_CHARS, parse_cheats
 from inferencekit.errors import OpError
 from inferencekit.registry import Arg, Call, Outcome, operation
@@ -51,11 +51,15 @@ __all__ = ["cheat_proxy"]
                  Arg("corrupt_share", "number", "json-broken-under-load only: the probability of breaking a JSON "
                      "reply (response_format json_object or json_schema) that arrives while at least 2 generation "
                      f"requests are in flight (0 < share ≤ 1; default: {CORRUPT_SHARE:g})."),
-                 Arg("corrupt_seed", "integer", "json-broken-under-load only: seed of the draws (default: 0).")])
+                 Arg("corrupt_seed", "integer", "json-broken-under-load only: seed of the draws (default: 0)."),
+                 Arg("prefill_ms", "number", "prefix-cache-only only: the fixed part of the simulated prefill a "
+                     "prompt not seen before waits before it is forwarded, in ms, 0-60000 (default: "
+                     f"{PREFILL_BASE_MS:g}; plus {PREFILL_MS_PER_100_CHARS:g} ms a hundred characters). A repeat "
+                     "saves all of it.", metavar="MS")])
 def cheat_proxy(call: Call, upstream: str, cheat: list[str], host: str = "127.0.0.1", port: int = 0,
                 mask_block: str | None = None, mix_upstream: str | None = None, mix_share: float | None = None,
                 mix_seed: int = 0, truncate_chars: int | None = None, corrupt_share: float | None = None,
-                corrupt_seed: int | None = None) -> Outcome:
+                corrupt_seed: int | None = None, prefill_ms: float | None = None) -> Outcome:
     try:
         chosen = parse_cheats(cheat)
     except ValueError as e:
@@ -64,7 +68,8 @@ def cheat_proxy(call: Call, upstream: str, cheat: list[str], host: str = "127.0.
     for flag, value, needs in (("--mask-block", mask_block, "vocab-mask"),
                                ("--truncate-chars", truncate_chars, "silent-truncate"),
                                ("--corrupt-share", corrupt_share, "json-broken-under-load"),
-                               ("--corrupt-seed", corrupt_seed, "json-broken-under-load")):
+                               ("--corrupt-seed", corrupt_seed, "json-broken-under-load"),
+                               ("--prefill-ms", prefill_ms, "prefix-cache-only")):
         if value is not None and needs not in chosen:
             raise OpError(f"{flag} applies only to --cheat {needs}; add {needs} or drop {flag}")
     if truncate_chars is not None and truncate_chars < 2:
@@ -72,10 +77,13 @@ def cheat_proxy(call: Call, upstream: str, cheat: list[str], host: str = "127.0.
                       f"got {truncate_chars}")
     if corrupt_share is not None and not 0.0 < corrupt_share <= 1.0:
         raise OpError(f"--corrupt-share must be in (0, 1], got {corrupt_share!r}")
+    if prefill_ms is not None and not 0.0 <= prefill_ms <= 60_000.0:
+        raise OpError(f"--prefill-ms must be in 0-60000 (ms), got {prefill_ms!r}")
     cheats = CheatSet(chosen, mask_block=mask_block or "hangul",
                       truncate_chars=TRUNCATE_CHARS if truncate_chars is None else truncate_chars,
                       corrupt_share=CORRUPT_SHARE if corrupt_share is None else corrupt_share,
-                      corrupt_seed=corrupt_seed or 0)
+                      corrupt_seed=corrupt_seed or 0,
+                      prefill_ms=PREFILL_BASE_MS if prefill_ms is None else prefill_ms)
     if not 0 <= port < 65536:
         raise OpError(f"--port {port} is not a TCP port (0-65535; 0 picks a free one)")
     root = _root(upstream, "--upstream")
@@ -92,7 +100,9 @@ def cheat_proxy(call: Call, upstream: str, cheat: list[str], host: str = "127.0.
                                "mask_block": cheats.mask_block if "vocab-mask" in names else None,
                                "truncate_chars": cheats.truncate_chars if "silent-truncate" in names else None,
                                "json_corruption": {"share": cheats.corrupt_share, "seed": cheats.corrupt_seed}
-                               if "json-broken-under-load" in names else None, "stats": stats,
+                               if "json-broken-under-load" in names else None,
+                               "prefill_ms": cheats.prefill_ms if "prefix-cache-only" in names else None,
+                               "stats": stats,
                                "mix": {"upstream": mix.root, "share": mix.share, "seed": mix.seed} if mix else None}
 
     def render(console: Any) -> None:

@@ -320,3 +320,11 @@ def test_cli_card_shows_ratio_noise_and_notes(tmp_path, capsys, cli):
     assert "1.200×" in out and "beyond noise" in out and "within noise" in out
     assert "100.0 (90.0–110.0)" in out and "120.0 (115.0–125.0)" in out
     assert "run.engine.engine" in out and "do not overlap" in out
+
+
+def test_a_small_ratio_keeps_four_significant_digits():
+    from inferencekit.bench.compare import _ratio
+
+    # 4 decimal places gave 0.018 for 0.0180275..., 0.15% off the medians' own ratio (a CI run, 7 Dec 2026)
+    assert _ratio(1000.0, 18.0275) == 0.01803
+    assert _ratio(3.0, 4.0) == 1.333 and _ratio(0.0, 1.0) is None and _ratio(None, 1.0) is None

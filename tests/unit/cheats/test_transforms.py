@@ -409,6 +409,16 @@ def test_prefix_cache_sim_delays_new_prompts_only():
     assert p.delay_s({"prompt": "x" * 1000}) == pytest.approx(0.170)  # 150 ms + 2 ms × 10
 
 
+def test_prefix_cache_sim_takes_its_fixed_part_from_prefill_ms():
+    cs = CheatSet(["prefix-cache-only"], prefill_ms=900)
+    assert cs.prefill_delay_s({"prompt": "x" * 1000}) == pytest.approx(0.920)  # 900 ms + 2 ms × 10
+    assert cs.prefill_delay_s({"prompt": "x" * 1000}) == 0.0  # a repeat saves it all
+    assert CheatSet(["output-cache"], prefill_ms=900).prefill_delay_s({"prompt": "y"}) == 0.0  # the cheat is off
+    for bad in (-1.0, 60_001.0):
+        with pytest.raises(ValueError, match="simulated prefill"):
+            CheatSet(["prefix-cache-only"], prefill_ms=bad)
+
+
 def test_cheat_set_lookup_and_record():
     cs = CheatSet(["output-cache", "near-duplicate-cache"])
     assert cs.records and cs.lookup(request("chat_stream")) is None
