@@ -7,7 +7,8 @@ what is missing and how to install it: ``pip install 'inferencekit[<extra>]'``, 
 
 The check asks the import system where a module would be found (``importlib.util.find_spec`` on top-level names):
 nothing is imported, so torch or Ray cost nothing at flag-check time. A module set to None in ``sys.modules`` counts
-as missing (``find_spec`` returns None for it, as ``import`` raises ImportError), which is how the tests hide one.
+as missing too (``find_spec`` returns None for it, as ``import`` raises ImportError); the tests hide one by taking it
+out of ``sys.modules`` and out of every finder's sight (``tests/hide.py``).
 """
 
 from __future__ import annotations
