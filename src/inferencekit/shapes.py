@@ -90,12 +90,15 @@ class ExtraRequests(TypedDict):
 
     ``alone``: sent one at a time after the warm-up, before the first level. ``by_level``: level label → the
     requests mixed into that level (each takes one slot of its schedule). ``optional``: body fields the server may
-    refuse with HTTP 400 (the client drops them, resends, and records the drop in the reply).
+    refuse with HTTP 400 (the client drops them, resends, and records the drop in the reply). ``load_fields``:
+    fields every load request must carry too, so the mixed-in requests look like the load (the known answers'
+    logprob fields); optional like the dialect's count fields.
     """
 
     alone: list[ProbeRecord]
     by_level: dict[str, list[ProbeRecord]]
     optional: list[str]
+    load_fields: NotRequired[dict[str, Any]]
 
 
 class CountRow(TypedDict):
@@ -129,7 +132,9 @@ class Part(TypedDict):
 
     ``verdict`` None: informational (the capability probe), not combined into the overall verdict.
     ``fallbacks``: the limitations of its records that changed what was measured (``data.fallbacks``, a load's
-    fields dropped on an HTTP 400); ``verify --strict`` turns a PASS carrying any into UNPROVEN.
+    fields dropped on an HTTP 400); ``verify --strict`` turns a PASS carrying any into UNPROVEN. ``properties``: what
+    the engine was shown to lack that an honest engine may lack (``gates.properties``), reported on their own lines,
+    not in the verdict.
     """
 
     part: str
@@ -138,6 +143,7 @@ class Part(TypedDict):
     verdict: str | None
     reason: str
     fallbacks: NotRequired[list[str]]
+    properties: NotRequired[list[dict[str, Any]]]
 
 
 def is_ok(reply: Mapping[str, Any]) -> bool:

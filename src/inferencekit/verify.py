@@ -74,10 +74,15 @@ class Profile:
     quality_tokens: int = 64  # greedy tokens per quality prompt
     tasks: TaskSizes | None = None  # sampler check, GSM8K subset, NIAH grid (None: not in this profile)
     kat: int = 4  # bench serve --kat: known-answer requests alone, then inside the heaviest level
+    # --kat-max-tokens: 64 gives the order part's noise rule ~100-250 matched positions, the least for a confident
+    # divergence's p below α = 0.01 (gates/judges/order_noise.py); with 32 it had 79 and could not FAIL one
+    kat_tokens: int = 64
     order_samples: int = 0  # gates order: BFCL draw size (the first N of the draw; 0 = not in this profile)
     order_tokens: int = 256  # gates order: max_tokens per request
     equivalence_tokens: int = 0  # audit equivalence: output-token budget (0 = not in this profile)
     contract_json_load: int = 16  # probe --contract: structured-output requests under load
+    # rare_tokens: strings per class, so the per-class rule can fire for every class (gates/judges/rare_tokens.py)
+    rare_per_class: int = 2
 
 
 ORDER_PART = "gates: order"
@@ -185,6 +190,7 @@ def verification_record(run: RunDir, profile: Profile, info: dict[str, Any], par
                        verdict=verdict,
                        data={"run_dir": str(run.path.resolve()), "profile": profile.name, "workload": workload,
                              "parts": parts,
+                             "properties": [{"part": p["part"], **q} for p in parts for q in p.get("properties") or ()],
                              "request_notes": notes,
                              "combine": "any FAIL → FAIL; else any UNPROVEN (an expected part NOT RUN counts as "
                                         "UNPROVEN) → UNPROVEN; else any PASS → PASS; else NOT RUN"})
@@ -236,7 +242,7 @@ def _gate_settings(prof: Profile, seed: int, reference_url: str | None, fixed: b
     probes = ProbeSettings(gates=tuple(live), seed=seed, max_tokens=prof.gate_tokens,
                            echo_tokens=max(64, prof.gate_tokens),
                            cache_prompts=prof.cache_prompts, sampling_prompts=prof.sampling_prompts,
-                           sequential=not fixed)
+                           rare_per_class=prof.rare_per_class, sequential=not fixed)
     return GateRunSettings(gates=live, probes=probes, reference_url=reference_url)
 
 
@@ -255,8 +261,12 @@ def _gate_parts(run: RunDir, engine: str, gate_runs: list[str], s: GateRunSettin
         gates = [strict_gate(g) for g in gates]
     rec = gates_record(run, gates, engine=engine, files=checked.files, mode="verify", notes=checked.notes,
                        settings={"engine": engine, "gate_runs": gate_runs, **s.header()})
-    return ({f"gates: {g.gate}": _part(f"gates: {g.gate}", "gates", rec, g.verdict, g.bounded_reason)
-             for g in gates if g.verdict != "NOT RUN" or g.applicable}, rec)
+    parts = {f"gates: {g.gate}": _part(f"gates: {g.gate}", "gates", rec, g.verdict, g.bounded_reason, g.fallbacks)
+             for g in gates if g.verdict != "NOT RUN" or g.applicable}
+    for g in gates:
+        if g.properties and f"gates: {g.gate}" in parts:
+            parts[f"gates: {g.gate}"]["properties"] = [dict(p) for p in g.properties]
+    return parts, rec
 
 
 def _bench_part(rec: dict[str, Any]) -> Part:
@@ -451,7 +461,8 @@ def bench_extras(cfg: ServeConfig, info: EngineInfo, prompts: Sequence[Prompt] |
                        max_tokens=cfg.max_tokens, extra=cfg.extra_body, ctk=cfg.chat_template_kwargs,
                        neutral=info.dialect.neutral_sampling, top_k_off=info.dialect.top_k_off, prompts=prompts,
                        dataset=cfg.dataset, structured=cfg.structured, structured_max_tokens=cfg.structured_max_tokens,
-                       named_tool_choice=info.dialect.named_tool_choice, json_schema=info.dialect.json_schema)
+                       named_tool_choice=info.dialect.named_tool_choice, json_schema=info.dialect.json_schema,
+                       count_fields=info.dialect.count_fields if cfg.count_tokens else {})
 
 
 @dataclass(frozen=True, slots=True)
@@ -624,7 +635,7 @@ def plan_verify(req: VerifyRequest) -> VerifyPlan:
              **workload_config(req)}
     cfg = ServeConfig(seed=req.seed, extra_body=load.extra, chat_template_kwargs=load.chat_template_kwargs,
                       refused_fields=list(load.refused), timeout_s=req.timeout, probes=True, kat=prof.kat,
-                      kat_max_tokens=32, **shape)
+                      kat_max_tokens=prof.kat_tokens, **shape)
     gate_s = _gate_settings(prof, req.gate_seed, req.reference_url, req.fixed)
     gate_s.request_policy = policies["gates"].to_json()
     appliance = _appliance_plan(prof, req.base_url, req.metadata, req.extra_body, req.chat_template_kwargs,

@@ -152,16 +152,22 @@ def test_verify_without_url_runs_the_embedded_engine_and_is_unproven(tmp_path, c
     assert len({p["evidence_id"] for p in gates.values()}) == 1
     assert "FAIL" not in {p["verdict"] for p in gates.values()}, gates  # never FAIL on the honest engine
     assert "NOT RUN" not in {p["verdict"] for p in gates.values()}, gates
-    # llama-cpp-python drops ignore_eos silently: an exact length cannot be shown there
-    assert parts["gates: output_length"]["verdict"] == "UNPROVEN"
-    assert "ignore_eos" in parts["gates: output_length"]["reason"]
+    # llama-cpp-python drops ignore_eos silently: a reply that stopped at EOS shows the property ignores-ignore-eos
+    # and the gate judges the length claims (issue 42); replies that all reached max_tokens are luck, a fallback
+    length = parts["gates: output_length"]
+    assert length["verdict"] == "PASS", length
+    assert [p["property"] for p in length.get("properties") or ()] == ["ignores-ignore-eos"] or \
+        "known to accept ignore_eos and drop it" in " ".join(length.get("fallbacks") or ()), length
     assert len(list((run / "outputs" / "llama-cpp-python" / "probes").glob("*.json"))) == 19  # 4 groups of 4 + 3
     # verify's gate run and its API-contract run (beside capabilities.jsonl)
     logs = sorted((run / "probes").glob("2*Z-*.jsonl"))
     assert len(logs) == 2
     assert sum('"kind":"contract"' in p.read_text() for p in logs) == 1
-    assert parts["gates: contract"]["verdict"] == "UNPROVEN"  # llama-cpp-python drops n, takes no json_schema, …
-    assert "n, context: at the limit" in parts["gates: contract"]["reason"]
+    assert parts["gates: contract"]["verdict"] == "UNPROVEN"  # llama-cpp-python takes no json_schema, reports no context
+    assert "context: at the limit" in parts["gates: contract"]["reason"]
+    # it drops n: one choice for n 2, the property drops-n (docs/properties.md), not an UNPROVEN item
+    assert "drops-n" in [p["property"] for p in parts["gates: contract"].get("properties") or ()]
+    assert ", n," not in parts["gates: contract"]["reason"]
     # correctness under load: 4 known answers alone, then inside the heaviest level (c4), judged as the order gate
     kat = run / "outputs" / "llama-cpp-python" / "kat"
     assert len(list((kat / "alone").glob("*.json"))) == 4 and len(list((kat / "load").glob("*.json"))) == 4

@@ -153,16 +153,23 @@ def test_bench_kat_compares_known_answers_alone_and_under_load(llama_server_engi
     gates = json.loads((run / "evidence" / f"{out['gates_evidence_id']}.json").read_text())
     kat = next(g for g in gates["data"]["gates"] if g["gate"] == "order")
     assert [g["gate"] for g in gates["data"]["gates"]] == ["order"]  # only the gate its extra requests feed
-    assert kat["verdict"] in ("PASS", "FAIL") and out["verdict"] == kat["verdict"] == gates["verdict"]
+    # judged against the run's own logprob noise (issue 42): an honest llama-server differs only at near-ties
+    assert kat["verdict"] in ("PASS", "UNPROVEN") and out["verdict"] == kat["verdict"] == gates["verdict"], kat
     assert out["gates"]["order"]["verdict"] == kat["verdict"]
-    assert code == {"PASS": 0, "FAIL": 1}[kat["verdict"]]
+    assert code == {"PASS": 0, "UNPROVEN": 3}[kat["verdict"]]
     assert "4 known-answer requests alone vs inside load level c4" in kat["reason"]
-    assert kat["metrics"]["samples"] == 4 and kat["metrics"]["unmeasured"] == 0
+    assert kat["metrics"]["samples"] == 4 and kat["metrics"]["unmeasured"] == 0 and kat["metrics"]["confident"] == 0
+    assert kat["metrics"]["noise_samples"] >= 4 * 8  # the matched positions of the four pairs
+    props = [p["property"] for p in kat["properties"]]
+    assert props == (["not-batch-invariant"] if kat["metrics"]["near_ties"] else [])
     base = run / "outputs" / "llama-server" / "kat"
     loads = [json.loads(p.read_text()) for p in sorted((base / "load").glob("*.json"))]
     assert len(list((base / "alone").glob("*.json"))) == 4 and {r["level"] for r in loads} == {"c4"}
     bodies = [json.loads(p.read_text()) for p in sorted((run / "inputs" / "llama-server" / "kat" / "load").glob("*"))]
     assert all(b["temperature"] == 0.0 and b["max_tokens"] == 24 for b in bodies)
+    # the known answers and the load around them ask for the same logprob fields, so nothing marks them
+    load_bodies = [json.loads(p.read_text()) for p in (run / "inputs" / "llama-server").glob("load-c4/*/*")]
+    assert load_bodies and all(b["logprobs"] is True and b["top_logprobs"] == 2 for b in bodies + load_bodies)
     assert sum(1 for a in rec["artifacts"] if a["role"] == "known-answer reply") == 8
     assert all(v["requests"]["total"] == 8 for v in rec["data"]["levels"].values())  # not in the level's metrics
     _, again = run_cli(["gates", "check", str(run)])

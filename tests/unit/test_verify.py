@@ -248,3 +248,36 @@ def test_a_bad_workload_is_refused_before_anything_is_sent(tmp_path):
     with pytest.raises(OpError, match="apply only to --workload trace:FILE"):
         _workload_plan("conversations", time_scale=0.5)
     assert not list(tmp_path.glob("runs"))  # nothing written: planning creates no run dir
+
+
+def test_a_property_is_reported_beside_the_verdict_and_strict_gives_its_strict_verdict(tmp_path):
+    """An order part whose known answers first differed under load at a near-tie: PASS with the property
+    not-batch-invariant on the part, the record's ``data.properties`` and the card; ``--strict`` FAILs it (seed 004)."""
+    from inferencekit.gates.probes.plan import ProbeSettings
+    from inferencekit.gates.run import GateRunSettings
+    from inferencekit.report.verify_card import render_verification
+    from inferencekit.rundir import KAT_ALONE, KAT_LOAD, write_json
+    from inferencekit.verify import _gate_parts
+    from tests.unit.gates.judges.test_order_noise import chain, diverge, honest_run, reply
+
+    run = RunDir.create(tmp_path / "r")
+    base = run.path / "outputs" / "e"
+    near = [(t, lp, r, lp - 0.05) if i == 12 else (t, lp, r, rlp) for i, (t, lp, r, rlp) in enumerate(chain(7))]
+
+    pairs = [*honest_run(eps=0.2), (reply(near), reply(diverge(near, 12, margin=0.05)))]
+    for i, (a, b) in enumerate(pairs):
+        write_json(base / KAT_ALONE / f"kat-{i}.json", a)
+        write_json(base / KAT_LOAD / f"kat-{i}.json", {**b, "level": "c4"})
+    settings = GateRunSettings(gates=[], probes=ProbeSettings(gates=()))
+    parts, _ = _gate_parts(run, "e", [], settings, None)
+    order = parts["gates: order"]
+    assert order["verdict"] == "PASS" and [p["property"] for p in order["properties"]] == ["not-batch-invariant"]
+    rec = verification_record(run, PROFILES["quick"], {"engine": "e", "model": "m"}, [order], [], [], {})
+    assert rec["verdict"] == "PASS" and rec["data"]["properties"][0]["part"] == "gates: order"
+    bench = {"identity": {"engine": {"engine": "e"}, "model": {"id": "m"}}, "limitations": [], "missing": [],
+             "data": {"levels": {}}}
+    out = io.StringIO()
+    render_verification(Console(file=out, width=200), rec, {"bench": bench, "probe": {"data": {"capabilities": {}}}})
+    assert "property (gates: order), not a verdict: not-batch-invariant: 1 of 5 known-answer requests" in out.getvalue()
+    strict, _ = _gate_parts(run, "e", [], settings, None, strict=True)
+    assert strict["gates: order"]["verdict"] == "FAIL"

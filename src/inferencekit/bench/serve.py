@@ -97,12 +97,16 @@ async def _retokenize(tok: Tokenizer, replies: Sequence[dict[str, Any]], limit: 
     return out, errors
 
 
-def _fixed_fields(cfg: ServeConfig, info: EngineInfo) -> dict[str, Any]:
+def _fixed_fields(cfg: ServeConfig, info: EngineInfo, load_fields: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The fields every load request sets itself: temperature, ``ignore_eos``, the dialect's count fields, and what
+    the mixed-in gate requests ask the load to carry (``ExtraRequests.load_fields``: the known answers' logprob
+    fields, so nothing marks them)."""
     fixed: dict[str, Any] = {"temperature": cfg.temperature}
     if cfg.ignore_eos:
         fixed["ignore_eos"] = True
     if cfg.count_tokens:
         fixed.update(info.dialect.count_fields)
+    fixed.update(load_fields or {})
     return fixed
 
 
@@ -147,8 +151,10 @@ class ServeSession:
         self.cfg, self.client, self.info, self.run, self.prompts = cfg, client, info, run, prompts
         self.on_done, self.on_level, self.resume = on_done, on_level, resume
         self.engine = cfg.engine_label or info.engine
-        self.fixed = _fixed_fields(cfg, info)
-        self.optional = ("stream_options", *(k for k in info.dialect.count_fields if k in self.fixed))
+        load_fields: dict[str, Any] = extras.get("load_fields", {}) if extras else {}
+        self.fixed = _fixed_fields(cfg, info, load_fields)
+        self.optional = ("stream_options", *(k for k in {**info.dialect.count_fields, **load_fields}
+                                             if k in self.fixed))
         self.body_kw: dict[str, Any] = {"model": str(info.model), "max_tokens": cfg.max_tokens,
                                         "extra": cfg.extra_body, "fixed": self.fixed,
                                         "chat_template_kwargs": cfg.chat_template_kwargs}

@@ -53,6 +53,9 @@ def render_gates(console: Any, rec: dict[str, Any]) -> None:
     for g in rec["data"]["gates"]:
         for table in structured_load_tables(g):
             console.print(table)
+        for prop in g.get("properties") or ():
+            console.print(f"property ({g['gate']}), not a verdict: {prop.get('property')}: {prop.get('shown_by')} "
+                          f"(docs/properties.md; --strict: {prop.get('strict')})", markup=False, style="yellow")
     print_limitations(console, rec["limitations"])
     console.print(f"verdict: {rec['verdict']}   record: {rec['evidence_id']}  (check: inferencekit evidence verify "
                   f"{rec['evidence_id']})", markup=False, highlight=False)
@@ -79,8 +82,9 @@ def render_gates(console: Any, rec: dict[str, Any]) -> None:
                      "(missing outputs count).", default=0.10),
                  Arg("gate_run", "array", "Judge only these gate runs (probes/<name>.jsonl; default: all of them)."),
                  Arg("strict", "boolean", "For CI: a PASS that rests on a fallback (a dropped field, a shrunk prompt "
-                     "set, an allowance used) and a gate marked not applicable count as UNPROVEN (exit 3). Without "
-                     "it, those PASSes stand and say their limitation.", default=False)])
+                     "set, an allowance used) and a gate marked not applicable count as UNPROVEN (exit 3); a gate that "
+                     "showed a property (docs/properties.md) takes the property's strict verdict (not-batch-invariant: "
+                     "FAIL). Without it, those PASSes stand and say their limitation.", default=False)])
 def gates_check(call: Call, run_dir: str, engine: str | None = None, reference_outputs: str | None = None,
                 length_tolerance: float = 0.10, max_length_outliers: float = 0.10,
                 gate_run: list[str] | None = None, strict: bool = False) -> Outcome:

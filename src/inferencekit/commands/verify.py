@@ -46,7 +46,10 @@ APPLIANCE_VERIFY_ARGS = (
                      "equivalence audit (default Q4_1 on the embedded engine; without one the part is UNPROVEN)."),
                  Arg("strict", "boolean", "For CI: a PASS that rests on a fallback (a dropped or refused field, a "
                      "shrunk prompt set, an allowance used) and a gate marked not applicable count as UNPROVEN (exit "
-                     "3). Without it, those PASSes stand and say their limitation.", default=False),
+                     "3); a gate that showed a property an honest engine may lack (docs/properties.md) takes the "
+                     "property's strict verdict (not-batch-invariant: FAIL, seed 004's byte rule). Without it, those "
+                     "PASSes stand and say their limitation, and properties are reported beside the verdict.",
+                     default=False),
                  Arg("workload", "string", "The load part's prompts: 'dev' (the packaged dev set), 'conversations' "
                      "(multi-turn sessions of 4 user turns of 64 tokens each, every turn carrying the model's own "
                      "earlier replies; one session per stream at the profile's concurrency levels) or 'trace:FILE' "

@@ -274,7 +274,7 @@ def read_kat(run: RunDir, engine: str, levels: Sequence[str] | None = None
             variants.append((f"inside {where}" if level else "under load", b if isinstance(b, dict) else None))
         if len(variants) == 1:
             variants.append(("under load", None))
-        rows.append(compare_sample(key, variants))
+        rows.append(compare_sample(key, variants, tokens=True))
     return rows, files_read, ", ".join(seen_levels) or None
 
 

@@ -32,6 +32,9 @@ class Gate:
         fallbacks: the limitations that changed what was measured (a dropped field, a shrunk prompt set, an
             allowance used); each is also in ``limitations``. ``--strict`` turns a PASS carrying any into
             UNPROVEN (``strict_gate``).
+        properties: what the engine was shown to lack that an honest engine may lack (``gates.properties``:
+            the closed list; each ``{"property", "lacks", "shown_by", "strict", …}``). They neither FAIL the gate
+            nor make it UNPROVEN; ``--strict`` gives the gate each one's ``strict`` verdict (``strict_gate``).
 
     Raises:
         ValueError: a verdict outside the four.
@@ -47,13 +50,14 @@ class Gate:
     judged: int = 0
     rules_out: str = ""
     fallbacks: tuple[str, ...] = ()
+    properties: tuple[Mapping[str, Any], ...] = ()
 
     # written out (``init=False``) so the constructor can take what the judges build (a verdict's plain string,
     # lists) while the fields keep their stored types: a ``Verdict`` and tuples
     def __init__(self, gate: str, verdict: Verdict | str, reason: str, metrics: Mapping[str, Any] | None = None,
                  details: Iterable[Mapping[str, Any]] = (), limitations: Iterable[str] = (),
                  applicable: bool = True, *, judged: int = 0, rules_out: str = "",
-                 fallbacks: Iterable[str] = ()) -> None:
+                 fallbacks: Iterable[str] = (), properties: Iterable[Mapping[str, Any]] = ()) -> None:
         if verdict not in VERDICTS:
             raise ValueError(f"unknown verdict {verdict!r}")
         fallbacks = tuple(fallbacks)
@@ -70,6 +74,7 @@ class Gate:
         object.__setattr__(self, "judged", int(judged))
         object.__setattr__(self, "rules_out", rules_out)
         object.__setattr__(self, "fallbacks", fallbacks)
+        object.__setattr__(self, "properties", tuple(properties))
 
     def replace(self, **changes: Any) -> Gate:
         """A copy with ``changes`` (``dataclasses.replace``)."""
@@ -84,7 +89,7 @@ class Gate:
         return {"gate": self.gate, "verdict": str(self.verdict), "reason": self.reason, "metrics": dict(self.metrics),
                 "details": [dict(d) for d in self.details], "limitations": list(self.limitations),
                 "applicable": self.applicable, "judged": self.judged, "rules_out": self.rules_out,
-                "fallbacks": list(self.fallbacks)}
+                "fallbacks": list(self.fallbacks), "properties": [dict(p) for p in self.properties]}
 
     @property
     def bounded_reason(self) -> str:
@@ -113,13 +118,23 @@ def merge_gates(name: str, parts: Sequence[Gate]) -> Gate:
                 metrics, tuple(d for p in parts for d in p.details), tuple(x for p in parts for x in p.limitations),
                 any(p.applicable for p in parts), judged=sum(p.judged for p in parts),
                 rules_out="; ".join(p.rules_out for p in parts if p.rules_out),
-                fallbacks=tuple(x for p in parts for x in p.fallbacks))
+                fallbacks=tuple(x for p in parts for x in p.fallbacks),
+                properties=tuple(x for p in parts for x in p.properties))
 
 
 def strict_gate(gate: Gate) -> Gate:
-    """``--strict``: a PASS that carries a fallback (``Gate.fallbacks``) becomes UNPROVEN, and so does a gate
-    marked not applicable (nothing asked for it), so a CI job cannot pass on an allowance or on a gate that
-    never ran. Other gates are returned unchanged."""
+    """``--strict``: a gate that showed a property (``Gate.properties``) takes that property's strict verdict (the
+    seed's rule: a not-batch-invariant engine FAILs the order gate) when it is worse; a PASS that carries a
+    fallback (``Gate.fallbacks``) becomes UNPROVEN, and so does a gate marked not applicable (nothing asked for
+    it), so a CI job cannot pass on an allowance or on a gate that never ran. Other gates are returned
+    unchanged."""
+    worse = [p for p in gate.properties if str(p.get("strict")) in VERDICTS
+             and combine_claims((gate.verdict, str(p.get("strict")))) != gate.verdict]
+    if worse:
+        p = worse[0]
+        return gate.replace(verdict=Verdict(str(p["strict"])),
+                            reason=f"--strict: {p['property']} is {p['strict']} under the strict rule "
+                                   f"({p['shown_by']}): {gate.reason}")
     if gate.verdict == Verdict.PASS and gate.fallbacks:
         return gate.replace(verdict=Verdict.UNPROVEN, reason=f"--strict: a PASS resting on a fallback "
                             f"({gate.fallbacks[0]}): {gate.reason}")

@@ -34,6 +34,10 @@ def render_verification(console: Any, rec: dict[str, Any], subs: dict[str, dict[
         v = p["verdict"] or "info"
         t.add_row(p["part"], f"[{verdict_style(p['verdict'])}]{v}[/]", p["reason"], p["evidence_id"] or "—")
     console.print(t)
+    for prop in rec["data"].get("properties") or ():
+        console.print(f"property ({prop.get('part')}), not a verdict: {prop.get('property')}: {prop.get('shown_by')} "
+                      f"(an honest engine may lack it: docs/properties.md; --strict: {prop.get('strict')})",
+                      markup=False, style="yellow")
     console.print(f"overall: {rec['data']['combine']}", style="dim", markup=False)
     render_bench_notes(console, subs["bench"])
     # --extra-body fields a part sets itself and did not send (the bench part's are among the bench notes above)

@@ -9,7 +9,9 @@ Pure functions over the probe records of one ``probe --contract`` run (kind ``co
 - **NOT RUN**: refused with an HTTP 4xx (compliant: the endpoint says it does not take the option);
 - **UNPROVEN**: the replies cannot tell (the control showed no spread), a request failed or could not be built
   (no tokenizer, no context length), or the option is one the engine's dialect is known to drop
-  (``api/dialects.py`` ``ignores``; docs/engines.md).
+  (``api/dialects.py`` ``ignores``; docs/engines.md);
+- a **property** (``gates.properties``; no verdict): ``n`` 2 answered with one choice on an engine documented to
+  drop ``n`` (``drops-n``), reported beside the gate's verdict.
 
 The validation items (out-of-range values) are findings, never verdicts: what the endpoint did with the value
 (4xx refusal, a server error, or accepted). Structured output and tool calls are judged in
@@ -27,6 +29,7 @@ from typing import Any
 
 from inferencekit.gates.inputs import ProbeRun
 from inferencekit.gates.judges.contract_structured import structured_items, tool_items
+from inferencekit.gates.properties import shown
 from inferencekit.gates.result import Gate
 from inferencekit.shapes import ProbeRecord, is_ok
 from inferencekit.stats import Verdict, combine_claims
@@ -252,6 +255,8 @@ def _n(v: Variants, run: ProbeRun) -> Item:
     if got == 2:
         return item("n", "sampling", Verdict.PASS, "n 2 returned two choices", r)
     known = _known_dropped("n", run)
+    if known and got == 1:  # shown by effect on an engine documented to drop it: a property, not a verdict
+        return item("n", "sampling", None, f"n 2 returned one choice ({known})", r, choices=got, property="drops-n")
     return item("n", "sampling", Verdict.UNPROVEN if known else Verdict.FAIL,
                 known or f"n 2 returned {got} choice(s): accepted and not applied", r, choices=got)
 
@@ -451,6 +456,7 @@ def judge_probes(run: ProbeRun) -> Gate:
     else:
         reason = f"every judged item had its effect ({said})"
     details = [i for i in judged if i["verdict"] != Verdict.PASS]
+    props = [shown(str(i["property"]), f"contract item {i['item']}: {i['reason']}") for i in items if i.get("property")]
     return Gate("contract", verdict, reason, {"items": items, "counts": dict(counts)}, details,
                 judged=len(judged), rules_out=f"{counts.get('PASS', 0)} option(s) seen to take effect; each judged on "
-                "one to three requests, so an option applied only sometimes may pass")
+                "one to three requests, so an option applied only sometimes may pass", properties=props)

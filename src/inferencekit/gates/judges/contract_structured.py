@@ -7,7 +7,9 @@
 - ``tool_choice``: ``none`` must return no call, ``required`` some call, a named function that function; the
   streamed fragments must reassemble to the non-streamed call. An engine that returns no call at all when one
   is required cannot do the feature with this model (llama-server builds no tool-call grammar for SmolLM2's
-  template: docs/engines.md): UNPROVEN, named, never PASS.
+  template: docs/engines.md): UNPROVEN, named, never PASS; when the accounting item shows that the served
+  template puts no tools into the prompt at all (``renders_tools``: the same messages counted alike with and without
+  ``tools``), those items are the property ``template-without-tools`` instead (docs/properties.md).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import jsonschema
 from inferencekit.shapes import ProbeRecord, is_ok
 from inferencekit.stats import Verdict, rules_out
 
-__all__ = ["json_bucket", "structured_items", "tool_calls_of", "tool_items"]
+__all__ = ["json_bucket", "renders_tools", "structured_items", "tool_calls_of", "tool_items"]
 
 Item = dict[str, Any]
 
@@ -139,7 +141,24 @@ def _args_outside(calls: Sequence[tuple[str, Any]], body: Mapping[str, Any]) -> 
     return ""
 
 
-def _tool_items(v: Mapping[str, ProbeRecord], named: str) -> list[Item]:
+def renders_tools(accounting: Mapping[str, ProbeRecord]) -> tuple[bool | None, str]:
+    """Whether the served chat template puts the tools into the prompt: the accounting item's ``tools`` and
+    ``tools-off`` requests (the same messages with and without ``tools``) answered with different
+    ``usage.prompt_tokens`` (True) or equal ones (False: the template renders no tools); None when either is
+    missing or reported no count. Also the sentence that says so."""
+    counts = []
+    for variant in ("tools", "tools-off"):
+        rep = _reply(accounting.get(variant))
+        usage = rep.get("usage") if is_ok(rep) else None
+        n = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+        counts.append(n if isinstance(n, int) and not isinstance(n, bool) else None)
+    if None in counts:
+        return None, ""
+    return counts[0] != counts[1], f"prompt_tokens {counts[0]} with the tools, {counts[1]} without"
+
+
+def _tool_items(v: Mapping[str, ProbeRecord], named: str, rendered: tuple[bool | None, str] = (None, "")
+                ) -> list[Item]:
     out: list[Item] = []
     recs = {k: v.get(k) for k in ("none", "required", "named", "named-stream")}
     calls = {k: tool_calls_of(_reply(r)) for k, r in recs.items()}
@@ -187,6 +206,17 @@ def _tool_items(v: Mapping[str, ProbeRecord], named: str) -> list[Item]:
             out.append(_row(f"tool_choice {k}", "tools", Verdict.PASS, f"called {names}{said}", [r], calls=names,
                             arguments_valid=not bad_args))
     fail = bad("named-stream")
+    if not can_call and rendered[0] is False:
+        # no forcing tool_choice made a call, and the template never showed the model the tools: the engine cannot
+        # do the feature with this model's template (a property, not a verdict)
+        why = f"the chat template renders no tools ({rendered[1]}), and no forcing tool_choice returned a call"
+        answered = {f"tool_choice {k}" for k in ("named", "required", "none") if is_ok(_reply(recs[k]))}
+        out = [{**row, "verdict": None, "reason": f"{row['reason']} ({why})", "property": "template-without-tools"}
+               if row["verdict"] == Verdict.UNPROVEN and row["item"] in answered else row for row in out]
+        if fail is None and not calls["named-stream"]:
+            out.append(_row("tool calls streamed vs not", "tools", None, f"no call to compare ({why})",
+                            [recs["named"], recs["named-stream"]], property="template-without-tools"))
+            return out
     if fail:
         out.append({**fail, "item": "tool calls streamed vs not"})
     elif not calls["named"] or not calls["named-stream"]:
@@ -212,4 +242,5 @@ def structured_items(v: Mapping[str, Mapping[str, ProbeRecord]], settings: Mappi
 
 def tool_items(v: Mapping[str, Mapping[str, ProbeRecord]], settings: Mapping[str, Any]) -> list[Item]:
     """The tool_choice items; ``contract.named_tool`` of the settings is the function a named tool_choice asks for."""
-    return _tool_items(v.get("tool_choice", {}), str((settings.get("contract") or {}).get("named_tool")))
+    return _tool_items(v.get("tool_choice", {}), str((settings.get("contract") or {}).get("named_tool")),
+                       renders_tools(v.get("accounting", {})))

@@ -15,10 +15,15 @@ A sample is
 - ``UNMEASURED``: a run's request failed or never ran, and the runs that did answer agree. A
   failure is never counted as agreement (two failures would "agree" trivially).
 
-The verdict (docs/design.md, the order gate; the seed's order rule with its departure):
-VACUOUS FAIL when every answered reply is empty (nothing was compared); else FAIL on any DIFFER;
-else UNPROVEN on any UNMEASURED (the seed failed these; docs/design.md makes them UNPROVEN); else PASS.
+The verdict of ``gates order`` (``judge_order``; docs/design.md, the order gate; the seed's order rule with
+its departure): VACUOUS FAIL when every answered reply is empty (nothing was compared); else FAIL on any
+DIFFER; else UNPROVEN on any UNMEASURED (the seed failed these; docs/design.md makes them UNPROVEN); else PASS.
 No sample at all is NOT RUN.
+
+The known answers of a load (``judge_kat``: ``bench serve --kat``, ``bench sweep``, ``verify``) are judged
+against the run's own logprob noise instead (``judge_noise``, ``order_noise``): a reply that first differs at
+a near-tie is the property ``not-batch-invariant``, disclosed; a confident divergence FAILs. ``--strict``
+restores the byte rule there (``gates.result.strict_gate``).
 """
 
 from __future__ import annotations
@@ -30,6 +35,16 @@ from typing import Any
 
 from inferencekit.api.reply import rederive
 from inferencekit.gates.inputs import ProbeRun, RunRows, dropped_note
+from inferencekit.gates.judges.order_noise import (
+    CONFIDENT,
+    NEAR_TIE,
+    UNDECIDED,
+    Divergence,
+    judge_divergences,
+    pair_noise,
+    steps_of,
+)
+from inferencekit.gates.properties import shown
 from inferencekit.gates.result import Gate, merge_gates
 from inferencekit.shapes import is_ok
 from inferencekit.stats import rules_out
@@ -42,6 +57,7 @@ __all__ = [
     "fingerprint",
     "first_difference",
     "judge_kat",
+    "judge_noise",
     "judge_order",
     "judge_order_log",
     "judge_probes",
@@ -53,6 +69,9 @@ __all__ = [
 
 COMPARED = ("text", "reasoning", "tool_calls", "finish_reason", "completion_tokens")
 WINDOW = 24  # characters of context shown on each side of a difference
+# the known-answer part's false-FAIL share (docs/gates.md, the order gate: the error budget; seed 004 had no α: any
+# byte difference FAILed)
+NOISE_ALPHA = 0.01
 
 
 # BFCL's own generation cap: bfcl-eval 2026.3.23 (model_handler/local_inference/base_oss_handler.py) asks for
@@ -193,12 +212,18 @@ def first_difference(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, An
     return None
 
 
-def compare_sample(sample_id: str, replies: Sequence[tuple[str, Mapping[str, Any] | None]]) -> dict[str, Any]:
+def compare_sample(sample_id: str, replies: Sequence[tuple[str, Mapping[str, Any] | None]], *,
+                   tokens: bool = False) -> dict[str, Any]:
     """One sample across runs.
 
     Args:
         replies: ``(run label, reply file or None)`` per run, the reference run first (canonical, or
             "alone"); None means the request never ran.
+        tokens: also compare every answered run with the first token by token on their logprob entries
+            (``order_noise.pair_noise``): the row then has ``noise`` (the samples before each pair's first
+            different choice), ``divergences`` (one per run that differs: ``{"run", **Divergence.to_json()}``
+            or ``{"run", "unexplained": True}`` where the token streams agree though a field differs) and
+            ``logprobs`` (every answered reply carried logprob entries).
 
     Returns:
         ``{"sample_id", "status", "runs", "empty", "difference", "failed"}``: status AGREE, DIFFER or
@@ -208,6 +233,7 @@ def compare_sample(sample_id: str, replies: Sequence[tuple[str, Mapping[str, Any
         answered run's reply is empty.
     """
     answered: list[tuple[str, dict[str, Any]]] = []
+    derived: list[dict[str, Any]] = []
     failed = []
     for label, reply in replies:
         fp = fingerprint(reply)
@@ -217,6 +243,7 @@ def compare_sample(sample_id: str, replies: Sequence[tuple[str, Mapping[str, Any
                                                     f"HTTP {(reply or {}).get('status')}"))[:300]})
         else:
             answered.append((label, fp))
+            derived.append(rederive(dict(reply or {})) if (reply or {}).get("events") else dict(reply or {}))
     difference = None
     if answered:
         ref_label, ref = answered[0]
@@ -226,11 +253,32 @@ def compare_sample(sample_id: str, replies: Sequence[tuple[str, Mapping[str, Any
                 difference = {"a_run": ref_label, "b_run": label, **d}
                 break
     status = "DIFFER" if difference else ("UNMEASURED" if failed else "AGREE")
-    return {"sample_id": sample_id, "status": status, "runs": [label for label, _ in replies],
-            "empty": bool(answered) and all(is_empty(fp) for _, fp in answered), "difference": difference,
-            "failed": failed, "answered": len(answered),
-            "usage_seen": any(fp["completion_tokens"] is not None for _, fp in answered),
-            "tokens_from": sorted({fp["tokens_from"] for _, fp in answered if fp.get("tokens_from")})}
+    row = {"sample_id": sample_id, "status": status, "runs": [label for label, _ in replies],
+           "empty": bool(answered) and all(is_empty(fp) for _, fp in answered), "difference": difference,
+           "failed": failed, "answered": len(answered),
+           "usage_seen": any(fp["completion_tokens"] is not None for _, fp in answered),
+           "tokens_from": sorted({fp["tokens_from"] for _, fp in answered if fp.get("tokens_from")})}
+    if tokens and answered:
+        row.update(_token_comparison(answered, derived))
+    return row
+
+
+def _token_comparison(answered: Sequence[tuple[str, Mapping[str, Any]]], derived: Sequence[Mapping[str, Any]]
+                      ) -> dict[str, Any]:
+    """``compare_sample``'s ``noise``, ``divergences`` and ``logprobs`` (its ``tokens`` argument)."""
+    noise: list[float] = []
+    divergences: list[dict[str, Any]] = []
+    has = steps_of(derived[0]) is not None
+    ref = answered[0][1]
+    for (label, fp), reply in zip(answered[1:], derived[1:]):
+        more, div, both = pair_noise(derived[0], reply)
+        has = has and both
+        noise += more
+        if div is not None:
+            divergences.append({"run": label, **div.to_json()})
+        elif both and first_difference(ref, fp) is not None:
+            divergences.append({"run": label, "unexplained": True})
+    return {"noise": noise, "divergences": divergences, "logprobs": has}
 
 
 def _show(d: Mapping[str, Any]) -> str:
@@ -318,10 +366,133 @@ def judge_order_log(header: Mapping[str, Any], records: Sequence[Mapping[str, An
     return gate.replace(limitations=(*gate.limitations, cut), fallbacks=(*gate.fallbacks, cut)) if cut else gate
 
 
-def judge_kat(rows: Sequence[Mapping[str, Any]], level: str | None) -> Gate:
-    """The order gate on known-answer requests alone vs under load (``bench serve --kat``; ``judge_order``)."""
+def judge_kat(rows: Sequence[Mapping[str, Any]], level: str | None, *, alpha: float = NOISE_ALPHA) -> Gate:
+    """The order gate on known-answer requests alone vs under load (``bench serve --kat``, ``bench sweep``,
+    ``verify``): ``judge_noise`` at ``alpha`` on rows compared with ``tokens=True``; rows without the token
+    comparison (made before it existed) fall back to the byte rule (``judge_order``)."""
     where = f"inside load level {level}" if level else "under load (no copy ran under load)"
-    return judge_order(rows, what=f"{len(rows)} known-answer requests alone vs {where}")
+    what = f"{len(rows)} known-answer requests alone vs {where}"
+    if rows and all("divergences" in r for r in rows):
+        return judge_noise(rows, what=what, alpha=alpha)
+    return judge_order(rows, what=what)
+
+
+def _noise_figures(noise: Sequence[float]) -> dict[str, Any]:
+    xs = sorted(noise)
+    if not xs:
+        return {"noise_samples": 0, "noise_median": None, "noise_p99": None, "noise_max": None}
+    return {"noise_samples": len(xs), "noise_median": float(f"{xs[len(xs) // 2]:.4g}"),
+            "noise_p99": float(f"{xs[min(len(xs) - 1, int(0.99 * len(xs)))]:.4g}"), "noise_max": float(f"{xs[-1]:.4g}")}
+
+
+def judge_noise(rows: Sequence[Mapping[str, Any]], *, what: str, alpha: float = NOISE_ALPHA) -> Gate:
+    """The order gate with differences judged against the run's own logprob noise (``order_noise``).
+
+    A sample that differs is explained by its first different token choice when that choice was a near-tie
+    (the margin between the two tokens moved no more than the run's own noise allows at ``alpha``, Bonferroni
+    over the part's divergences); everything after that token may differ. The verdict: VACUOUS FAIL as in
+    ``judge_order``; FAIL on a confident divergence, or on a field that differs while the token streams agree
+    (unexplained); else UNPROVEN on an undecided divergence (no logprobs, a reply that ended there, too few
+    noise samples) or an UNMEASURED sample; else PASS, with the property ``not-batch-invariant`` when any sample
+    differed at a near-tie (``gates.properties``; ``--strict`` makes it FAIL, seed 004's rule).
+
+    Args:
+        rows: ``compare_sample(..., tokens=True)`` rows, the reference run first in each.
+        what: what was compared, for the reason.
+        alpha: the part's false-FAIL share of the error budget.
+
+    Returns:
+        an ``order`` Gate; metrics as ``judge_order``'s plus ``near_ties``, ``confident``, ``undecided``,
+        ``unexplained``, ``alpha``, ``largest_near_tie_swing`` and the pooled noise's ``noise_samples``,
+        ``noise_median``, ``noise_p99``, ``noise_max`` (nats); details: each differing sample with its judged
+        divergences, UNMEASURED rows, the AGREE sample ids.
+    """
+    strict = judge_order(rows, what=what)
+    if strict.verdict in ("NOT RUN",) or strict.metrics.get("vacuous"):
+        return strict
+    noise = [x for r in rows for x in r.get("noise") or ()]
+    differ = [r for r in rows if r["status"] == "DIFFER"]
+    found: list[tuple[str, dict[str, Any]]] = []
+    for r in differ:
+        divs = r.get("divergences") or []
+        if (r.get("difference") or {}).get("field") in ("finish_reason", "completion_tokens"):
+            # the generated output is identical: no token choice explains another finish_reason or count
+            found.append((r["sample_id"], {"unexplained": True}))
+            continue
+        if not r.get("logprobs"):
+            found.append((r["sample_id"], {"class": UNDECIDED, "why": "a reply carried no logprob entries, so the "
+                                           "first different token's margin is unknown"}))
+        elif not divs:
+            found.append((r["sample_id"], {"unexplained": True}))
+        found += [(r["sample_id"], d) for d in divs]
+    plain = [(sid, d) for sid, d in found if "position" in d and "class" not in d]
+    judged = judge_divergences([Divergence(d["position"], d["a_token"], d["b_token"], d["swing"], d["exact"],
+                                           d["margin_a"], d.get("not_greedy")) for _, d in plain], noise, alpha)
+    classed = {id(d): {**d, **j} for (_, d), j in zip(plain, judged)}
+    rowsout = [(sid, classed.get(id(d), d)) for sid, d in found]
+    by = {c: [(sid, d) for sid, d in rowsout if d.get("class") == c] for c in (NEAR_TIE, CONFIDENT, UNDECIDED)}
+    unexplained = [(sid, d) for sid, d in rowsout if d.get("unexplained")]
+    near_swings = [d["swing"] for _, d in by[NEAR_TIE] if d.get("swing") is not None]
+    metrics = {**strict.metrics, "near_ties": len(by[NEAR_TIE]), "confident": len(by[CONFIDENT]),
+               "undecided": len(by[UNDECIDED]), "unexplained": len(unexplained), "alpha": alpha,
+               "largest_near_tie_swing": max(near_swings) if near_swings else None, **_noise_figures(noise)}
+    verdicts: dict[str, list[dict[str, Any]]] = {}
+    for sid, d in rowsout:
+        verdicts.setdefault(sid, []).append(d)
+    details = [{**{k: v for k, v in r.items() if k not in ("noise", "divergences")}, "divergences": verdicts.get(
+        r["sample_id"], [])} for r in differ]
+    details += [{k: v for k, v in r.items() if k not in ("noise", "divergences")}
+                for r in rows if r["status"] == "UNMEASURED"]
+    agree = [r["sample_id"] for r in rows if r["status"] == "AGREE"]
+    if agree:
+        details.append({"status": "AGREE", "sample_ids": agree})
+    n, m = len(rows), sum(1 for _, d in plain if d.get("swing") is not None and not d.get("not_greedy"))
+    scale = (f"the run's noise: {metrics['noise_samples']} matched positions, margin change median "
+             f"{metrics['noise_median']}, max {metrics['noise_max']} nats")
+    lim = list(strict.limitations)
+    if by[CONFIDENT] or unexplained:
+        if by[CONFIDENT]:
+            sid, d = by[CONFIDENT][0]
+            where = f"first: {sid} at token {d['position']} ({d['a_token']!r} alone vs {d['b_token']!r})"
+            first = (f"{where}: {d['why']}" if d.get("p") is None else
+                     f"{where}: the margin moved {d['swing']:.4g} nats{'' if d['exact'] else ' at least'}, p = "
+                     f"{d['p']:.3g} < α/m = {alpha:.3g}/{m}")
+        else:
+            first = (f"first: {unexplained[0][0]}: the generated tokens agree but "
+                     f"{_show(_first_diff(rows, unexplained[0][0]))}")
+        why = (f"{what}: {len(by[CONFIDENT])} divergence(s) at a confident position and {len(unexplained)} "
+               f"difference(s) no token divergence explains, beyond the run's own noise ({scale}); {first}. "
+               f"α = {alpha:g} for this part (an honest engine's false-FAIL share: the p-value is the swing's rank "
+               "among the run's own noise, Phipson & Smyth 2010)")
+        return Gate("order", "FAIL", why, metrics, details, lim)
+    undecided = by[UNDECIDED]
+    if undecided or strict.verdict == "UNPROVEN":
+        parts = []
+        if undecided:
+            sid, d = undecided[0]
+            parts.append(f"{len(undecided)} divergence(s) undecided (first: {sid}: {d['why']})")
+        if strict.metrics.get("unmeasured"):
+            parts.append(f"{strict.metrics['unmeasured']} sample(s) UNMEASURED (a request failed or never ran)")
+        return Gate("order", "UNPROVEN", f"{what}: {'; '.join(parts)}; {len(by[NEAR_TIE])} near-tie divergence(s) "
+                    f"within the run's noise ({scale})", metrics, details, lim)
+    props = []
+    if by[NEAR_TIE]:
+        sid, d = max(by[NEAR_TIE], key=lambda x: x[1].get("swing") or 0.0)
+        props.append(shown("not-batch-invariant", f"{len(by[NEAR_TIE])} of {n} known-answer requests first differed "
+                           f"under load at a near-tie (largest: {sid} at token {d['position']}, {d['a_token']!r} vs "
+                           f"{d['b_token']!r}, margin moved {d['swing']:.3g} nats, p = {d['p']:.3g}; {scale})",
+                           samples=n, near_ties=len(by[NEAR_TIE]), largest_swing=d["swing"]))
+    same = n - len(differ)
+    why = (f"{what}: {same} of {n} byte-identical" + (f", {len(by[NEAR_TIE])} first differed at a near-tie within "
+                                                        f"the run's own noise (not-batch-invariant)" if props else "")
+           + f"; no divergence beyond the noise at α = {alpha:g}")
+    return Gate("order", "PASS", why, metrics, details, lim, judged=n,
+                rules_out=rules_out(0, n, "samples answered differently beyond batching noise",
+                                    "order-dependent share"), properties=props)
+
+
+def _first_diff(rows: Sequence[Mapping[str, Any]], sid: str) -> Mapping[str, Any]:
+    return next(r["difference"] for r in rows if r["sample_id"] == sid)
 
 
 def judge_probes(run: ProbeRun) -> Gate:

@@ -25,6 +25,7 @@ from typing import Any, TypeGuard
 
 import inferencekit.gates.records as pr
 from inferencekit.gates.inputs import LengthInputs, ProbeRun, RunRows
+from inferencekit.gates.properties import shown
 from inferencekit.gates.result import Gate
 from inferencekit.shapes import ProbeRecord, generated_text
 from inferencekit.stats import combine_claims, rules_out
@@ -156,8 +157,13 @@ def length_row(record: ProbeRecord) -> LengthRow | None:
     return replace(exact, outcome="bad", problem=f"length {length} != max_tokens {want}")
 
 
-def gate_output_length_live(records: Sequence[ProbeRecord]) -> Gate:
+def gate_output_length_live(records: Sequence[ProbeRecord], *, stopped_is_property: bool = False) -> Gate:
     """The output_length gate from live ``ignore_eos`` probe records.
+
+    ``stopped_is_property``: replies that ended at EOS with consistent counts show the property
+    ``ignores-ignore-eos`` (docs/properties.md) instead of making the gate UNPROVEN; the gate then PASSes on its
+    length claims alone (each reply's finish_reason, usage and stream agree). ``judge_probes`` sets it for an
+    engine not known to honour ``ignore_eos`` (one known to honour it that stops at EOS FAILs instead).
 
     Verdicts, in order:
 
@@ -213,7 +219,7 @@ def gate_output_length_live(records: Sequence[ProbeRecord]) -> Gate:
             said.append(f"{len(dropped)} repl(ies) came back with ignore_eos dropped")
         notes.append(f"{'; '.join(said)}: exact-length requests are not accepted, so no live check of fixed-length "
                      f"runs is possible; {compare}")
-    if stopped:
+    if stopped and not stopped_is_property:
         notes.append(f"{len(stopped)}/{n} ignore_eos replies ended at EOS (finish_reason 'stop', usage and stream "
                      f"agree): ignore_eos is not honoured here, and a 'fixed-length' run on this engine has replies "
                      f"of any length; {compare}")
@@ -239,21 +245,33 @@ def gate_output_length_live(records: Sequence[ProbeRecord]) -> Gate:
                     "(no stream to confirm the count)", metrics, exact, limitations)
     merge_note = (f"; {len(merged)} of them streamed a token inside a later token's entry at a multi-byte "
                   f"character, which that entry's bytes show" if merged else "")
+    if stopped:  # stopped_is_property: the engine does not honour ignore_eos, and every count it gave agrees
+        prop = shown("ignores-ignore-eos", f"{len(stopped)} of {n} ignore_eos replies ended at EOS (finish_reason "
+                     "'stop') before max_tokens, their counts consistent", replies=n, stopped=len(stopped))
+        return Gate("output_length", "PASS", f"{n} ignore_eos replies, every length claim consistent with the stream: "
+                    f"{len(exact)} exactly max_tokens long, {len(stopped)} ended at EOS (ignores-ignore-eos: an "
+                    f"exact-length run on this engine has replies of any length, counted as generated){merge_note}",
+                    metrics, exact + stopped, limitations, judged=n,
+                    rules_out=rules_out(0, n, "ignore_eos replies whose length claim the stream contradicts",
+                                        "share of false length claims"), properties=[prop])
     return Gate("output_length", "PASS", f"{n} ignore_eos replies are exactly max_tokens long "
                 f"({n - len(by_usage)} by their stream{merge_note})", metrics, exact, limitations, judged=n,
                 rules_out=rules_out(0, n, "ignore_eos replies of another length", "share of wrong lengths"))
 
 
 def _known_to_drop(gate: Gate, header: Mapping[str, Any]) -> Gate:
-    """An engine known to accept ``ignore_eos`` and drop it (its dialect, e.g. llama-cpp-python) cannot show an
-    exact length: replies of max_tokens tokens are then luck, not proof. A PASS becomes UNPROVEN; a FAIL stays."""
-    if "ignore_eos" not in (header.get("known_ignored_options") or ()) or gate.verdict != "PASS":
+    """An engine known to accept ``ignore_eos`` and drop it (its dialect, e.g. llama-cpp-python) whose replies all
+    reached max_tokens did not show the property ``ignores-ignore-eos`` in this run, nor that it honours exact
+    lengths: that is luck. The PASS on its length claims stands with that said as a fallback (``--strict`` makes it
+    UNPROVEN); a PASS that showed the property, and any other verdict, is returned as it is."""
+    if ("ignore_eos" not in (header.get("known_ignored_options") or ()) or gate.verdict != "PASS"
+            or gate.properties):
         return gate
     engine = (header.get("engine_info") or {}).get("engine") or header.get("engine")
-    return gate.replace(verdict="UNPROVEN", reason=(
-        f"{engine} is known to accept ignore_eos and drop it silently, so replies of max_tokens tokens do not show "
-        f"that exact lengths are honoured ({gate.reason}); compare lengths against a reference engine (gates check "
-        "RUN_DIR --reference-outputs)"))
+    luck = (f"{engine} is known to accept ignore_eos and drop it silently: these replies reached max_tokens without "
+            "showing that exact lengths are honoured (compare lengths against a reference engine: gates check "
+            "RUN_DIR --reference-outputs)")
+    return gate.replace(limitations=(*gate.limitations, luck), fallbacks=(*gate.fallbacks, luck))
 
 
 def _known_to_honour(gate: Gate, header: Mapping[str, Any]) -> Gate:
@@ -270,9 +288,12 @@ def _known_to_honour(gate: Gate, header: Mapping[str, Any]) -> Gate:
 
 
 def judge_probes(run: ProbeRun) -> Gate:
-    """The live part on one gate run's ``ignore_eos`` probes: a known-dropped ``ignore_eos`` makes a PASS UNPROVEN;
-    on an engine known to honour it, replies that stopped at EOS FAIL."""
-    return _known_to_honour(_known_to_drop(gate_output_length_live(run.records), run.header), run.header)
+    """The live part on one gate run's ``ignore_eos`` probes: on an engine known to honour ``ignore_eos``, replies
+    that stopped at EOS FAIL; on any other, they show the property ``ignores-ignore-eos`` (docs/properties.md) and the
+    gate judges the length claims; a known-dropped ``ignore_eos`` that happened to reach max_tokens is a fallback."""
+    honours = "ignore_eos" in (run.header.get("known_honoured_options") or ())
+    gate = gate_output_length_live(run.records, stopped_is_property=not honours)
+    return _known_to_honour(_known_to_drop(gate, run.header), run.header)
 
 
 # ---- the run-dir part

@@ -23,7 +23,10 @@ docs/design.md departure: without a reference engine a miss that writes part of 
 FAIL. A small model (SmolLM2-135M) misses some copies on its own, and nothing tells that from a pruned
 vocabulary. A refusal, or a reply that copies the nonces and writes none of the string's rare characters, is no
 copying error: a majority of at least ``MIN_ATTEMPTS`` such copy attempts, or every attempt (at least
-``MIN_CLASS_ATTEMPTS``) at one class, FAILs without a reference.
+``MIN_CLASS_ATTEMPTS``) at one class, FAILs without a reference. When every class had that many attempts and
+each wrote some of its rare characters, the per-class rule could have fired everywhere and did not: the gate
+PASSes on the narrower claim that no class is masked, the misses listed and the narrowing a fallback
+(``--strict``: UNPROVEN). Issue 42: verify sends ``MIN_CLASS_ATTEMPTS`` strings per class for this.
 """
 
 from __future__ import annotations
@@ -170,7 +173,11 @@ def gate_rare_tokens(records: Sequence[ProbeRecord], reference_given: bool) -> G
       and refusals), a majority refused or left the string out (``_framing``: no rare character of it written);
     - FAIL (with a reference): counted misses, naming the classes, e.g. ``"2/9 rare strings not
       reproduced verbatim (hangul)"``;
-    - UNPROVEN: counted misses without a reference (docs/design.md departure); or probes refused by both engines;
+    - PASS without a reference, with counted misses: every class had at least ``MIN_CLASS_ATTEMPTS`` copy attempts
+      and each wrote some of its rare characters (``_classes_written``): no class is masked; the narrowed claim
+      is a fallback;
+    - UNPROVEN: other counted misses without a reference (docs/design.md departure); or probes refused by both
+      engines;
     - UNPROVEN when no string is left to judge (every reply went wrong before its string: ``_diverged_before``);
     - PASS: every core string reproduced (or missed by the reference too, or not reached: a reply that lost the
       leading ASCII nonce is the model's slip, set aside as a limitation).
@@ -206,7 +213,7 @@ def gate_rare_tokens(records: Sequence[ProbeRecord], reference_given: bool) -> G
         if thin:
             limitations.append(
                 f"{len(thin)} of {len(per_class)} classes were sent fewer than {MIN_CLASS_ATTEMPTS} strings "
-                f"({', '.join(thin)}; verify's profiles send one per class, `gates run` four by default): the rule "
+                f"({', '.join(thin)}; verify sends two per class, `gates run` four by default): the rule "
                 "that FAILs a class whose every copy attempt is refused or left blank cannot fire for them, so a "
                 "masked block there shows only through the majority over all classes")
     if slips:
@@ -251,8 +258,18 @@ def gate_rare_tokens(records: Sequence[ProbeRecord], reference_given: bool) -> G
         bad = [asdict(r) for r in misses]
         if reference_given:
             return Gate("rare_tokens", "FAIL", said, metrics, bad, limitations)
+        written = _classes_written(rows, attempts, blank)
+        if written is not None:  # every class could have FAILed the per-class rule, and none did
+            narrowed = (f"{said}: without a reference engine these misses cannot be told from the model's own copying "
+                        f"errors, so the PASS rules out a masked class, not a pruned single token")
+            return Gate("rare_tokens", "PASS", (
+                f"every one of {len(written)} classes had its rare characters written in at least one of its "
+                f"{MIN_CLASS_ATTEMPTS}+ copy attempts; {narrowed}"), metrics, bad, limitations, judged=len(attempts),
+                rules_out=rules_out(0, len(written), "classes of the vocabulary masked", "share of masked classes"),
+                fallbacks=[narrowed])
         return Gate("rare_tokens", "UNPROVEN", f"{said}; without a reference engine a miss cannot be told from the "
-                    "model's own copying error", metrics, bad, limitations)
+                    "model's own copying error, and not every class had the "
+                    f"{MIN_CLASS_ATTEMPTS} copy attempts its per-class rule needs", metrics, bad, limitations)
     said = f"{hits}/{len(rows)} rare strings reproduced verbatim"
     said += f" ({len(slips)} inside a slipped ASCII nonce)" if slips else ""
     said += f"; {len(shared_misses)} missed by the reference engine too (not counted)" if shared_misses else ""
@@ -267,6 +284,19 @@ def gate_rare_tokens(records: Sequence[ProbeRecord], reference_given: bool) -> G
     return Gate("rare_tokens", "PASS", said, metrics, [asdict(r) for r in slips + diverged], limitations, judged=judged,
                 rules_out=rules_out(0, judged, "rare strings the engine could not write", "share of unwritable "
                                     "strings"))
+
+
+def _classes_written(rows: Sequence[RareRow], attempts: Sequence[RareRow], blank: Sequence[RareRow]
+                     ) -> list[str] | None:
+    """The classes of ``rows`` when each had at least ``MIN_CLASS_ATTEMPTS`` copy attempts and at least one attempt
+    that wrote some of its string's rare characters (not refused, not left blank), else None: the per-class rule
+    could have FAILed every class and FAILed none, so no class is masked."""
+    classes = sorted({r.cls for r in rows})
+    for c in classes:
+        tried = [r for r in attempts if r.cls == c]
+        if len(tried) < MIN_CLASS_ATTEMPTS or all(r in blank for r in tried):
+            return None
+    return classes
 
 
 def judge_probes(run: ProbeRun) -> Gate:

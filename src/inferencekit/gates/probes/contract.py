@@ -61,6 +61,9 @@ ACCOUNTING: dict[str, list[dict[str, Any]]] = {
     "multi-turn": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello! How can I help?"},
                    {"role": "user", "content": "Tell me a joke about cats."}],
     "tools": [{"role": "user", "content": "What is the weather in Paris?"}],
+    # the tools prompt without the tools: equal prompt_tokens show a chat template that renders no tools (the
+    # property template-without-tools, judges/contract_structured.py)
+    "tools-off": [{"role": "user", "content": "What is the weather in Paris?"}],
 }
 #: what ``--items`` may name (docs/contract.md); each judged item belongs to one
 ITEM_GROUPS = ("temperature", "top_k", "top_p", "min_p", "seed", "penalties", "logit_bias", "n", "stop", "max_tokens",

@@ -30,9 +30,14 @@ from inferencekit.gates.probes.structured import structured_requests
 from inferencekit.rundir import KAT_ALONE, KAT_LOAD, PROBES_FOLDER, structured_folder
 from inferencekit.shapes import ExtraRequests, ProbeRecord
 
-__all__ = ["HIDDEN_SAMPLING_PROMPTS", "hidden_probe_bodies", "kat_pool_size", "kat_probes", "load_extras"]
+__all__ = ["HIDDEN_SAMPLING_PROMPTS", "KAT_LOGPROBS", "hidden_probe_bodies", "kat_load_fields", "kat_pool_size",
+           "kat_probes", "load_extras"]
 
 HIDDEN_SAMPLING_PROMPTS = 4  # sampling groups a load carries (the gate's floor: enough to FAIL an ignored temperature)
+# what a known-answer request asks besides the greedy reply: the chosen token's logprob and its runner-up at every
+# position, so a reply that differs under load is judged against the run's own noise (gates/judges/order_noise.py);
+# the load around it asks the same (``kat_load_fields``)
+KAT_LOGPROBS: dict[str, Any] = {"logprobs": True, "top_logprobs": 2}
 
 
 def _dev_pool() -> list[Prompt]:
@@ -55,8 +60,19 @@ def kat_probes(n: int, *, model: str, max_tokens: int, extra: Mapping[str, Any],
     if n > len(pool):
         raise ValueError(f"--kat {n}: the dev set has {len(pool)} short/medium chat prompts")
     return [{"id": f"kat-{p.id}", "kind": "kat", "key": p.id, "meta": {}, "endpoint": "/v1/chat/completions",
-             "body": order_body({"messages": [dict(m) for m in p.messages or ()]}, model=model, max_tokens=max_tokens,
-                                extra=extra, ctk=ctk)} for p in pool[:n]]
+             "body": {**order_body({"messages": [dict(m) for m in p.messages or ()]}, model=model,
+                                   max_tokens=max_tokens, extra=extra, ctk=ctk), **KAT_LOGPROBS}} for p in pool[:n]]
+
+
+def kat_load_fields(count_fields: Mapping[str, Any]) -> dict[str, Any]:
+    """The logprob fields every load request carries when known answers ride in it: ``KAT_LOGPROBS`` merged with
+    the dialect's ``count_fields`` (the larger ``top_logprobs``), so a known-answer request looks like the load
+    around it and the load's own count fields stay."""
+    out: dict[str, Any] = {**count_fields, **KAT_LOGPROBS}
+    top = count_fields.get("top_logprobs")
+    if isinstance(top, int) and top > KAT_LOGPROBS["top_logprobs"]:
+        out["top_logprobs"] = top
+    return out
 
 
 def hidden_probe_bodies(prompts: Sequence[Prompt], *, seed: int, model: str, max_tokens: int,
@@ -91,7 +107,8 @@ def load_extras(*, levels: Sequence[str], heaviest: str, probes: bool, kat: int,
                 model: str, max_tokens: int | None, extra: dict[str, Any], ctk: dict[str, Any],
                 neutral: Mapping[str, Any], top_k_off: int, prompts: Sequence[Prompt] | None = None,
                 dataset: str = "dev", structured: int = 0, structured_max_tokens: int = 128,
-                named_tool_choice: bool = False, json_schema: bool = True) -> ExtraRequests:
+                named_tool_choice: bool = False, json_schema: bool = True,
+                count_fields: Mapping[str, Any] | None = None) -> ExtraRequests:
     """The requests the gates mix into one ``bench serve`` run.
 
     Args:
@@ -106,6 +123,8 @@ def load_extras(*, levels: Sequence[str], heaviest: str, probes: bool, kat: int,
         structured: structured-output and tool-call requests (0: none), ``structured_max_tokens`` each, sent alone
             and inside every level; ``named_tool_choice``, ``json_schema``: what the engine's dialect is known to take
             (``gates/probes/structured.py`` picks each request's path by them).
+        count_fields: the dialect's per-token count fields the load sends (``kat_load_fields`` merges them into the
+            known answers' logprob fields, returned as ``load_fields``).
 
     Raises:
         OpError: the dev set is too small for the probes; structured tool calls asked and bfcl-eval not installed.
@@ -124,6 +143,7 @@ def load_extras(*, levels: Sequence[str], heaviest: str, probes: bool, kat: int,
         for i, group in enumerate(groups.values()):
             out["by_level"][levels[i % len(levels)]].extend(group)
     if kat:
+        out["load_fields"] = kat_load_fields(count_fields or {})
         known = kat_probes(kat, model=model, max_tokens=kat_max_tokens, extra=extra, ctk=ctk)
         out["alone"] = [{**p, "folder": KAT_ALONE} for p in known]
         out["by_level"][heaviest].extend({**p, "folder": KAT_LOAD} for p in known)

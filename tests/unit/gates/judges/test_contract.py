@@ -13,6 +13,7 @@ from inferencekit.gates.inputs import ProbeRun
 from inferencekit.gates.judges.contract import contract_items, judge_probes, max_repeat
 from inferencekit.gates.judges.contract_structured import json_bucket, tool_calls_of
 from inferencekit.gates.probes.collect import read_probe_log
+from inferencekit.gates.result import strict_gate
 from tests.paths import FIXTURES
 
 FIX = FIXTURES / "contract"
@@ -58,10 +59,46 @@ def test_honest_llama_server_passes_every_item_it_can_do_and_cannot_do_tool_call
     assert gate.verdict == "UNPROVEN" and gate.judged == 26 and gate.metrics["counts"] == {"PASS": 22, "UNPROVEN": 4}
 
 
+def _with_tools_off(run: ProbeRun, prompt_tokens: int | None) -> ProbeRun:
+    """``run`` with the accounting item's ``tools-off`` request added: the ``tools`` one's messages without the tools,
+    answered with ``prompt_tokens`` (the fixture predates that request)."""
+    recs = copy.deepcopy(list(run.records))
+    tools = next(r for r in recs if r.get("key") == "accounting" and r["meta"]["variant"] == "tools")
+    off = copy.deepcopy(tools)
+    off["id"], off["meta"]["variant"] = "contract/accounting/tools-off", "tools-off"
+    off["body"].pop("tools", None)
+    off["meta"]["expected_prompt_tokens"] = prompt_tokens  # what the template, counted without the tools, gives
+    off["reply"]["usage"] = {**off["reply"]["usage"], "prompt_tokens": prompt_tokens}
+    return ProbeRun(run.header, [*recs, off])
+
+
+def test_a_template_that_renders_no_tools_makes_the_tool_items_a_property():
+    # SmolLM2's template counts the tools prompt alike with and without the tools (37 tokens on llama-server): the
+    # model never sees them, so no call is the property template-without-tools, not UNPROVEN
+    run = _with_tools_off(_run("llama-server"), 37)
+    items = _items(run)
+    for name in ("tool_choice named", "tool_choice required", "tool_choice none", "tool calls streamed vs not"):
+        assert items[name]["verdict"] is None and items[name]["property"] == "template-without-tools", name
+    assert "prompt_tokens 37 with the tools, 37 without" in items["tool_choice named"]["reason"]
+    gate = judge_probes(run)
+    assert gate.verdict == "PASS" and gate.judged == 23 and gate.metrics["counts"] == {"PASS": 23}
+    assert {p["property"] for p in gate.properties} == {"template-without-tools"}
+    assert strict_gate(gate).verdict == "UNPROVEN"
+    # a template that does render the tools (another count without them) leaves no call UNPROVEN, as before
+    assert judge_probes(_with_tools_off(_run("llama-server"), 30)).verdict == "UNPROVEN"
+    # an engine that did call (llama-cpp-python forces the call with a grammar) is judged on its calls
+    assert _items(_with_tools_off(_run("llama-cpp-python"), 37))["tool_choice named"]["verdict"] == "PASS"
+
+
 def test_honest_llama_cpp_python_fails_no_item_and_names_what_it_cannot_do():
     items = _items(_run("llama-cpp-python"))
     assert not [k for k, i in items.items() if i["verdict"] == "FAIL"]
+    # n 2 answered with one choice on an engine documented to drop n: the property drops-n, no verdict
     assert "known to accept n and drop it" in items["n"]["reason"]
+    assert items["n"]["verdict"] is None and items["n"]["property"] == "drops-n" and items["n"]["choices"] == 1
+    gate = judge_probes(_run("llama-cpp-python"))
+    assert [p["property"] for p in gate.properties] == ["drops-n"]
+    assert "n" not in {i["item"] for i in gate.details}
     assert items["prompt_tokens (user)"]["verdict"] == "PASS"
     assert items["prompt_tokens (user)"]["count_source"].startswith("local:")  # --tokenizer: no engine route
     assert items["context: at the limit"]["reason"] == "not sent: the engine reports no context length"

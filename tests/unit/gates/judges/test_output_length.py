@@ -8,6 +8,7 @@ from typing import Any
 
 from inferencekit.gates.judges.output_length import gate_output_length_live, length_row
 from inferencekit.gates.records import merged_entries
+from inferencekit.gates.result import strict_gate
 
 
 def reply(usage: int | None = 32, ids: int | None = None, lps: int | None = None, finish: str = "length",
@@ -140,8 +141,25 @@ def test_an_engine_known_to_honour_ignore_eos_that_stops_at_eos_fails_live():
     g = judge_probes(ProbeRun(header, records, "live"))
     assert g.verdict == "FAIL" and g.reason.startswith("1/2 ignore_eos replies stopped at EOS on llama-server, an "
                                                        "engine known to honour ignore_eos")
-    # an engine not known either way stays UNPROVEN
-    assert judge_probes(ProbeRun({**header, "known_honoured_options": []}, records, "live")).verdict == "UNPROVEN"
+    # an engine not known to honour it shows the property ignores-ignore-eos; its length claims agree, so PASS
+    g = judge_probes(ProbeRun({**header, "known_honoured_options": []}, records, "live"))
+    assert g.verdict == "PASS" and [p["property"] for p in g.properties] == ["ignores-ignore-eos"]
+    assert "1 of 2 ignore_eos replies ended at EOS" in g.properties[0]["shown_by"] and g.judged == 2
+    assert strict_gate(g).verdict == "UNPROVEN"  # --strict: the property's strict verdict (the seed's rule)
+
+
+def test_an_engine_known_to_drop_ignore_eos_that_happened_to_reach_max_tokens_passes_with_a_fallback():
+    from inferencekit.gates.inputs import ProbeRun
+    from inferencekit.gates.judges.output_length import judge_probes
+
+    header = {"engine": "llama-cpp-python", "known_ignored_options": ["ignore_eos"], "settings": {}}
+    g = judge_probes(ProbeRun(header, [rec("l0", reply(ids=32)), rec("l1", reply(ids=32))], "live"))
+    assert g.verdict == "PASS" and not g.properties
+    assert "known to accept ignore_eos and drop it silently" in g.fallbacks[0]
+    assert strict_gate(g).verdict == "UNPROVEN"
+    # a reply that claims a length its stream contradicts still FAILs on that engine
+    g = judge_probes(ProbeRun(header, [rec("l0", reply(usage=20, lps=10, finish="stop"))], "live"))
+    assert g.verdict == "FAIL"
 
 
 MERGED_FIXTURE = Path(__file__).parents[3] / "fixtures" / "gates" / "llama-server-ignore-eos-merged-utf8.json"

@@ -93,6 +93,23 @@ def test_unproven_without_reference_for_the_same_misses():
     assert any("UNPROVEN, not FAIL" in x for x in g.limitations)
 
 
+def test_two_attempts_per_class_each_writing_its_characters_pass_on_the_narrower_claim():
+    # verify sends two strings per class (issue 42): the per-class rule could fire for every class and did not, so
+    # the imperfect copies are a small model's errors as far as masking goes: PASS, the narrowing a fallback
+    recs = [copied("r0", "cjk"), garbled("r1", "cjk"), garbled("r2", "hangul"), copied("r3", "hangul"),
+            garbled("r4", "emoji_zwj"), garbled("r5", "emoji_zwj")]
+    g = gate_rare_tokens(recs, reference_given=False)
+    assert g.verdict == "PASS" and g.judged == 6
+    assert g.reason.startswith("every one of 3 classes had its rare characters written in at least one of its 2+")
+    assert "4/6 rare strings not reproduced verbatim" in g.reason and "not a pruned single token" in g.fallbacks[0]
+    assert "3 classes" in g.rules_out
+    # one class with a single attempt: its rule could not fire, so the misses stay UNPROVEN
+    g = gate_rare_tokens(recs[:5], reference_given=False)
+    assert g.verdict == "UNPROVEN" and "not every class had the 2 copy attempts" in g.reason
+    # with a reference every counted miss still FAILs
+    assert gate_rare_tokens(recs, reference_given=True).verdict == "FAIL"
+
+
 def test_a_miss_the_reference_also_missed_is_not_counted():
     recs = [copied("r0", "cjk"), missed("r1", "hangul"), copied("r0", "cjk", "rare_reference"),
             missed("r1", "hangul", "rare_reference")]
@@ -190,7 +207,7 @@ def test_without_a_reference_the_limitation_says_which_misses_still_fail():
 
 
 def test_one_string_per_class_says_the_per_class_rule_cannot_fire():
-    # verify sends --rare-per-class 1: a class holds one attempt, and the masked-block rule needs 2
+    # one string per class (gates run --rare-per-class 1): a class holds one attempt, and the masked-block rule needs 2
     one = gate_rare_tokens(ALL_COPIED, reference_given=False)
     [line] = [x for x in one.limitations if "classes were sent fewer than 2 strings" in x]
     assert line.startswith("3 of 3 classes") and "(cjk, emoji_zwj, hangul;" in line

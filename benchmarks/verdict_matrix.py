@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+"""The verdict matrix: does ``verify`` give honest engines PASS and cheats FAIL, and how often is it wrong? (issue 42)
+
+    .venv/bin/python benchmarks/verdict_matrix.py --rows llama-server-p4:quick:20,embedded:quick:10 [--busy]
+    .venv/bin/python benchmarks/verdict_matrix.py --cheats output-cache,usage-inflate --runs 3
+    .venv/bin/python benchmarks/verdict_matrix.py --table          # the table from the results file alone
+    make bench-verdicts BENCH_VERDICTS_ARGS="…"
+
+Each run is one fresh ``inferencekit verify --profile P --json`` process (seed = run number), appended as one line
+to ``benchmarks/results/verdict_matrix.jsonl`` as soon as it ends: the file is the matrix, rows are added run by
+run, and a later call runs only what a row still lacks (resumable; a cut run leaves its finished lines). Each line:
+target, profile, busy, seed, exit code, wall seconds, the verdict, every part's verdict and reason, the properties
+reported, and the date and machine.
+
+Targets:
+
+- ``embedded``: ``verify`` with no URL (llama-cpp-python serving SmolLM2-135M-Instruct Q4_1, started by verify);
+- ``llama-server-p1``, ``llama-server-p4``: llama.cpp's llama-server ``--parallel 1`` / ``4`` (prompt cache on),
+  started here once per row, ``--quality-reference embedded --claim Q4_1`` (it serves the same GGUF);
+- ``vllm``: vLLM on CPU (``make vllm``) serving SmolLM2 in float32;
+- ``cheat:NAME``: ``cheat-proxy --cheat NAME`` (default parameters) in front of llama-server ``--parallel 4``.
+
+``--busy`` runs a busy loop per core (nice 0) beside every run of the row: a host whose other work stretches the
+engine's timings. The table (``--table``, and printed after every call) gives per target and profile the verdict
+counts and, for honest targets, the false-FAIL rate with its Wilson 95% upper bound on the independent runs, per
+part too; for cheats, the share of runs FAILed and the parts that FAILed. The rates hold for these engines, this
+machine and these known cheats only. Run by hand, never by ``make test``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from inferencekit.engines.launcher import start_engine, stop_engine  # noqa: E402
+from inferencekit.stats import wilson_interval  # noqa: E402
+
+ENV = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+RESULTS = ROOT / "benchmarks" / "results" / "verdict_matrix.jsonl"
+# the verify part each cheat is meant to be caught by (docs/cheat-proxy.md), or why verify cannot catch it
+CAUGHT_BY = {
+    "output-cache": "gates: caching", "near-duplicate-cache": "gates: caching", "prefix-cache-only": "gates: caching",
+    "usage-inflate": "gates: token_count", "usage-deflate": "gates: token_count",
+    "prompt-tokens-inflated": "gates: contract", "ignore-eos-dropped": "gates: output_length",
+    "temperature-ignored": "gates: hidden_probes", "top-p-dropped": "gates: contract",
+    "logit-bias-dropped": "gates: contract", "penalty-dropped": "gates: contract", "stop-ignored": "gates: contract",
+    "silent-truncate": "gates: contract", "logprobs-unnormalised": "gates: hidden_probes",
+    "order-dependent": "gates: order", "json-broken-under-load": "gates: contract",
+    "vocab-mask": "gates: rare_tokens (UNPROVEN without a reference engine: verify has none)",
+    "spec-inexact": "none: needs a second engine (gates spec-exact)",
+    "seed-ignored": "none: a documented limitation (honest engines are nondeterministic under batching too)",
+}
+
+
+@contextmanager
+def busy_loop(on: bool) -> Iterator[None]:
+    """One spinning process per core, nice 0, while the block runs (nothing when ``on`` is False)."""
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"], stdin=subprocess.DEVNULL)
+             for _ in range(os.cpu_count() or 1)] if on else []
+    try:
+        yield
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+@contextmanager
+def target_url(target: str, work: Path) -> Iterator[str | None]:
+    """The URL verify is pointed at for ``target`` (None: the embedded engine, which verify starts itself)."""
+    if target == "embedded":
+        yield None
+        return
+    engine, parallel = {"llama-server-p1": ("llama-server", 1), "vllm": ("vllm", 4)}.get(target, ("llama-server", 4))
+    eng = start_engine(engine, work / "engine", parallel=parallel, tie_to_parent=True)
+    try:
+        if target.startswith("cheat:"):
+            from inferencekit.cheats.proxy import running_proxy
+
+            with running_proxy(eng.url, [target.removeprefix("cheat:")]) as url:
+                yield url
+        else:
+            yield eng.url
+    finally:
+        stop_engine(eng)
+
+
+def one_run(target: str, profile: str, seed: int, url: str | None, run_dir: Path) -> dict[str, Any]:
+    cmd = [sys.executable, "-m", "inferencekit", "verify", "--profile", profile, "--seed", str(seed),
+           "--run-dir", str(run_dir), "--json", "--quiet"]
+    if url:
+        cmd += ["--base-url", url, "--quality-reference", "embedded", "--claim", "Q4_1"]
+    t0 = time.monotonic()
+    p = subprocess.run(cmd, capture_output=True, text=True, check=False, env=ENV, stdin=subprocess.DEVNULL)
+    row: dict[str, Any] = {"exit_code": p.returncode, "wall_s": round(time.monotonic() - t0, 1)}
+    try:
+        out = json.loads(p.stdout)
+        rec = json.loads((run_dir / "evidence" / f"{out['evidence_id']}.json").read_text())
+    except (json.JSONDecodeError, KeyError, OSError):
+        row["error"] = (p.stderr or p.stdout)[-800:]
+        return row
+    row.update({"verdict": rec["verdict"], "evidence_id": rec["evidence_id"],
+                "parts": [{"part": x["part"], "verdict": x["verdict"], "reason": str(x.get("reason") or "")[:400]}
+                          for x in rec["data"]["parts"] if x["verdict"] is not None],
+                "properties": [{"part": q.get("part"), "property": q.get("property")}
+                               for q in rec["data"].get("properties") or ()]})
+    return row
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """Markdown: one line per target × profile × busy, then the parts that decided against honest targets."""
+    groups: dict[tuple[str, str, bool], list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["target"], r["profile"], bool(r.get("busy"))), []).append(r)
+    out = ["| target | profile | host | runs | PASS | UNPROVEN | FAIL | errors | false FAIL (Wilson 95% upper) / "
+           "cheat caught | parts that FAILed | properties |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for (target, profile, busy), rs in sorted(groups.items()):
+        done = [r for r in rs if "verdict" in r]
+        v = Counter(r["verdict"] for r in done)
+        fails = Counter(p["part"] for r in done for p in r["parts"] if p["verdict"] == "FAIL")
+        props = Counter(q["property"] for r in done for q in r.get("properties") or ())
+        if target.startswith("cheat:"):
+            rate = f"caught {v['FAIL']}/{len(done)} (meant: {CAUGHT_BY.get(target[6:], '?')})"
+        elif done:
+            rate = f"{v['FAIL']}/{len(done)} (≤ {wilson_interval(v['FAIL'], len(done))[1]:.2f})"
+        else:
+            rate = "—"
+        out.append(f"| {target} | {profile} | {'busy' if busy else 'idle'} | {len(rs)} | {v['PASS']} | "
+                   f"{v['UNPROVEN']} | {v['FAIL']} | {len(rs) - len(done)} | {rate} | "
+                   f"{', '.join(f'{k} ×{n}' for k, n in fails.most_common()) or '—'} | "
+                   f"{', '.join(f'{k} ×{n}' for k, n in props.most_common()) or '—'} |")
+    honest = [r for r in rows if not r["target"].startswith("cheat:") and "verdict" in r]
+    parts = sorted({p["part"] for r in honest for p in r["parts"]})
+    if parts:
+        out += ["", "Honest targets, per part (runs: PASS / UNPROVEN / FAIL, false FAIL's Wilson 95% upper bound):", "",
+                "| part | PASS | UNPROVEN | FAIL | NOT RUN | false FAIL ≤ |", "|---|---|---|---|---|---|"]
+        for name in parts:
+            c = Counter(p["verdict"] for r in honest for p in r["parts"] if p["part"] == name)
+            n = sum(c.values())
+            out.append(f"| {name} | {c['PASS']} | {c['UNPROVEN']} | {c['FAIL']} | {c['NOT RUN']} | "
+                       f"{wilson_interval(c['FAIL'], n)[1]:.2f} |")
+    return "\n".join(out)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rows", default="", help="TARGET:PROFILE:RUNS, comma-separated (e.g. llama-server-p4:quick:20)")
+    ap.add_argument("--cheats", default="", help="cheat names: each a row cheat:NAME:quick:--runs")
+    ap.add_argument("--runs", type=int, default=3, help="runs per cheat row")
+    ap.add_argument("--busy", action="store_true", help="a busy loop per core beside every run of these rows")
+    ap.add_argument("--results", default=str(RESULTS))
+    ap.add_argument("--work", default=None, help="folder for the run dirs, kept (default: a new temporary folder)")
+    ap.add_argument("--table", action="store_true", help="print the table of the results file and stop")
+    a = ap.parse_args()
+    path = Path(a.results)
+    if a.table:
+        print(table(read_rows(path)))
+        return 0
+    wanted = [tuple(x.rsplit(":", 2)) for x in a.rows.split(",") if x]
+    wanted += [(f"cheat:{c}", "quick", str(a.runs)) for c in a.cheats.split(",") if c]
+    work = Path(a.work) if a.work else Path(tempfile.mkdtemp(prefix="ik-verdicts-"))
+    machine = {"cpus": os.cpu_count(), "processor": platform.processor() or platform.machine(),
+               "python": platform.python_version()}
+    for target, profile, runs in wanted:
+        have = [r for r in read_rows(path) if r["target"] == target and r["profile"] == profile
+                and bool(r.get("busy")) == a.busy and "verdict" in r]
+        seeds = [s for s in range(int(runs)) if s not in {r["seed"] for r in have}]
+        if not seeds:
+            continue
+        with target_url(target, work / target.replace(":", "-")) as url:
+            for seed in seeds:
+                run_dir = work / f"{target.replace(':', '-')}-{profile}-{'busy' if a.busy else 'idle'}-{seed}"
+                with busy_loop(a.busy):
+                    row = one_run(target, profile, seed, url, run_dir)
+                row = {"target": target, "profile": profile, "busy": a.busy, "seed": seed,
+                       "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "machine": machine, **row}
+                with path.open("a") as f:
+                    f.write(json.dumps(row) + "\n")
+                print(f"{target} {profile} {'busy' if a.busy else 'idle'} seed {seed}: {row.get('verdict', 'error')} "
+                      f"({row['wall_s']} s)", flush=True)
+    print(table(read_rows(path)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
