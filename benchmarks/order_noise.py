@@ -11,7 +11,10 @@ logprob noise, ``gates/judges/order_noise.py``) and by seed 004's byte rule (``g
 
 - ``llama-server-p4``: llama.cpp's llama-server ``--parallel 4`` (prompt cache on), started once;
 - ``llama-server-p1``: the same with ``--parallel 1``;
-- ``embedded``: llama-cpp-python serving the embedded GGUF, started once (``engine up`` path).
+- ``embedded``: llama-cpp-python serving the embedded GGUF, started once (``engine up`` path);
+- ``quantised-under-load`` (a cheat): llama-server ``--parallel 4`` answers alone, and every request that arrives
+  while another is in flight goes to a second llama-server serving the zoo's Q4_0 (``cheat-proxy --mix-upstream
+  … --mix-share 1 --mix-under-load``).
 
 Writes ``benchmarks/results/order_noise-<date>.json``: per run the two verdicts, the near-tie / confident /
 undecided counts, the largest near-tie swing, the pooled noise figures, and each divergence; per engine the
@@ -31,6 +34,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from inferencekit.engines.launcher import start_engine, stop_engine  # noqa: E402
+from inferencekit.engines.recipes import cache_root  # noqa: E402
 from inferencekit.gates.check import read_kat  # noqa: E402
 from inferencekit.gates.judges.order import judge_kat  # noqa: E402
 from inferencekit.gates.result import strict_gate  # noqa: E402
@@ -48,7 +54,30 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
 LOAD = ["--concurrency", "1,2,4", "--num-prompts", "8", "--max-tokens", "64", "--warmup", "1", "--probes",
         "--kat", "4", "--kat-max-tokens", "64"]
 ENGINES = {"llama-server-p4": ("llama-server", 4), "llama-server-p1": ("llama-server", 1),
-           "embedded": ("llama-cpp-python", 1)}
+           "embedded": ("llama-cpp-python", 1), "quantised-under-load": ("llama-server", 4)}
+
+
+@contextmanager
+def target(name: str, work: Path) -> Iterator[str]:
+    """The URL of ``name``: its engine, or for ``quantised-under-load`` a cheat proxy that sends every request
+    arriving with another in flight to a second llama-server serving the zoo's Q4_0 (``make zoo ZOO=q4_0``)."""
+    engine, parallel = ENGINES[name]
+    eng = start_engine(engine, work / f"{name}-engine", parallel=parallel, tie_to_parent=True)
+    second = None
+    try:
+        if name != "quantised-under-load":
+            yield eng.url
+            return
+        from inferencekit.cheats.proxy import running_proxy
+
+        second = start_engine("llama-server", work / f"{name}-engine-q4_0", parallel=4, tie_to_parent=True,
+                              gguf=cache_root() / "zoo" / "smollm2-135m-q4_0.gguf")
+        with running_proxy(eng.url, [], mix_upstream=second.url, mix_share=1.0, mix_under_load=True) as url:
+            yield url
+    finally:
+        stop_engine(eng)
+        if second is not None:
+            stop_engine(second)
 
 
 def one_run(url: str, run_dir: Path, seed: int) -> dict[str, Any]:
@@ -58,9 +87,14 @@ def one_run(url: str, run_dir: Path, seed: int) -> dict[str, Any]:
     t0 = time.monotonic()
     p = subprocess.run(cmd, capture_output=True, text=True, check=False, env=ENV, stdin=subprocess.DEVNULL)
     row: dict[str, Any] = {"seed": seed, "exit_code": p.returncode, "wall_s": round(time.monotonic() - t0, 1)}
+    return judge_dir(run_dir, row, (p.stderr or p.stdout)[-800:])
+
+
+def judge_dir(run_dir: Path, row: dict[str, Any], error: str = "no outputs") -> dict[str, Any]:
+    """``row`` with the known answers of ``run_dir`` judged by both rules (``--rejudge`` calls it on kept run dirs)."""
     engines = [d.name for d in (run_dir / "outputs").iterdir()] if (run_dir / "outputs").is_dir() else []
     if not engines:
-        row["error"] = (p.stderr or p.stdout)[-800:]
+        row["error"] = error
         return row
     rows, _, level = read_kat(RunDir(run_dir), engines[0])
     gate = judge_kat(rows, level)
@@ -114,21 +148,36 @@ def main() -> int:
     ap.add_argument("--out", default=None, help="results file (default benchmarks/results/order_noise-<date>.json)")
     ap.add_argument("--work", default=None, help="folder for the run dirs, kept (default: a new temporary folder)")
     ap.add_argument("--fixtures", default=None, help="write each run's known answers here (unit-test fixtures)")
+    ap.add_argument("--rejudge", action="store_true", help="judge the run dirs kept in --work again with today's "
+                    "rule and rewrite --out (keeping each run's exit code and wall time); nothing is sent")
     a = ap.parse_args()
     stamp = dt.datetime.now(dt.UTC)
     out = Path(a.out or ROOT / "benchmarks" / "results" / f"order_noise-{stamp:%Y%m%d}.json")
     work = Path(a.work) if a.work else Path(tempfile.mkdtemp(prefix="ik-order-noise-"))
-    result: dict[str, Any] = {"date": stamp.isoformat(timespec="seconds"), "machine": {
+    # the day's file gathers every engine run that day (a later call adds its engines, replacing one run again)
+    result: dict[str, Any] = json.loads(out.read_text()) if out.exists() and not a.rejudge else {"engines": {}}
+    result.update({"date": stamp.isoformat(timespec="seconds"), "machine": {
         "cpus": os.cpu_count(), "processor": platform.processor() or platform.machine(), "load": LOAD},
-        "rule": "gates/judges/order_noise.py (alpha 0.01) vs seed 004's byte rule", "engines": {}}
+        "rule": "gates/judges/order_noise.py (alpha 0.01) vs seed 004's byte rule"})
+    if a.rejudge:
+        old = json.loads(out.read_text())
+        for name, block in old["engines"].items():
+            rows = [judge_dir(work / f"{name}-{r['seed']}", {k: r[k] for k in ("seed", "exit_code", "wall_s")})
+                    for r in block["runs"]]
+            for r in rows:
+                if a.fixtures and "verdict" in r:
+                    save_fixture(work / f"{name}-{r['seed']}", r, Path(a.fixtures) / f"{name}-seed{r['seed']}.json")
+            old["engines"][name] = {"runs": rows, "summary": summary(rows)}
+        old["rejudged"] = stamp.isoformat(timespec="seconds")
+        out.write_text(json.dumps(old, indent=1) + "\n")
+        print(json.dumps({k: v["summary"] for k, v in old["engines"].items()}, indent=1))
+        return 0
     for name in a.engines.split(","):
-        engine, parallel = ENGINES[name]
-        eng = start_engine(engine, work / f"{name}-engine", parallel=parallel, tie_to_parent=True)
         rows: list[dict[str, Any]] = []
-        try:
+        with target(name, work) as url:
             for i in range(a.runs):
                 run_dir = work / f"{name}-{i}"
-                row = one_run(eng.url, run_dir, seed=i)
+                row = one_run(url, run_dir, seed=i)
                 rows.append(row)
                 print(f"{name} run {i}: {row.get('verdict')} (byte rule {row.get('byte_rule_verdict')}), "
                       f"{row.get('differ')} differ, {row.get('near_ties')} near-tie, {row.get('confident')} "
@@ -138,8 +187,6 @@ def main() -> int:
                     save_fixture(run_dir, row, Path(a.fixtures) / f"{name}-seed{i}.json")
                 result["engines"][name] = {"runs": rows, "summary": summary(rows)}
                 out.write_text(json.dumps(result, indent=1) + "\n")  # kept as it grows: a cut run keeps its rows
-        finally:
-            stop_engine(eng)
     print(json.dumps({k: v["summary"] for k, v in result["engines"].items()}, indent=1))
     print(f"written: {out}")
     return 0

@@ -18,7 +18,10 @@ Targets:
 - ``llama-server-p1``, ``llama-server-p4``: llama.cpp's llama-server ``--parallel 1`` / ``4`` (prompt cache on),
   started here once per row, ``--quality-reference embedded --claim Q4_1`` (it serves the same GGUF);
 - ``vllm``: vLLM on CPU (``make vllm``) serving SmolLM2 in float32;
-- ``cheat:NAME``: ``cheat-proxy --cheat NAME`` (default parameters) in front of llama-server ``--parallel 4``.
+- ``cheat:NAME``: ``cheat-proxy --cheat NAME`` (default parameters) in front of llama-server ``--parallel 4``;
+- ``cheat:quantised-under-load``: ``cheat-proxy --mix-upstream Q40 --mix-share 1 --mix-under-load``, the
+  claimed Q4_1 llama-server ``--parallel 4`` answering alone and the zoo's Q4_0 (``make zoo ZOO=q4_0``) on a second
+  llama-server answering every request sent while another is in flight.
 
 ``--busy`` runs a busy loop per core (nice 0) beside every run of the row: a host whose other work stretches the
 engine's timings. The table (``--table``, and printed after every call) gives per target and profile the verdict
@@ -48,6 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from inferencekit.engines.launcher import start_engine, stop_engine  # noqa: E402
+from inferencekit.engines.recipes import cache_root  # noqa: E402
 from inferencekit.stats import wilson_interval  # noqa: E402
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
@@ -61,6 +65,7 @@ CAUGHT_BY = {
     "logit-bias-dropped": "gates: contract", "penalty-dropped": "gates: contract", "stop-ignored": "gates: contract",
     "silent-truncate": "gates: contract", "logprobs-unnormalised": "gates: hidden_probes",
     "order-dependent": "gates: order", "json-broken-under-load": "gates: contract",
+    "quantised-under-load": "gates: order (the known answers alone vs inside the load)",
     "vocab-mask": "gates: rare_tokens (UNPROVEN without a reference engine: verify has none)",
     "spec-inexact": "none: needs a second engine (gates spec-exact)",
     "seed-ignored": "none: a documented limitation (honest engines are nondeterministic under batching too)",
@@ -88,8 +93,16 @@ def target_url(target: str, work: Path) -> Iterator[str | None]:
         return
     engine, parallel = {"llama-server-p1": ("llama-server", 1), "vllm": ("vllm", 4)}.get(target, ("llama-server", 4))
     eng = start_engine(engine, work / "engine", parallel=parallel, tie_to_parent=True)
+    second = None
     try:
-        if target.startswith("cheat:"):
+        if target == "cheat:quantised-under-load":  # the zoo's Q4_0 answers every request sent inside a load
+            from inferencekit.cheats.proxy import running_proxy
+
+            second = start_engine("llama-server", work / "engine-q4_0", parallel=4, tie_to_parent=True,
+                                  gguf=cache_root() / "zoo" / "smollm2-135m-q4_0.gguf")
+            with running_proxy(eng.url, [], mix_upstream=second.url, mix_share=1.0, mix_under_load=True) as url:
+                yield url
+        elif target.startswith("cheat:"):
             from inferencekit.cheats.proxy import running_proxy
 
             with running_proxy(eng.url, [target.removeprefix("cheat:")]) as url:
@@ -98,6 +111,8 @@ def target_url(target: str, work: Path) -> Iterator[str | None]:
             yield eng.url
     finally:
         stop_engine(eng)
+        if second is not None:
+            stop_engine(second)
 
 
 def one_run(target: str, profile: str, seed: int, url: str | None, run_dir: Path) -> dict[str, Any]:

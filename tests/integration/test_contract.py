@@ -7,6 +7,7 @@ the full load, are ``make bench-contract`` (benchmarks/contract_runs.py; counts 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -50,14 +51,32 @@ def test_honest_llama_server_passes_what_the_cheats_break(llama_server_engine, t
     items = by_item(out)
     assert code == 0 and out["verdict"] == "PASS", out["contract"]
     assert set(items) == {"stop", "prompt_tokens (user)", "prompt_tokens (system)", "prompt_tokens (multi-turn)",
-                          "prompt_tokens (tools)", "context: at the limit", "context: over the limit", "top_p"}
+                          "prompt_tokens (tools)", "prompt_tokens (tools-off)", "context: at the limit",
+                          "context: over the limit", "top_p"}
     assert items["context: over the limit"]["status"] == 400
+
+
+def test_llama_server_serving_a_template_without_tools_shows_the_property_not_unproven(llama_server_engine,
+                                                                                        tmp_path):
+    # SmolLM2's template renders no tools: the same messages count alike with and without them, and llama-server
+    # builds no tool-call grammar for it, so no forcing tool_choice calls (issue 42: a property, docs/properties.md)
+    code, out = contract(llama_server_engine.url, tmp_path / "t", "--items", "accounting,tools")
+    items = by_item(out)
+    assert items["prompt_tokens (tools)"]["reported"] == items["prompt_tokens (tools-off)"]["reported"]
+    for k in ("tool_choice named", "tool_choice required", "tool_choice none", "tool calls streamed vs not"):
+        assert items[k]["verdict"] is None and items[k]["property"] == "template-without-tools", (k, items[k])
+    assert code == 0 and out["verdict"] == "PASS", out["contract"]
+    rec = json.loads((tmp_path / "t" / "evidence" / f"{out['evidence_id']}.json").read_text())
+    gate = next(g for g in rec["data"]["gates"] if g["gate"] == "contract")
+    assert [p["property"] for p in gate["properties"]] == ["template-without-tools"]  # one line for its 4 items
+    assert len(gate["properties"][0]["items"]) == 4
 
 
 @pytest.mark.parametrize("cheat, items_asked, failing", [
     ("stop-ignored", "stop", {"stop"}),
     ("prompt-tokens-inflated", "accounting", {"prompt_tokens (user)", "prompt_tokens (system)",
-                                              "prompt_tokens (multi-turn)", "prompt_tokens (tools)"}),
+                                              "prompt_tokens (multi-turn)", "prompt_tokens (tools)",
+                                              "prompt_tokens (tools-off)"}),
     ("silent-truncate", "context", {"context: at the limit", "context: over the limit"}),
     ("top-p-dropped", "top_p", {"top_p"}),
 ])

@@ -170,6 +170,9 @@ def test_bench_kat_compares_known_answers_alone_and_under_load(llama_server_engi
     # the known answers and the load around them ask for the same logprob fields, so nothing marks them
     load_bodies = [json.loads(p.read_text()) for p in (run / "inputs" / "llama-server").glob("load-c4/*/*")]
     assert load_bodies and all(b["logprobs"] is True and b["top_logprobs"] == 2 for b in bodies + load_bodies)
+    # the replies outside the levels are re-tokenized too, for token_count (issue 42)
+    side = json.loads((run / "outputs" / "llama-server" / "retokenized.json").read_text())
+    assert {k.split("/kat-")[0] for k in side["counts"]} == {"kat/alone", "kat/load"} and len(side["counts"]) == 8
     assert sum(1 for a in rec["artifacts"] if a["role"] == "known-answer reply") == 8
     assert all(v["requests"]["total"] == 8 for v in rec["data"]["levels"].values())  # not in the level's metrics
     _, again = run_cli(["gates", "check", str(run)])

@@ -54,6 +54,7 @@ from inferencekit.rundir import (
     RETOKENIZED_FILE,
     STRUCTURED_FOLDER,
     RunDir,
+    file_key,
     read_json,
     write_json,
 )
@@ -261,6 +262,15 @@ class ServeSession:
                        {"tokenizer": tok.source, "counts": dict(sorted(counts.items())),
                         **({"errors": dict(sorted(errors.items()))} if errors else {})})
             self.retokenized.add(label)
+        # the replies outside the levels (warm-up, hidden probes, known answers, structured requests), so token_count
+        # can settle their counts by the text too: outputs/<engine>/retokenized.json, keyed "<folder>/<file key>"
+        side = [{**r, "_key": f"{folder}/{file_key(p)}"} for folder, p in self.run.side_replies(self.engine)
+                if isinstance(r := read_json(p), dict)]
+        if side:
+            counts, errors = await _retokenize(tok, side)
+            write_json(self.run.path / "outputs" / self.engine / RETOKENIZED_FILE,
+                       {"tokenizer": tok.source, "counts": dict(sorted(counts.items())),
+                        **({"errors": dict(sorted(errors.items()))} if errors else {})})
         return tok.source
 
     async def finish(self, extra_data: dict[str, Any] | None = None,

@@ -50,7 +50,7 @@ from yarl import URL
 
 from inferencekit.api.client import describe_exception
 from inferencekit.cheats.state import CheatSet, RecordedReply, successful_stream
-from inferencekit.cheats.transforms import ReplyRewriter, generation_kind
+from inferencekit.cheats.transforms import UNDER_LOAD, ReplyRewriter, generation_kind
 from inferencekit.errors import OpError
 
 __all__ = ["CheatProxy", "Mix", "SseFramer", "listening_line", "running_proxy", "serve"]
@@ -171,19 +171,25 @@ class Mix:
         root: the second engine's root (no ``/v1``).
         share: the probability, per generation request, of routing it there (0 < share ≤ 1).
         seed: seeds the per-request draws (``random.Random``), so a run can be repeated.
+        under_load: route only requests that arrive while at least ``UNDER_LOAD`` generation requests are in flight
+            at the proxy (this one included): an engine that swaps to a cheaper model or quantisation when batches
+            fill and answers alone with the claimed one (the order gate's known answers must catch it).
 
     Raises:
         ValueError: a share outside (0, 1].
     """
 
-    def __init__(self, root: str, share: float, seed: int = 0) -> None:
+    def __init__(self, root: str, share: float, seed: int = 0, under_load: bool = False) -> None:
         if not 0.0 < share <= 1.0:
             raise ValueError(f"the mix share must be in (0, 1], got {share!r}")
-        self.root, self.share, self.seed = root, share, seed
+        self.root, self.share, self.seed, self.under_load = root, share, seed, under_load
         self._rng = random.Random(seed)
 
-    def draw(self) -> bool:
-        """True when the next generation request goes to the mix's engine."""
+    def draw(self, in_flight: int = 1) -> bool:
+        """True when the next generation request goes to the mix's engine; ``in_flight``: generation requests in
+        flight at the proxy with this one (``under_load`` routes none below ``UNDER_LOAD``; no draw is spent)."""
+        if self.under_load and in_flight < UNDER_LOAD:
+            return False
         return self._rng.random() < self.share
 
 
@@ -257,7 +263,7 @@ class CheatProxy:
         if kind is None or original is None:
             return await self._forward(request, body)
         root = self.root
-        if self.mix is not None and self.mix.draw():
+        if self.mix is not None and self.mix.draw(self.in_flight + 1):
             self.stats["mixed"] += 1
             root = self.mix.root
         forwarded = self.cheats.rewrite_request(original)
@@ -403,7 +409,8 @@ class CheatProxy:
 
 def listening_line(url: str, root: str, names: Sequence[str], mix: Mix | None = None) -> str:
     """The one line printed once the proxy is ready (``running_proxy`` waits for it)."""
-    mixed = f"; {mix.share:g} of generation requests to {mix.root}, seed {mix.seed}" if mix else ""
+    when = " under load" if mix and mix.under_load else ""
+    mixed = f"; {mix.share:g} of generation requests{when} to {mix.root}, seed {mix.seed}" if mix else ""
     return f"cheat-proxy: listening on {url} (upstream {root}; cheats {', '.join(names) or 'none'}{mixed})"
 
 
@@ -502,7 +509,8 @@ def running_proxy(upstream: str, cheats: Sequence[str], *, host: str = "127.0.0.
                   mask_block: str | None = None, ready_timeout_s: float = 60.0,
                   python: str | None = None, mix_upstream: str | None = None, mix_share: float | None = None,
                   mix_seed: int = 0, truncate_chars: int | None = None, corrupt_share: float | None = None,
-                  corrupt_seed: int | None = None, prefill_ms: float | None = None) -> Iterator[str]:
+                  corrupt_seed: int | None = None, prefill_ms: float | None = None,
+                  mix_under_load: bool = False) -> Iterator[str]:
     """Run ``python -m inferencekit cheat-proxy`` in front of ``upstream`` for the ``with`` block.
 
     Args:
@@ -510,7 +518,8 @@ def running_proxy(upstream: str, cheats: Sequence[str], *, host: str = "127.0.0.
         cheats: cheat names (``[]`` = pass-through, sent as ``--cheat none``).
         host, port: where the proxy listens (port 0: a free one).
         mask_block: vocab-mask's ``--mask-block``.
-        mix_upstream, mix_share, mix_seed: ``--mix-upstream`` / ``--mix-share`` / ``--mix-seed`` (``Mix``).
+        mix_upstream, mix_share, mix_seed, mix_under_load: ``--mix-upstream`` / ``--mix-share`` / ``--mix-seed`` /
+            ``--mix-under-load`` (``Mix``).
         truncate_chars: silent-truncate's ``--truncate-chars``.
         corrupt_share, corrupt_seed: json-broken-under-load's ``--corrupt-share`` / ``--corrupt-seed``.
         prefill_ms: prefix-cache-only's ``--prefill-ms``.
@@ -532,6 +541,7 @@ def running_proxy(upstream: str, cheats: Sequence[str], *, host: str = "127.0.0.
         argv += ["--mask-block", mask_block]
     if mix_upstream:
         argv += ["--mix-upstream", mix_upstream, "--mix-share", repr(mix_share), "--mix-seed", str(mix_seed)]
+        argv += ["--mix-under-load"] if mix_under_load else []
     for flag, value in (("--truncate-chars", truncate_chars), ("--corrupt-share", corrupt_share),
                         ("--corrupt-seed", corrupt_seed), ("--prefill-ms", prefill_ms)):
         if value is not None:

@@ -45,6 +45,10 @@ __all__ = ["cheat_proxy"]
                  Arg("mix_share", "number", "With --mix-upstream: the probability, per generation request, of "
                      "routing it to the second engine (0 < share ≤ 1)."),
                  Arg("mix_seed", "integer", "With --mix-upstream: seed of the per-request draws.", default=0),
+                 Arg("mix_under_load", "boolean", "With --mix-upstream: route only generation requests that arrive "
+                     "while at least 2 are in flight at the proxy (this one included), so the second engine answers "
+                     "under load and the first alone: a quantisation swapped in when batches fill, for the order "
+                     "gate's known answers to catch.", default=False),
                  Arg("truncate_chars", "integer", "silent-truncate only: a generation request whose prompt is longer "
                      "than N characters has the middle of its longest message (or prompt) dropped, keeping the first "
                      f"and last N/2 characters; N ≥ 2 (default: {TRUNCATE_CHARS}).", metavar="N"),
@@ -59,12 +63,13 @@ __all__ = ["cheat_proxy"]
 def cheat_proxy(call: Call, upstream: str, cheat: list[str], host: str = "127.0.0.1", port: int = 0,
                 mask_block: str | None = None, mix_upstream: str | None = None, mix_share: float | None = None,
                 mix_seed: int = 0, truncate_chars: int | None = None, corrupt_share: float | None = None,
-                corrupt_seed: int | None = None, prefill_ms: float | None = None) -> Outcome:
+                corrupt_seed: int | None = None, prefill_ms: float | None = None, mix_under_load: bool = False
+                ) -> Outcome:
     try:
         chosen = parse_cheats(cheat)
     except ValueError as e:
         raise OpError(f"--cheat: {e}") from None
-    mix = _mix(mix_upstream, mix_share, mix_seed)
+    mix = _mix(mix_upstream, mix_share, mix_seed, mix_under_load)
     for flag, value, needs in (("--mask-block", mask_block, "vocab-mask"),
                                ("--truncate-chars", truncate_chars, "silent-truncate"),
                                ("--corrupt-share", corrupt_share, "json-broken-under-load"),
@@ -103,7 +108,8 @@ def cheat_proxy(call: Call, upstream: str, cheat: list[str], host: str = "127.0.
                                if "json-broken-under-load" in names else None,
                                "prefill_ms": cheats.prefill_ms if "prefix-cache-only" in names else None,
                                "stats": stats,
-                               "mix": {"upstream": mix.root, "share": mix.share, "seed": mix.seed} if mix else None}
+                               "mix": {"upstream": mix.root, "share": mix.share, "seed": mix.seed,
+                                       "under_load": mix.under_load} if mix else None}
 
     def render(console: Any) -> None:
         counts = ", ".join(f"{k} {v}" for k, v in sorted(stats.items())) or "no requests"
@@ -122,14 +128,15 @@ def _root(url: str, flag: str) -> str:
         raise OpError(str(e).replace("--base-url", flag)) from None
 
 
-def _mix(upstream: str | None, share: float | None, seed: int) -> Mix | None:
+def _mix(upstream: str | None, share: float | None, seed: int, under_load: bool = False) -> Mix | None:
     if upstream is None:
-        if share is not None:
-            raise OpError("--mix-share needs --mix-upstream (the engine the share is routed to)")
+        if share is not None or under_load:
+            raise OpError(f"{'--mix-share' if share is not None else '--mix-under-load'} needs --mix-upstream (the "
+                          "engine the share is routed to)")
         return None
     if share is None:
         raise OpError("--mix-upstream needs --mix-share (the share of generation requests routed there, e.g. 0.1)")
     try:
-        return Mix(_root(upstream, "--mix-upstream"), share, seed)
+        return Mix(_root(upstream, "--mix-upstream"), share, seed, under_load)
     except ValueError as e:
         raise OpError(f"--mix-share: {e}") from None

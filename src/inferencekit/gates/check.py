@@ -82,8 +82,9 @@ def token_rows(run_dir: Path, engine: str) -> tuple[list[CountRow], str | None, 
     """Count rows of every reply of ``engine`` (``count_row``): the load levels' (``load-*/``), then those outside
     them (``RunDir.side_replies``: the warm-up, the hidden probes and the known answers a load mixed in); the
     re-tokenizer named in the levels' ``retokenized.json`` (None when no level has one); and the reply files
-    read (relative paths). Re-tokenized counts exist for the load levels only; a level's ``errors`` (texts the
-    tokenizer refused) are left to ``retokenize_refusals``.
+    read (relative paths). Re-tokenized counts are the levels' ``retokenized.json`` and, for the replies outside
+    them, ``outputs/<engine>/retokenized.json`` (keyed ``<folder>/<file key>``; a run recorded before it has none
+    there); a level's ``errors`` (texts the tokenizer refused) are left to ``retokenize_refusals``.
 
     A reply's ``max_tokens`` comes from its request body (``inputs/…``, same relative path); a warm-up written
     without one takes the run's ``bench_config.max_tokens`` (run.json), as the warm-up is sent with the load's
@@ -114,8 +115,12 @@ def token_rows(run_dir: Path, engine: str) -> tuple[list[CountRow], str | None, 
             add(f"load-{level}/{path.parent.name}/{file_key(path)}", path, counts.get(file_key(path)))
     config = run.read_run().get("bench_config")
     warm_max = _int_or_none(config.get("max_tokens")) if isinstance(config, dict) else None
+    found = read_json(run.path / "outputs" / engine / RETOKENIZED_FILE)  # the side replies' counts (bench/serve.py)
+    raw_side = found.get("counts") if isinstance(found, dict) else None
+    side: dict[str, Any] = raw_side if isinstance(raw_side, dict) else {}
     for folder, path in run.side_replies(engine):
-        add(f"{folder}/{file_key(path)}", path, None, warm_max if folder == "warmup" else None)
+        key = f"{folder}/{file_key(path)}"
+        add(key, path, side.get(key), warm_max if folder == "warmup" else None)
     return rows, tokenizer, files
 
 

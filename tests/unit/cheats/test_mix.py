@@ -28,3 +28,16 @@ def test_the_listening_line_names_the_mix():
     line = listening_line("http://127.0.0.1:9", "http://a", [], Mix("http://b", 0.3, seed=2))
     assert line == ("cheat-proxy: listening on http://127.0.0.1:9 (upstream http://a; cheats none; 0.3 of generation "
                     "requests to http://b, seed 2)")
+
+
+def test_under_load_routes_only_requests_that_arrive_with_another_in_flight():
+    # the quantised-under-load cheat (issue 42): alone the claimed engine answers, under load the second one
+    mix = Mix("http://b", 1.0, seed=3, under_load=True)
+    assert [mix.draw(n) for n in (1, 2, 1, 5)] == [False, True, False, True]
+    half = Mix("http://b", 0.5, seed=3, under_load=True)
+    rng = random.Random(3)
+    # no draw is spent alone: the loaded requests see the seeded sequence as it is
+    assert [half.draw(n) for n in (1, 2, 2, 1, 3)] == [False, *(rng.random() < 0.5 for _ in range(2)), False,
+                                                      rng.random() < 0.5]
+    line = listening_line("http://127.0.0.1:9", "http://a", [], mix)
+    assert "1 of generation requests under load to http://b, seed 3" in line

@@ -456,7 +456,12 @@ def judge_probes(run: ProbeRun) -> Gate:
     else:
         reason = f"every judged item had its effect ({said})"
     details = [i for i in judged if i["verdict"] != Verdict.PASS]
-    props = [shown(str(i["property"]), f"contract item {i['item']}: {i['reason']}") for i in items if i.get("property")]
+    by_prop: dict[str, list[Item]] = {}
+    for i in items:
+        if i.get("property"):
+            by_prop.setdefault(str(i["property"]), []).append(i)
+    props = [shown(name, f"contract item(s) {', '.join(i['item'] for i in its)}: {its[0]['reason']}",
+                   items=[i["item"] for i in its]) for name, its in by_prop.items()]
     return Gate("contract", verdict, reason, {"items": items, "counts": dict(counts)}, details,
                 judged=len(judged), rules_out=f"{counts.get('PASS', 0)} option(s) seen to take effect; each judged on "
                 "one to three requests, so an option applied only sometimes may pass", properties=props)

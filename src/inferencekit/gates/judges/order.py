@@ -221,7 +221,8 @@ def compare_sample(sample_id: str, replies: Sequence[tuple[str, Mapping[str, Any
             "alone"); None means the request never ran.
         tokens: also compare every answered run with the first token by token on their logprob entries
             (``order_noise.pair_noise``): the row then has ``noise`` (the samples before each pair's first
-            different choice), ``divergences`` (one per run that differs: ``{"run", **Divergence.to_json()}``
+            different choice, from the pairs not computed identically: a pair whose every margin change is exactly
+            0 shows no noise scale), ``divergences`` (one per run that differs: ``{"run", **Divergence.to_json()}``
             or ``{"run", "unexplained": True}`` where the token streams agree though a field differs) and
             ``logprobs`` (every answered reply carried logprob entries).
 
@@ -273,7 +274,8 @@ def _token_comparison(answered: Sequence[tuple[str, Mapping[str, Any]]], derived
     for (label, fp), reply in zip(answered[1:], derived[1:]):
         more, div, both = pair_noise(derived[0], reply)
         has = has and both
-        noise += more
+        if any(x > 0 for x in more):  # a pair computed identically (every change exactly 0) shows no noise scale
+            noise += more
         if div is not None:
             divergences.append({"run": label, **div.to_json()})
         elif both and first_difference(ref, fp) is not None:

@@ -20,8 +20,11 @@ top_logprobs: 2`` on both; ``gates/probes/load.py``):
   two candidates do not list the other token, its lowest listed logprob bounds the term from below, so the
   swing is a lower bound (``exact`` False).
 
-A divergence's p-value is the rank of its swing among the noise samples pooled over every compared pair of
-the run (positions before each pair's first divergence): ``p = (1 + #{noise ≥ swing}) / (n + 1)``, the
+A divergence's p-value is the rank of its swing among the noise samples pooled over the compared pairs of
+the run (positions before each pair's first divergence) that were not computed identically (a pair whose every
+margin change is exactly 0 ran the same kernels alone and loaded, and says nothing of the noise of a pair that
+did not: llama-server ``--parallel 4`` showed both kinds in one run, 7 Dec 2026, and pooling the zeros FAILed an
+honest divergence): ``p = (1 + #{noise ≥ swing}) / (n + 1)``, the
 permutation p-value of one draw from the same distribution (Phipson & Smyth 2010, "Permutation p-values
 should never be zero"). A lower-bound swing gives an upper bound on p, so a small p stays valid. With ``m``
 divergences judged in one part each is held to ``alpha / m`` (Bonferroni 1936): a divergence below it is

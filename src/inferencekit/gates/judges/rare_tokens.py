@@ -23,10 +23,10 @@ docs/design.md departure: without a reference engine a miss that writes part of 
 FAIL. A small model (SmolLM2-135M) misses some copies on its own, and nothing tells that from a pruned
 vocabulary. A refusal, or a reply that copies the nonces and writes none of the string's rare characters, is no
 copying error: a majority of at least ``MIN_ATTEMPTS`` such copy attempts, or every attempt (at least
-``MIN_CLASS_ATTEMPTS``) at one class, FAILs without a reference. When every class had that many attempts and
-each wrote some of its rare characters, the per-class rule could have fired everywhere and did not: the gate
-PASSes on the narrower claim that no class is masked, the misses listed and the narrowing a fallback
-(``--strict``: UNPROVEN). Issue 42: verify sends ``MIN_CLASS_ATTEMPTS`` strings per class for this.
+``MIN_CLASS_ATTEMPTS``) at one class, FAILs without a reference. When every class had a reply that wrote its
+rare characters (copied, or an imperfect copy that wrote some of them), no class is masked: the gate PASSes on
+that narrower claim, the misses listed and the narrowing a fallback (``--strict``: UNPROVEN). Issue 42: verify
+sends two strings per class, so a class has two chances to show its characters and its per-class rule can fire.
 """
 
 from __future__ import annotations
@@ -173,9 +173,8 @@ def gate_rare_tokens(records: Sequence[ProbeRecord], reference_given: bool) -> G
       and refusals), a majority refused or left the string out (``_framing``: no rare character of it written);
     - FAIL (with a reference): counted misses, naming the classes, e.g. ``"2/9 rare strings not
       reproduced verbatim (hangul)"``;
-    - PASS without a reference, with counted misses: every class had at least ``MIN_CLASS_ATTEMPTS`` copy attempts
-      and each wrote some of its rare characters (``_classes_written``): no class is masked; the narrowed claim
-      is a fallback;
+    - PASS without a reference, with counted misses: every class had a reply that wrote its rare characters
+      (``_classes_written``): no class is masked; the narrowed claim is a fallback;
     - UNPROVEN: other counted misses without a reference (docs/design.md departure); or probes refused by both
       engines;
     - UNPROVEN when no string is left to judge (every reply went wrong before its string: ``_diverged_before``);
@@ -203,7 +202,9 @@ def gate_rare_tokens(records: Sequence[ProbeRecord], reference_given: bool) -> G
     limitations = []
     if not reference_given:
         limitations.append("no reference engine: a rare string copied with part of it wrong may be the model's own "
-                           "copying error (a small model misses some copies), so such a miss is UNPROVEN, not FAIL; "
+                           "copying error (a small model misses some copies), so such a miss is UNPROVEN, not FAIL (a "
+                           "PASS when every class wrote its rare characters in some reply rules out a masked class "
+                           "only); "
                            f"refusals and replies that write none of the string's rare characters still FAIL, by a "
                            f"majority of at least {MIN_ATTEMPTS} copy attempts or every attempt (at least "
                            f"{MIN_CLASS_ATTEMPTS}) at one class (pass --reference-url to judge every miss against the "
@@ -258,18 +259,18 @@ def gate_rare_tokens(records: Sequence[ProbeRecord], reference_given: bool) -> G
         bad = [asdict(r) for r in misses]
         if reference_given:
             return Gate("rare_tokens", "FAIL", said, metrics, bad, limitations)
-        written = _classes_written(rows, attempts, blank)
-        if written is not None:  # every class could have FAILed the per-class rule, and none did
+        written = _classes_written(rows)
+        if written is not None:  # every class showed its characters: none is masked
             narrowed = (f"{said}: without a reference engine these misses cannot be told from the model's own copying "
                         f"errors, so the PASS rules out a masked class, not a pruned single token")
             return Gate("rare_tokens", "PASS", (
-                f"every one of {len(written)} classes had its rare characters written in at least one of its "
-                f"{MIN_CLASS_ATTEMPTS}+ copy attempts; {narrowed}"), metrics, bad, limitations, judged=len(attempts),
+                f"every one of {len(written)} classes had its rare characters written in at least one reply; "
+                f"{narrowed}"), metrics, bad, limitations, judged=len(rows),
                 rules_out=rules_out(0, len(written), "classes of the vocabulary masked", "share of masked classes"),
                 fallbacks=[narrowed])
         return Gate("rare_tokens", "UNPROVEN", f"{said}; without a reference engine a miss cannot be told from the "
-                    "model's own copying error, and not every class had the "
-                    f"{MIN_CLASS_ATTEMPTS} copy attempts its per-class rule needs", metrics, bad, limitations)
+                    "model's own copying error, and a class had no reply that wrote its rare characters",
+                    metrics, bad, limitations)
     said = f"{hits}/{len(rows)} rare strings reproduced verbatim"
     said += f" ({len(slips)} inside a slipped ASCII nonce)" if slips else ""
     said += f"; {len(shared_misses)} missed by the reference engine too (not counted)" if shared_misses else ""
@@ -286,15 +287,13 @@ def gate_rare_tokens(records: Sequence[ProbeRecord], reference_given: bool) -> G
                                     "strings"))
 
 
-def _classes_written(rows: Sequence[RareRow], attempts: Sequence[RareRow], blank: Sequence[RareRow]
-                     ) -> list[str] | None:
-    """The classes of ``rows`` when each had at least ``MIN_CLASS_ATTEMPTS`` copy attempts and at least one attempt
-    that wrote some of its string's rare characters (not refused, not left blank), else None: the per-class rule
-    could have FAILed every class and FAILed none, so no class is masked."""
+def _classes_written(rows: Sequence[RareRow]) -> list[str] | None:
+    """The classes of ``rows`` when every class had a reply that wrote its rare characters — the core copied, or a
+    framed copy attempt that wrote some of the core's non-ASCII characters (``_framing``: not left blank) — else
+    None. A block the engine cannot produce never shows in its replies, so a class written once is not masked."""
     classes = sorted({r.cls for r in rows})
     for c in classes:
-        tried = [r for r in attempts if r.cls == c]
-        if len(tried) < MIN_CLASS_ATTEMPTS or all(r in blank for r in tried):
+        if not any(r.core_reproduced or (r.framed and not r.omitted) for r in rows if r.cls == c):
             return None
     return classes
 

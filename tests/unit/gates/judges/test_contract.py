@@ -82,7 +82,9 @@ def test_a_template_that_renders_no_tools_makes_the_tool_items_a_property():
     assert "prompt_tokens 37 with the tools, 37 without" in items["tool_choice named"]["reason"]
     gate = judge_probes(run)
     assert gate.verdict == "PASS" and gate.judged == 23 and gate.metrics["counts"] == {"PASS": 23}
-    assert {p["property"] for p in gate.properties} == {"template-without-tools"}
+    assert [p["property"] for p in gate.properties] == ["template-without-tools"]
+    assert gate.properties[0]["items"] == ["tool_choice named", "tool_choice required", "tool_choice none",
+                                           "tool calls streamed vs not"]
     assert strict_gate(gate).verdict == "UNPROVEN"
     # a template that does render the tools (another count without them) leaves no call UNPROVEN, as before
     assert judge_probes(_with_tools_off(_run("llama-server"), 30)).verdict == "UNPROVEN"

@@ -6,6 +6,7 @@ needs; ``test_recorded_*`` use replies recorded from llama-server ``--parallel 4
 """
 
 import copy
+import gzip
 import json
 
 import orjson
@@ -104,7 +105,8 @@ def test_a_near_tie_divergence_is_disclosed_as_a_property_not_failed():
     assert gate.metrics["near_ties"] == 1 and gate.metrics["confident"] == 0 and gate.metrics["differ"] == 1
     assert [p["property"] for p in gate.properties] == ["not-batch-invariant"]
     assert "kat-4 at token 12" in gate.properties[0]["shown_by"]
-    assert gate.metrics["noise_samples"] == 4 * 32 + 12
+    # the near-tie pair's own 12 positions were computed identically (every change 0): no noise scale, left out
+    assert gate.metrics["noise_samples"] == 4 * 32
     # the byte rule of seed 004 FAILs the same rows; --strict restores it through the property
     assert judge_order(rows, what="x").verdict == "FAIL"
     strict = strict_gate(gate)
@@ -178,6 +180,20 @@ def test_a_copy_that_ended_early_is_undecided():
     assert gate.verdict == "UNPROVEN" and "one reply ended there" in gate.reason
 
 
+def test_pairs_computed_identically_do_not_dilute_the_noise_of_one_that_was_not():
+    # llama-server --parallel 4, 7 Dec (benchmarks/order_noise.py seed 1): three known answers ran the same kernels
+    # alone and loaded (every margin change 0), the fourth did not (0.166, 0.059) and first differed at token 2 with a
+    # swing of 0.43. Pooled with the zeros its rank gave p = 1/195 and FAILed an honest engine; without them it is 2
+    # samples: too few to judge
+    same = [(reply(chain(i)), reply(chain(i))) for i in range(3)]
+    a = [(1, -0.5, 2, -1.0), (3, -0.4, 4, -0.9), (5, -0.7, 6, -0.93)] + chain(9)[3:]
+    b = [(1, -0.5 + 0.083, 2, -1.0 - 0.083), (3, -0.4 - 0.0295, 4, -0.9 + 0.0295), (6, -0.72, 5, -0.92)] + [
+        ((t + 3) % 90, lp, (t + 3) % 90 + 1, rlp) for t, lp, _, rlp in chain(9)[3:]]
+    gate = judge_noise(run_rows([*same, (reply(a), reply(b))]), what="4 known answers")
+    assert gate.metrics["noise_samples"] == 2 and gate.metrics["confident"] == 0
+    assert gate.verdict == "UNPROVEN" and "too few" in gate.reason
+
+
 def test_too_few_noise_samples_cannot_fail_and_say_so():
     a = chain(5, n=8)
     rows = run_rows([(reply(a), reply(diverge(a, 3, margin=3.0)))])
@@ -223,14 +239,38 @@ def test_every_reported_property_is_on_the_closed_list_and_in_the_docs():
         assert f"`{name}`" in page and prop.strict in ("FAIL", "UNPROVEN")
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in (FIXTURES / "order_noise").glob("*.json")))
-def test_recorded_llama_server_parallel_4_known_answers(name):
-    """Known answers recorded from llama-server --parallel 4 (verify quick, 7 Dec): each file holds the alone and
-    loaded copies and the verdict and divergence classes this rule gave them when recorded."""
-    rec = json.loads((FIXTURES / "order_noise" / name).read_text())
+RECORDED = sorted(p.name for p in (FIXTURES / "order_noise").glob("llama-server-p4-*.json.gz"))
+
+
+def test_the_recorded_runs_are_there():
+    assert len(RECORDED) >= 4, RECORDED  # a parametrised test over none would only be skipped
+
+
+def _recorded(name: str):
+    rec = json.loads(gzip.decompress((FIXTURES / "order_noise" / name).read_bytes()))
     rows = [compare_sample(k, [("alone", v["alone"]), ("inside c4", v["load"])], tokens=True)
             for k, v in rec["samples"].items()]
-    gate = judge_kat(rows, "c4")
+    return rec, judge_kat(rows, "c4")
+
+
+@pytest.mark.parametrize("name", RECORDED)
+def test_recorded_known_answers(name):
+    """Known answers recorded by benchmarks/order_noise.py on 7 Dec 2026 (verify quick's load and known answers on
+    llama-server --parallel 4): each file holds the alone and loaded copies and the verdict and counts this rule gave
+    them (``--rejudge`` after the last rule change); none is a FAIL."""
+    rec, gate = _recorded(name)
+    assert gate.verdict != "FAIL"
     assert gate.verdict == rec["expected"]["verdict"]
     assert gate.metrics["near_ties"] == rec["expected"]["near_ties"]
     assert gate.metrics["confident"] == rec["expected"]["confident"]
+
+
+@pytest.mark.xfail(strict=True, reason="issue 42, not built yet: the quantised-under-load cheat (the zoo's Q4_0 "
+                   "answering every request sent inside the load) first differs at near-ties of its own, larger "
+                   "noise (margin changes median 0.26-0.43 nats against the honest 0.07-0.17), so the rule that ranks "
+                   "a swing among the run's own noise calls it not-batch-invariant; what would catch it, the noise "
+                   "level or the near-tie rate against an honest calibration, is not there")
+def test_the_quantised_under_load_cheat_fails():
+    rec, gate = _recorded("quantised-under-load-seed1.json.gz")
+    assert rec["expected"]["verdict"] == "PASS" and gate.metrics["near_ties"] == 4  # as recorded: a miss
+    assert gate.verdict == "FAIL"

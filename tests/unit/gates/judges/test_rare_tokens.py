@@ -84,28 +84,32 @@ def garbled(key: str, cls: str) -> dict[str, Any]:
     return rare(key, cls, core, reply(f"Ab3x {core[:2]}?? Qz9k"))
 
 
-def test_unproven_without_reference_for_the_same_misses():
+def test_without_reference_the_same_misses_pass_only_on_the_narrower_claim():
+    # before issue 42 UNPROVEN: the imperfect copies wrote their classes' characters, so no class is masked; whether
+    # a single token was pruned stays unknown, and that narrowing is a fallback (--strict: UNPROVEN)
     recs = [copied("r0", "cjk"), garbled("r1", "hangul"), garbled("r2", "emoji_zwj")]
     g = gate_rare_tokens(recs, reference_given=False)
-    assert g.verdict == "UNPROVEN"
-    assert g.reason.startswith("2/3 rare strings not reproduced verbatim (emoji_zwj, hangul)")
+    assert g.verdict == "PASS" and g.fallbacks
+    assert "2/3 rare strings not reproduced verbatim (emoji_zwj, hangul)" in g.reason
     assert "without a reference engine" in g.reason
     assert any("UNPROVEN, not FAIL" in x for x in g.limitations)
 
 
-def test_two_attempts_per_class_each_writing_its_characters_pass_on_the_narrower_claim():
-    # verify sends two strings per class (issue 42): the per-class rule could fire for every class and did not, so
-    # the imperfect copies are a small model's errors as far as masking goes: PASS, the narrowing a fallback
+def test_every_class_writing_its_characters_passes_on_the_narrower_claim():
+    # verify sends two strings per class (issue 42): every class wrote its rare characters in some reply, so no class
+    # is masked, and the imperfect copies are the model's errors as far as masking goes: PASS, the narrowing a fallback
     recs = [copied("r0", "cjk"), garbled("r1", "cjk"), garbled("r2", "hangul"), copied("r3", "hangul"),
             garbled("r4", "emoji_zwj"), garbled("r5", "emoji_zwj")]
     g = gate_rare_tokens(recs, reference_given=False)
     assert g.verdict == "PASS" and g.judged == 6
-    assert g.reason.startswith("every one of 3 classes had its rare characters written in at least one of its 2+")
+    assert g.reason.startswith("every one of 3 classes had its rare characters written in at least one reply")
     assert "4/6 rare strings not reproduced verbatim" in g.reason and "not a pruned single token" in g.fallbacks[0]
     assert "3 classes" in g.rules_out
-    # one class with a single attempt: its rule could not fire, so the misses stay UNPROVEN
-    g = gate_rare_tokens(recs[:5], reference_given=False)
-    assert g.verdict == "UNPROVEN" and "not every class had the 2 copy attempts" in g.reason
+    # a class whose only replies wrote none of its characters (one blank attempt, one that never tried): UNPROVEN
+    recs = [copied("r0", "cjk"), garbled("r1", "emoji_zwj"), missed("r2", "hangul"),
+            rare("r3", "hangul", STRINGS["hangul"], reply("Hello!"))]
+    g = gate_rare_tokens(recs, reference_given=False)
+    assert g.verdict == "UNPROVEN" and "a class had no reply that wrote its rare characters" in g.reason
     # with a reference every counted miss still FAILs
     assert gate_rare_tokens(recs, reference_given=True).verdict == "FAIL"
 

@@ -447,3 +447,23 @@ def test_token_count_states_the_load_texts_the_tokenizer_refused(tmp_path: Path)
     gate = token_count_run(rows)
     assert gate.verdict == "PASS" and len(gate.fallbacks) == 1
     assert "refused 1 load reply text(s) (requests: load-2/p1; first error: HTTP 422" in gate.fallbacks[0]
+
+
+def test_token_count_reads_the_side_replies_retokenized_counts(tmp_path: Path) -> None:
+    # issue 42: bench serve re-tokenizes the replies outside the levels too (outputs/<engine>/retokenized.json, keyed
+    # "<folder>/<file key>"), so a hidden probe's logprob stream short at the cut can be settled by its text; a run
+    # recorded before has no such file and its side rows have no re-tokenized count
+    from inferencekit.gates.check import token_rows
+    from inferencekit.rundir import RETOKENIZED_FILE
+
+    run = _run(tmp_path)
+    req = PlannedRequest("p0", POOL[0], None)
+    write_json(run.special_path("e", "probes", "p1.logprobs"), _reply(req, "e", None, 16))
+    write_json(run.special_path("e", "kat/alone", "k0"), _reply(req, "e", None, 16))
+    rows, _, _ = token_rows(run.path, "e")
+    assert [(r["key"], r["retokenized"]) for r in rows] == [("probes/p1.logprobs", None), ("kat/alone/k0", None)]
+    write_json(run.path / "outputs" / "e" / RETOKENIZED_FILE, {"tokenizer": "t", "counts": {
+        "probes/p1.logprobs": 17, "kat/alone/k0": 16}})
+    rows, _, files = token_rows(run.path, "e")
+    assert [(r["key"], r["retokenized"]) for r in rows] == [("probes/p1.logprobs", 17), ("kat/alone/k0", 16)]
+    assert "outputs/e/retokenized.json" not in files and run.sent_keys("e").count("retokenized") == 0
