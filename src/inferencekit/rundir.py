@@ -454,6 +454,12 @@ class RunDir:
                 found[gate_run_name(p)] = p
         return [found[k] for k in sorted(found)]
 
+    def side_retokenized(self, engine: str) -> Path:
+        """``outputs/<engine>/retokenized.json``: re-tokenized counts of the replies outside the load levels (warm-up,
+        hidden probes, known answers, structured requests), keyed ``<folder>/<file key>`` (``bench/serve.py`` writes
+        it, token_count reads it)."""
+        return self.path / "outputs" / engine / RETOKENIZED_FILE
+
     def side_replies(self, engine: str) -> list[tuple[str, Path]]:
         """``(folder, reply file)`` of every request of ``engine`` outside the load levels: the warm-up
         (``warmup/``) and the extra requests a load mixed in (``EXTRA_FOLDERS``, the structured requests' folders),

@@ -159,7 +159,10 @@ def test_bench_kat_compares_known_answers_alone_and_under_load(llama_server_engi
     assert code == {"PASS": 0, "UNPROVEN": 3}[kat["verdict"]]
     assert "4 known-answer requests alone vs inside load level c4" in kat["reason"]
     assert kat["metrics"]["samples"] == 4 and kat["metrics"]["unmeasured"] == 0 and kat["metrics"]["confident"] == 0
-    assert kat["metrics"]["noise_samples"] >= 4 * 8  # the matched positions of the four pairs
+    # the noise pool holds the matched positions of the pairs not computed identically alone and loaded (on
+    # llama-server --parallel 4 often none: every known answer ran the same kernels, benchmarks/README.md)
+    assert kat["metrics"]["noise_samples"] > 0 or kat["metrics"]["differ"] == 0 or kat["verdict"] == "UNPROVEN", \
+        kat["metrics"]
     props = [p["property"] for p in kat["properties"]]
     assert props == (["not-batch-invariant"] if kat["metrics"]["near_ties"] else [])
     base = run / "outputs" / "llama-server" / "kat"

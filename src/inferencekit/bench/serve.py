@@ -268,7 +268,7 @@ class ServeSession:
                 if isinstance(r := read_json(p), dict)]
         if side:
             counts, errors = await _retokenize(tok, side)
-            write_json(self.run.path / "outputs" / self.engine / RETOKENIZED_FILE,
+            write_json(self.run.side_retokenized(self.engine),
                        {"tokenizer": tok.source, "counts": dict(sorted(counts.items())),
                         **({"errors": dict(sorted(errors.items()))} if errors else {})})
         return tok.source

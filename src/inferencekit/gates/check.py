@@ -115,7 +115,7 @@ def token_rows(run_dir: Path, engine: str) -> tuple[list[CountRow], str | None, 
             add(f"load-{level}/{path.parent.name}/{file_key(path)}", path, counts.get(file_key(path)))
     config = run.read_run().get("bench_config")
     warm_max = _int_or_none(config.get("max_tokens")) if isinstance(config, dict) else None
-    found = read_json(run.path / "outputs" / engine / RETOKENIZED_FILE)  # the side replies' counts (bench/serve.py)
+    found = read_json(run.side_retokenized(engine))  # the side replies' counts (bench/serve.py)
     raw_side = found.get("counts") if isinstance(found, dict) else None
     side: dict[str, Any] = raw_side if isinstance(raw_side, dict) else {}
     for folder, path in run.side_replies(engine):

@@ -462,7 +462,8 @@ def test_token_count_reads_the_side_replies_retokenized_counts(tmp_path: Path) -
     write_json(run.special_path("e", "kat/alone", "k0"), _reply(req, "e", None, 16))
     rows, _, _ = token_rows(run.path, "e")
     assert [(r["key"], r["retokenized"]) for r in rows] == [("probes/p1.logprobs", None), ("kat/alone/k0", None)]
-    write_json(run.path / "outputs" / "e" / RETOKENIZED_FILE, {"tokenizer": "t", "counts": {
+    assert run.side_retokenized("e") == run.path / "outputs" / "e" / RETOKENIZED_FILE
+    write_json(run.side_retokenized("e"), {"tokenizer": "t", "counts": {
         "probes/p1.logprobs": 17, "kat/alone/k0": 16}})
     rows, _, files = token_rows(run.path, "e")
     assert [(r["key"], r["retokenized"]) for r in rows] == [("probes/p1.logprobs", 17), ("kat/alone/k0", 16)]
