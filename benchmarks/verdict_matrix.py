@@ -10,7 +10,7 @@ Each run is one fresh ``inferencekit verify --profile P --json`` process (seed =
 to ``benchmarks/results/verdict_matrix.jsonl`` as soon as it ends: the file is the matrix, rows are added run by
 run, and a later call runs only what a row still lacks (resumable; a cut run leaves its finished lines). Each line:
 target, profile, busy, seed, exit code, wall seconds, the verdict, every part's verdict and reason, the properties
-reported, and the date and machine.
+reported, the date, the machine and the commit (``git describe --dirty``) the run was made with.
 
 Targets:
 
@@ -197,6 +197,8 @@ def main() -> int:
     work = Path(a.work) if a.work else Path(tempfile.mkdtemp(prefix="ik-verdicts-"))
     machine = {"cpus": os.cpu_count(), "processor": platform.processor() or platform.machine(),
                "python": platform.python_version()}
+    commit = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True,
+                            text=True, check=False).stdout.strip() or None
     for target, profile, runs in wanted:
         have = [r for r in read_rows(path) if r["target"] == target and r["profile"] == profile
                 and bool(r.get("busy")) == a.busy and "verdict" in r]
@@ -209,7 +211,8 @@ def main() -> int:
                 with busy_loop(a.busy):
                     row = one_run(target, profile, seed, url, run_dir)
                 row = {"target": target, "profile": profile, "busy": a.busy, "seed": seed,
-                       "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "machine": machine, **row}
+                       "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "machine": machine,
+                       "commit": commit, **row}
                 with path.open("a") as f:
                     f.write(json.dumps(row) + "\n")
                 print(f"{target} {profile} {'busy' if a.busy else 'idle'} seed {seed}: {row.get('verdict', 'error')} "

@@ -74,8 +74,8 @@ class Profile:
     quality_tokens: int = 64  # greedy tokens per quality prompt
     tasks: TaskSizes | None = None  # sampler check, GSM8K subset, NIAH grid (None: not in this profile)
     kat: int = 4  # bench serve --kat: known-answer requests alone, then inside the heaviest level
-    # --kat-max-tokens: 64 gives the order part's noise rule ~100-250 matched positions, the least for a confident
-    # divergence's p below α = 0.01 (gates/judges/order_noise.py); with 32 it had 79 and could not FAIL one
+    # --kat-max-tokens: 64 gives the order part's noise rule up to 4 × 64 matched positions, enough for a confident
+    # divergence's p below α = 0.01 (gates/judges/order_noise.py); with 32 a run had 79 and could not FAIL one
     kat_tokens: int = 64
     order_samples: int = 0  # gates order: BFCL draw size (the first N of the draw; 0 = not in this profile)
     order_tokens: int = 256  # gates order: max_tokens per request

@@ -244,7 +244,8 @@ def compare_sample(sample_id: str, replies: Sequence[tuple[str, Mapping[str, Any
                                                     f"HTTP {(reply or {}).get('status')}"))[:300]})
         else:
             answered.append((label, fp))
-            derived.append(rederive(dict(reply or {})) if (reply or {}).get("events") else dict(reply or {}))
+            if tokens:  # the logprob entries, re-derived from the events as the fingerprint's fields were
+                derived.append(rederive(dict(reply or {})) if (reply or {}).get("events") else dict(reply or {}))
     difference = None
     if answered:
         ref_label, ref = answered[0]
@@ -410,7 +411,7 @@ def judge_noise(rows: Sequence[Mapping[str, Any]], *, what: str, alpha: float = 
         divergences, UNMEASURED rows, the AGREE sample ids.
     """
     strict = judge_order(rows, what=what)
-    if strict.verdict in ("NOT RUN",) or strict.metrics.get("vacuous"):
+    if strict.verdict == "NOT RUN" or strict.metrics.get("vacuous"):
         return strict
     noise = [x for r in rows for x in r.get("noise") or ()]
     differ = [r for r in rows if r["status"] == "DIFFER"]

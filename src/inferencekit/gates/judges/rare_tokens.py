@@ -78,6 +78,7 @@ class RareRow:
     omitted: bool = False  # framed, yet none of the core's rare characters (or, for an ASCII core, nothing between)
     diverged: bool = False  # answered, missed, and the leading ASCII nonce is not in the reply: the copy went wrong
     # before the rare string was reached
+    wrote_rare: bool = False  # the reply holds at least one of the core's non-ASCII characters (framed or not)
 
 
 def _reference_outcome(record: ProbeRecord | None, core: str) -> str | None:
@@ -110,7 +111,8 @@ def _row(record: ProbeRecord, reference: ProbeRecord | None) -> RareRow:
     framed, omitted = _framing(target, core, text)
     return RareRow(key, cls, target, refused=False, core_reproduced=hit, nonces_intact=whole, reference=ref,
                    counted=not hit and not diverged and (ref != "miss" or bool(lost)), got=text[:200],
-                   lost_characters=lost or None, framed=framed, omitted=not hit and omitted, diverged=diverged)
+                   lost_characters=lost or None, framed=framed, omitted=not hit and omitted, diverged=diverged,
+                   wrote_rare=any(c in text for c in core if ord(c) > 127))
 
 
 def _diverged_before(target: str, core: str, text: str) -> bool:
@@ -289,11 +291,11 @@ def gate_rare_tokens(records: Sequence[ProbeRecord], reference_given: bool) -> G
 
 def _classes_written(rows: Sequence[RareRow]) -> list[str] | None:
     """The classes of ``rows`` when every class had a reply that wrote its rare characters — the core copied, or a
-    framed copy attempt that wrote some of the core's non-ASCII characters (``_framing``: not left blank) — else
-    None. A block the engine cannot produce never shows in its replies, so a class written once is not masked."""
+    reply that holds some of the core's non-ASCII characters (``RareRow.wrote_rare``, framed or not) — else None.
+    A block the engine cannot produce never shows in its replies, so a class written once is not masked."""
     classes = sorted({r.cls for r in rows})
     for c in classes:
-        if not any(r.core_reproduced or (r.framed and not r.omitted) for r in rows if r.cls == c):
+        if not any(r.core_reproduced or r.wrote_rare for r in rows if r.cls == c):
             return None
     return classes
 

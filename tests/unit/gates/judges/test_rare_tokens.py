@@ -105,6 +105,10 @@ def test_every_class_writing_its_characters_passes_on_the_narrower_claim():
     assert g.reason.startswith("every one of 3 classes had its rare characters written in at least one reply")
     assert "4/6 rare strings not reproduced verbatim" in g.reason and "not a pruned single token" in g.fallbacks[0]
     assert "3 classes" in g.rules_out
+    # a reply that never framed a copy but wrote the class's characters shows them too (llama-server, 7 Dec:
+    # "Jdzi ᏣᎳᎩ ᏣᎳᎩ ᏣᎳᎩ …" for "Jdzi ᏣᎳᎩ ᎦᏬᏂᎯᏍᏗ pini", a loop that never reached the closing nonce)
+    loop = rare("r6", "hangul", STRINGS["hangul"], reply(f"Ab3x {STRINGS['hangul'][:2] * 5}"))
+    assert gate_rare_tokens([*recs[:2], loop, *recs[4:]], reference_given=False).verdict == "PASS"
     # a class whose only replies wrote none of its characters (one blank attempt, one that never tried): UNPROVEN
     recs = [copied("r0", "cjk"), garbled("r1", "emoji_zwj"), missed("r2", "hangul"),
             rare("r3", "hangul", STRINGS["hangul"], reply("Hello!"))]
