@@ -104,7 +104,7 @@ def judge_dir(run_dir: Path, row: dict[str, Any], error: str = "no outputs") -> 
                     "FAIL" if m.get("differ") else str(gate.verdict)),
                 "samples": m.get("samples"), "differ": m.get("differ"), "near_ties": m.get("near_ties"),
                 "confident": m.get("confident"), "undecided": m.get("undecided"),
-                "unexplained": m.get("unexplained"), "largest_near_tie_swing": m.get("largest_near_tie_swing"),
+                "unexplained": m.get("unexplained"), "largest_near_tie_margin": m.get("largest_near_tie_margin"),
                 **{k: m.get(k) for k in ("noise_samples", "noise_median", "noise_p99", "noise_max")},
                 "reason": gate.reason[:600],
                 "divergences": [{"sample": d["sample_id"], **x} for d in gate.details if d.get("status") == "DIFFER"

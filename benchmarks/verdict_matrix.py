@@ -197,8 +197,6 @@ def main() -> int:
     work = Path(a.work) if a.work else Path(tempfile.mkdtemp(prefix="ik-verdicts-"))
     machine = {"cpus": os.cpu_count(), "processor": platform.processor() or platform.machine(),
                "python": platform.python_version()}
-    commit = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True,
-                            text=True, check=False).stdout.strip() or None
     for target, profile, runs in wanted:
         have = [r for r in read_rows(path) if r["target"] == target and r["profile"] == profile
                 and bool(r.get("busy")) == a.busy and "verdict" in r]
@@ -208,6 +206,8 @@ def main() -> int:
         with target_url(target, work / target.replace(":", "-")) as url:
             for seed in seeds:
                 run_dir = work / f"{target.replace(':', '-')}-{profile}-{'busy' if a.busy else 'idle'}-{seed}"
+                commit = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"],
+                                        capture_output=True, text=True, check=False).stdout.strip() or None
                 with busy_loop(a.busy):
                     row = one_run(target, profile, seed, url, run_dir)
                 row = {"target": target, "profile": profile, "busy": a.busy, "seed": seed,

@@ -392,8 +392,8 @@ def judge_noise(rows: Sequence[Mapping[str, Any]], *, what: str, alpha: float = 
     """The order gate with differences judged against the run's own logprob noise (``order_noise``).
 
     A sample that differs is explained by its first different token choice when that choice was a near-tie
-    (the margin between the two tokens moved no more than the run's own noise allows at ``alpha``, Bonferroni
-    over the part's divergences); everything after that token may differ. The verdict: VACUOUS FAIL as in
+    (the reference copy's margin between the two tokens is one the run's own margin changes reach at ``alpha``,
+    Bonferroni over the part's divergences); everything after that token may differ. The verdict: VACUOUS FAIL as in
     ``judge_order``; FAIL on a confident divergence, or on a field that differs while the token streams agree
     (unexplained); else UNPROVEN on an undecided divergence (no logprobs, a reply that ended there, too few
     noise samples) or an UNMEASURED sample; else PASS, with the property ``not-batch-invariant`` when any sample
@@ -406,7 +406,7 @@ def judge_noise(rows: Sequence[Mapping[str, Any]], *, what: str, alpha: float = 
 
     Returns:
         an ``order`` Gate; metrics as ``judge_order``'s plus ``near_ties``, ``confident``, ``undecided``,
-        ``unexplained``, ``alpha``, ``largest_near_tie_swing`` and the pooled noise's ``noise_samples``,
+        ``unexplained``, ``alpha``, ``largest_near_tie_margin`` and the pooled noise's ``noise_samples``,
         ``noise_median``, ``noise_p99``, ``noise_max`` (nats); details: each differing sample with its judged
         divergences, UNMEASURED rows, the AGREE sample ids.
     """
@@ -435,10 +435,10 @@ def judge_noise(rows: Sequence[Mapping[str, Any]], *, what: str, alpha: float = 
     rowsout = [(sid, classed.get(id(d), d)) for sid, d in found]
     by = {c: [(sid, d) for sid, d in rowsout if d.get("class") == c] for c in (NEAR_TIE, CONFIDENT, UNDECIDED)}
     unexplained = [(sid, d) for sid, d in rowsout if d.get("unexplained")]
-    near_swings = [d["swing"] for _, d in by[NEAR_TIE] if d.get("swing") is not None]
+    near_margins = [d["margin_a"] for _, d in by[NEAR_TIE] if d.get("margin_a") is not None]
     metrics = {**strict.metrics, "near_ties": len(by[NEAR_TIE]), "confident": len(by[CONFIDENT]),
                "undecided": len(by[UNDECIDED]), "unexplained": len(unexplained), "alpha": alpha,
-               "largest_near_tie_swing": max(near_swings) if near_swings else None, **_noise_figures(noise)}
+               "largest_near_tie_margin": max(near_margins) if near_margins else None, **_noise_figures(noise)}
     verdicts: dict[str, list[dict[str, Any]]] = {}
     for sid, d in rowsout:
         verdicts.setdefault(sid, []).append(d)
@@ -449,7 +449,7 @@ def judge_noise(rows: Sequence[Mapping[str, Any]], *, what: str, alpha: float = 
     agree = [r["sample_id"] for r in rows if r["status"] == "AGREE"]
     if agree:
         details.append({"status": "AGREE", "sample_ids": agree})
-    n, m = len(rows), sum(1 for _, d in plain if d.get("swing") is not None and not d.get("not_greedy"))
+    n, m = len(rows), sum(1 for _, d in plain if d.get("margin_a") is not None and not d.get("not_greedy"))
     scale = (f"the run's noise: {metrics['noise_samples']} matched positions, margin change median "
              f"{metrics['noise_median']}, max {metrics['noise_max']} nats")
     lim = list(strict.limitations)
@@ -458,15 +458,15 @@ def judge_noise(rows: Sequence[Mapping[str, Any]], *, what: str, alpha: float = 
             sid, d = by[CONFIDENT][0]
             where = f"first: {sid} at token {d['position']} ({d['a_token']!r} alone vs {d['b_token']!r})"
             first = (f"{where}: {d['why']}" if d.get("p") is None else
-                     f"{where}: the margin moved {d['swing']:.4g} nats{'' if d['exact'] else ' at least'}, p = "
-                     f"{d['p']:.3g} < α/m = {alpha:.3g}/{m}")
+                     f"{where}: its margin alone was {d['margin_a']:.4g} nats{'' if d['exact'] else ' at least'}, "
+                     f"beyond the run's margin changes: p = {d['p']:.3g} < α/m = {alpha:.3g}/{m}")
         else:
             first = (f"first: {unexplained[0][0]}: the generated tokens agree but "
                      f"{_show(_first_diff(rows, unexplained[0][0]))}")
         why = (f"{what}: {len(by[CONFIDENT])} divergence(s) at a confident position and {len(unexplained)} "
                f"difference(s) no token divergence explains, beyond the run's own noise ({scale}); {first}. "
-               f"α = {alpha:g} for this part (an honest engine's false-FAIL share: the p-value is the swing's rank "
-               "among the run's own noise, Phipson & Smyth 2010)")
+               f"α = {alpha:g} for this part (an honest engine's false-FAIL share: the p-value is the margin's rank "
+               "among the run's own margin changes, Phipson & Smyth 2010)")
         return Gate("order", "FAIL", why, metrics, details, lim)
     undecided = by[UNDECIDED]
     if undecided or strict.verdict == "UNPROVEN":
@@ -480,11 +480,12 @@ def judge_noise(rows: Sequence[Mapping[str, Any]], *, what: str, alpha: float = 
                     f"within the run's noise ({scale})", metrics, details, lim)
     props = []
     if by[NEAR_TIE]:
-        sid, d = max(by[NEAR_TIE], key=lambda x: x[1].get("swing") or 0.0)
+        sid, d = max(by[NEAR_TIE], key=lambda x: x[1].get("margin_a") or 0.0)
         props.append(shown("not-batch-invariant", f"{len(by[NEAR_TIE])} of {n} known-answer requests first differed "
-                           f"under load at a near-tie (largest: {sid} at token {d['position']}, {d['a_token']!r} vs "
-                           f"{d['b_token']!r}, margin moved {d['swing']:.3g} nats, p = {d['p']:.3g}; {scale})",
-                           samples=n, near_ties=len(by[NEAR_TIE]), largest_swing=d["swing"]))
+                           f"under load at a near-tie (widest: {sid} at token {d['position']}, {d['a_token']!r} vs "
+                           f"{d['b_token']!r}, margin alone {d['margin_a']:.3g} nats, swing {d['swing']:.3g}, p = "
+                           f"{d['p']:.3g}; {scale})", samples=n, near_ties=len(by[NEAR_TIE]),
+                           largest_margin=d["margin_a"]))
     same = n - len(differ)
     why = (f"{what}: {same} of {n} byte-identical" + (f", {len(by[NEAR_TIE])} first differed at a near-tie within "
                                                         f"the run's own noise (not-batch-invariant)" if props else "")

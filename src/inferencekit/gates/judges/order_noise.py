@@ -20,19 +20,22 @@ top_logprobs: 2`` on both; ``gates/probes/load.py``):
   two candidates do not list the other token, its lowest listed logprob bounds the term from below, so the
   swing is a lower bound (``exact`` False).
 
-A divergence's p-value is the rank of its swing among the noise samples pooled over the compared pairs of
-the run (positions before each pair's first divergence) that were not computed identically (a pair whose every
-margin change is exactly 0 ran the same kernels alone and loaded, and says nothing of the noise of a pair that
-did not: llama-server ``--parallel 4`` showed both kinds in one run, 7 Dec 2026, and pooling the zeros FAILed an
-honest divergence): ``p = (1 + #{noise ≥ swing}) / (n + 1)``, the
-permutation p-value of one draw from the same distribution (Phipson & Smyth 2010, "Permutation p-values
-should never be zero"). A lower-bound swing gives an upper bound on p, so a small p stays valid. With ``m``
-divergences judged in one part each is held to ``alpha / m`` (Bonferroni 1936): a divergence below it is
-*confident* (FAIL evidence); one at or above it is a near-tie within the run's noise (disclosed, counted,
-with the largest swing).
+A divergence's p-value is the rank of the reference copy's margin there, ``lp_a(X) - lp_a(Y)`` (``margin_a``:
+how far the run's noise had to move the margin for the other token to win), among the noise samples pooled over
+the compared pairs of the run (positions before each pair's first divergence) that were not computed
+identically (a pair whose every margin change is exactly 0 ran the same kernels alone and loaded, and says
+nothing of the noise of a pair that did not: llama-server ``--parallel 4`` showed both kinds in one run, 7 Dec
+2026, and pooling the zeros FAILed an honest divergence): ``p = (1 + #{noise ≥ margin}) / (n + 1)``, the share
+of the run's margin changes that would have bridged it (Phipson & Smyth 2010, "Permutation p-values should
+never be zero"). The margin, not the swing: a flip happens where the change was large, so honest swings rank
+high among the changes (llama-server ``--parallel 4``, ``kat-md-chat-001`` at token 2: swing 0.43 above all 66
+changes of its run, margin 0.23 within them). A lower-bound margin gives an upper bound on p, so a small p stays
+valid. With ``m`` divergences judged in one part each is held to ``alpha / m`` (Bonferroni 1936): a divergence
+below it is *confident* (FAIL evidence); one at or above it is a near-tie within the run's noise (disclosed,
+counted, with the widest margin).
 
 A divergence where a copy's chosen token is not the top of its own listed candidates is confident whatever its
-swing: at T=0 the chosen token is the argmax (``GREEDY_SLACK`` for the printed value's rounding), so such a
+margin: at T=0 the chosen token is the argmax (``GREEDY_SLACK`` for the printed value's rounding), so such a
 reply was not decoded greedily from the distribution it reports (cheat-proxy's ``order-dependent`` rewrites the
 chosen token and leaves the candidates).
 
@@ -211,9 +214,9 @@ def pair_noise(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[list[float],
     return noise, None, True
 
 
-def p_value(swing: float, noise: Sequence[float]) -> float:
-    """``(1 + #{noise ≥ swing}) / (n + 1)`` (module docstring)."""
-    return (1 + sum(1 for x in noise if x >= swing)) / (len(noise) + 1)
+def p_value(margin: float, noise: Sequence[float]) -> float:
+    """``(1 + #{noise ≥ margin}) / (n + 1)`` (module docstring)."""
+    return (1 + sum(1 for x in noise if x >= margin)) / (len(noise) + 1)
 
 
 def judge_divergences(divergences: Sequence[Divergence], noise: Sequence[float], alpha: float
@@ -223,13 +226,13 @@ def judge_divergences(divergences: Sequence[Divergence], noise: Sequence[float],
     Args:
         divergences: the run's divergences (one per differing sample).
         noise: the noise samples pooled over every compared pair of the part (nats).
-        alpha: the part's false-FAIL share; each of the ``m`` divergences with a swing is held to ``alpha / m``.
+        alpha: the part's false-FAIL share; each of the ``m`` divergences with a margin is held to ``alpha / m``.
 
     Returns:
         one dict per divergence: ``Divergence.to_json()`` plus ``class``, ``p`` (None when undecided) and
         ``why`` (undecided only).
     """
-    m = sum(1 for d in divergences if d.swing is not None and not d.not_greedy)
+    m = sum(1 for d in divergences if d.margin_a is not None and not d.not_greedy)
     each = alpha / m if m else alpha
     out = []
     for d in divergences:
@@ -239,17 +242,17 @@ def judge_divergences(divergences: Sequence[Divergence], noise: Sequence[float],
                         "why": f"the {'reference' if d.not_greedy == 'a' else 'other'} copy's token is not the top of "
                                "its own listed candidates: no greedy decode chose it"})
             continue
-        if d.swing is None:
+        if d.margin_a is None:
             why = ("one reply ended there: the end token's logprob is not streamed" if d.a_token is None
                    or d.b_token is None else "a reply listed no logprob for the tokens")
             out.append({**row, "class": UNDECIDED, "p": None, "why": why})
             continue
-        p = p_value(d.swing, noise)
+        p = p_value(d.margin_a, noise)
         if p < each:
             out.append({**row, "class": CONFIDENT, "p": _round(p)})
-        elif 1.0 / (len(noise) + 1) >= each and d.swing > max(noise, default=0.0):
+        elif 1.0 / (len(noise) + 1) >= each and d.margin_a > max(noise, default=0.0):
             out.append({**row, "class": UNDECIDED, "p": _round(p),
-                        "why": f"the swing exceeds all {len(noise)} noise samples, too few for p < {each:.3g}"})
+                        "why": f"the margin exceeds all {len(noise)} noise samples, too few for p < {each:.3g}"})
         else:
             out.append({**row, "class": NEAR_TIE, "p": _round(p)})
     return out

@@ -183,8 +183,8 @@ def test_a_copy_that_ended_early_is_undecided():
 def test_pairs_computed_identically_do_not_dilute_the_noise_of_one_that_was_not():
     # llama-server --parallel 4, 7 Dec (benchmarks/order_noise.py seed 1): three known answers ran the same kernels
     # alone and loaded (every margin change 0), the fourth did not (0.166, 0.059) and first differed at token 2 with a
-    # swing of 0.43. Pooled with the zeros its rank gave p = 1/195 and FAILed an honest engine; without them it is 2
-    # samples: too few to judge
+    # swing of 0.43 (margin 0.23). Pooled with the zeros the swing's rank gave p = 1/195 and FAILed an honest engine;
+    # without them it is 2 samples: too few to judge
     same = [(reply(chain(i)), reply(chain(i))) for i in range(3)]
     a = [(1, -0.5, 2, -1.0), (3, -0.4, 4, -0.9), (5, -0.7, 6, -0.93)] + chain(9)[3:]
     b = [(1, -0.5 + 0.083, 2, -1.0 - 0.083), (3, -0.4 - 0.0295, 4, -0.9 + 0.0295), (6, -0.72, 5, -0.92)] + [
@@ -268,7 +268,7 @@ def test_recorded_known_answers(name):
 @pytest.mark.xfail(strict=True, reason="issue 42, not built yet: the quantised-under-load cheat (the zoo's Q4_0 "
                    "answering every request sent inside the load) first differs at near-ties of its own, larger "
                    "noise (margin changes median 0.26-0.43 nats against the honest 0.07-0.17), so the rule that ranks "
-                   "a swing among the run's own noise calls it not-batch-invariant; what would catch it, the noise "
+                   "a margin among the run's own noise calls it not-batch-invariant; what would catch it, the noise "
                    "level or the near-tie rate against an honest calibration, is not there")
 def test_the_quantised_under_load_cheat_fails():
     rec, gate = _recorded("quantised-under-load-seed1.json.gz")
