@@ -40,8 +40,8 @@ class Property:
 PROPERTIES: dict[str, Property] = {p.name: p for p in (
     Property("not-batch-invariant",
              "the same greedy request gets the same reply alone and inside a batch",
-             "a known-answer reply under load first differs from its reply alone at a near-tie: the alone copy's margin "
-             "between the two tokens is one the run's own margin changes reach (gates/judges/order_noise.py)",
+             "a known-answer reply under load first differs from its reply alone at a near-tie: the alone copy's "
+             "margin between the two tokens is one the run's own margin changes reach (gates/judges/order_noise.py)",
              "FAIL",
              ("llama-server --parallel 4 (llama.cpp vendored in llama-cpp-python 0.3.36, CPU, F32 logits): "
               "verify quick, 7 Dec 2026",)),
