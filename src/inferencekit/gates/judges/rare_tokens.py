@@ -78,7 +78,9 @@ class RareRow:
     omitted: bool = False  # framed, yet none of the core's rare characters (or, for an ASCII core, nothing between)
     diverged: bool = False  # answered, missed, and the leading ASCII nonce is not in the reply: the copy went wrong
     # before the rare string was reached
-    wrote_rare: bool = False  # the reply holds at least one of the core's non-ASCII characters (framed or not)
+    # the reply holds at least one of the core's non-ASCII characters (framed or not); for an ASCII core (long
+    # numbers, odd identifiers), a framed copy with something written between the nonces
+    wrote_rare: bool = False
 
 
 def _reference_outcome(record: ProbeRecord | None, core: str) -> str | None:
@@ -112,7 +114,8 @@ def _row(record: ProbeRecord, reference: ProbeRecord | None) -> RareRow:
     return RareRow(key, cls, target, refused=False, core_reproduced=hit, nonces_intact=whole, reference=ref,
                    counted=not hit and not diverged and (ref != "miss" or bool(lost)), got=text[:200],
                    lost_characters=lost or None, framed=framed, omitted=not hit and omitted, diverged=diverged,
-                   wrote_rare=any(c in text for c in core if ord(c) > 127))
+                   wrote_rare=(any(c in text for c in core if ord(c) > 127) if any(ord(c) > 127 for c in core)
+                               else framed and not omitted))
 
 
 def _diverged_before(target: str, core: str, text: str) -> bool:

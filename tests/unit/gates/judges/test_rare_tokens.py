@@ -109,6 +109,12 @@ def test_every_class_writing_its_characters_passes_on_the_narrower_claim():
     # "Jdzi ᏣᎳᎩ ᏣᎳᎩ ᏣᎳᎩ …" for "Jdzi ᏣᎳᎩ ᎦᏬᏂᎯᏍᏗ pini", a loop that never reached the closing nonce)
     loop = rare("r6", "hangul", STRINGS["hangul"], reply(f"Ab3x {STRINGS['hangul'][:2] * 5}"))
     assert gate_rare_tokens([*recs[:2], loop, *recs[4:]], reference_given=False).verdict == "PASS"
+    # an ASCII class (odd identifiers) is written by a framed copy with something between the nonces
+    ident = "nbcfgd_Wg3YY.__nbc_cache__"
+    garbled_ident = rare("r7", "code", ident, reply(f"Ab3x nbcfgd_Wg3.__nbc_cach Qz9k"))
+    assert gate_rare_tokens([*recs, garbled_ident], reference_given=False).verdict == "PASS"
+    blank_ident = rare("r8", "code", ident, reply("Ab3x  Qz9k"))
+    assert gate_rare_tokens([*recs, blank_ident], reference_given=False).verdict == "UNPROVEN"
     # a class whose only replies wrote none of its characters (one blank attempt, one that never tried): UNPROVEN
     recs = [copied("r0", "cjk"), garbled("r1", "emoji_zwj"), missed("r2", "hangul"),
             rare("r3", "hangul", STRINGS["hangul"], reply("Hello!"))]
