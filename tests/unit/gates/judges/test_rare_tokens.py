@@ -111,7 +111,7 @@ def test_every_class_writing_its_characters_passes_on_the_narrower_claim():
     assert gate_rare_tokens([*recs[:2], loop, *recs[4:]], reference_given=False).verdict == "PASS"
     # an ASCII class (odd identifiers) is written by a framed copy with something between the nonces
     ident = "nbcfgd_Wg3YY.__nbc_cache__"
-    garbled_ident = rare("r7", "code", ident, reply(f"Ab3x nbcfgd_Wg3.__nbc_cach Qz9k"))
+    garbled_ident = rare("r7", "code", ident, reply("Ab3x nbcfgd_Wg3.__nbc_cach Qz9k"))
     assert gate_rare_tokens([*recs, garbled_ident], reference_given=False).verdict == "PASS"
     blank_ident = rare("r8", "code", ident, reply("Ab3x  Qz9k"))
     assert gate_rare_tokens([*recs, blank_ident], reference_given=False).verdict == "UNPROVEN"
