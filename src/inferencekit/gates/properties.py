@@ -11,11 +11,10 @@ back the verdict the seed gave it: ``strict`` below.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["PROPERTIES", "Property", "describe", "shown"]
+__all__ = ["PROPERTIES", "Property", "shown"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,8 +77,3 @@ def shown(name: str, effect: str, **counts: Any) -> dict[str, Any]:
     """
     p = PROPERTIES[name]
     return {"property": p.name, "lacks": p.lacks, "shown_by": effect, "strict": p.strict, **counts}
-
-
-def describe(prop: Mapping[str, Any]) -> str:
-    """One line for the card: ``<name>: <shown_by>``."""
-    return f"{prop.get('property')}: {prop.get('shown_by')}"
