@@ -261,11 +261,13 @@ def _gate_parts(run: RunDir, engine: str, gate_runs: list[str], s: GateRunSettin
         gates = [strict_gate(g) for g in gates]
     rec = gates_record(run, gates, engine=engine, files=checked.files, mode="verify", notes=checked.notes,
                        settings={"engine": engine, "gate_runs": gate_runs, **s.header()})
-    parts = {f"gates: {g.gate}": _part(f"gates: {g.gate}", "gates", rec, g.verdict, g.bounded_reason, g.fallbacks)
-             for g in gates if g.verdict != "NOT RUN" or g.applicable}
+    parts: dict[str, Part] = {}
     for g in gates:
-        if g.properties and f"gates: {g.gate}" in parts:
-            parts[f"gates: {g.gate}"]["properties"] = [dict(p) for p in g.properties]
+        if g.verdict != "NOT RUN" or g.applicable:
+            part = parts[f"gates: {g.gate}"] = _part(f"gates: {g.gate}", "gates", rec, g.verdict, g.bounded_reason,
+                                                     g.fallbacks)
+            if g.properties:
+                part["properties"] = [dict(p) for p in g.properties]
     return parts, rec
 
 

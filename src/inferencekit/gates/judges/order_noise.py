@@ -60,10 +60,12 @@ NEAR_TIE, CONFIDENT, UNDECIDED = "near-tie", "confident", "undecided"
 
 @dataclass(frozen=True, slots=True)
 class TokenStep:
-    """One streamed token: its key (token id when the server sent one, else the token text), its logprob and
-    its listed candidates ``{key: logprob}`` (empty when none were listed)."""
+    """One streamed token: its key (token id when the server sent one, else the token text), its text (the key
+    as a string when the entry has none), its logprob and its listed candidates ``{key: logprob}`` (empty when none
+    were listed)."""
 
     key: Any
+    text: str
     logprob: float | None
     top: Mapping[Any, float]
 
@@ -132,16 +134,9 @@ def steps_of(reply: Mapping[str, Any] | None) -> list[TokenStep] | None:
             k = _key(c) if isinstance(c, dict) else None
             if k is not None and lp is not None and k not in top:
                 top[k] = lp
-        out.append(TokenStep(_key(e), _num(e.get("logprob")), top))
+        tok = e.get("token")
+        out.append(TokenStep(_key(e), tok if isinstance(tok, str) else str(_key(e)), _num(e.get("logprob")), top))
     return out or None
-
-
-def _text(e: TokenStep | None, reply: Mapping[str, Any], i: int) -> str | None:
-    if e is None:
-        return None
-    raw = reply.get("logprobs") or []
-    tok = raw[i].get("token") if i < len(raw) and isinstance(raw[i], dict) else None
-    return tok if isinstance(tok, str) else str(e.key)
 
 
 def _noise(a: TokenStep, b: TokenStep) -> float | None:
@@ -203,14 +198,14 @@ def pair_noise(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[list[float],
             gb, eb = _margin(y, x.key)
             swing = None if ga is None or gb is None else ga + gb
             off = "a" if not _is_own_top(x) else "b" if not _is_own_top(y) else None
-            return noise, Divergence(i, _text(x, a, i), _text(y, b, i), swing, ea and eb, ga, off), True
+            return noise, Divergence(i, x.text, y.text, swing, ea and eb, ga, off), True
         n = _noise(x, y)
         if n is not None:
             noise.append(n)
     if len(sa) != len(sb):
         i = min(len(sa), len(sb))
-        return noise, Divergence(i, _text(sa[i] if i < len(sa) else None, a, i),
-                                 _text(sb[i] if i < len(sb) else None, b, i), None, False, None), True
+        return noise, Divergence(i, sa[i].text if i < len(sa) else None, sb[i].text if i < len(sb) else None,
+                                 None, False, None), True
     return noise, None, True
 
 

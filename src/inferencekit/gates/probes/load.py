@@ -143,8 +143,11 @@ def load_extras(*, levels: Sequence[str], heaviest: str, probes: bool, kat: int,
         for i, group in enumerate(groups.values()):
             out["by_level"][levels[i % len(levels)]].extend(group)
     if kat:
-        out["load_fields"] = kat_load_fields(count_fields or {})
+        fields = out["load_fields"] = kat_load_fields(count_fields or {})
+        # the known answers carry the load's own fields too (vLLM's return_token_ids), so nothing marks them
         known = kat_probes(kat, model=model, max_tokens=kat_max_tokens, extra=extra, ctk=ctk)
+        for p in known:
+            p["body"] = {**p["body"], **fields}
         out["alone"] = [{**p, "folder": KAT_ALONE} for p in known]
         out["by_level"][heaviest].extend({**p, "folder": KAT_LOAD} for p in known)
     if structured:

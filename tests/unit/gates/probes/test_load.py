@@ -57,3 +57,19 @@ def test_a_sealed_prompt_set_feeds_the_hidden_probes_and_a_small_one_falls_back_
     small = load_extras(**kw, prompts=sealed[:3], dataset="my.jsonl")  # type: ignore[arg-type]
     assert {p["meta"]["prompt_source"] for p in small["by_level"]["c1"]} == {"dev-fallback"}
     assert {p["meta"]["prompt_source"] for p in load_extras(**kw)["by_level"]["c1"]} == {"dev"}  # type: ignore[arg-type]
+
+
+def test_known_answers_and_the_load_around_them_carry_the_same_logprob_and_count_fields():
+    # issue 42: the known answers ask for top-2 logprobs (the order rule's margins); the load asks the same, merged with
+    # the dialect's count fields (vLLM's return_token_ids), and the known answers carry those too: nothing marks them
+    x = load_extras(levels=["c1", "c4"], heaviest="c4", probes=False, kat=2, kat_max_tokens=64, seed=1, model="m",
+                    max_tokens=None, extra={}, ctk={}, neutral={}, top_k_off=0,
+                    count_fields={"return_token_ids": True})
+    assert x["load_fields"] == {"return_token_ids": True, "logprobs": True, "top_logprobs": 2}
+    for p in x["alone"] + x["by_level"]["c4"]:
+        assert {k: p["body"][k] for k in x["load_fields"]} == x["load_fields"]
+    # a dialect that asks more candidates keeps its larger top_logprobs
+    more = load_extras(levels=["c1"], heaviest="c1", probes=False, kat=1, kat_max_tokens=8, seed=1, model="m",
+                       max_tokens=None, extra={}, ctk={}, neutral={}, top_k_off=0,
+                       count_fields={"logprobs": True, "top_logprobs": 5})
+    assert more["load_fields"]["top_logprobs"] == 5 and more["alone"][0]["body"]["top_logprobs"] == 5
