@@ -159,8 +159,8 @@ async def auto_concurrency(client: Client, info: EngineInfo, probe_body: dict[st
             detail["error"] = f"burst of {size} failed: {e}"[:200]
             break
         wall = time.monotonic() - t
-        par = parallelism(size, alone, wall)
-        detail["bursts"].append({"size": size, "wall_s": round(wall, 4), "parallelism": round(par, 2)})
+        par = round(parallelism(size, alone, wall), 2)  # decided on the figure the record shows
+        detail["bursts"].append({"size": size, "wall_s": round(wall, 4), "parallelism": par})
         found = size
         if par < _PARALLEL_SHARE * size:
             found = max(1, round(par))
