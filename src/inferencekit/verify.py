@@ -30,8 +30,9 @@ from inferencekit.bench.plan import heaviest_level, parse_levels, trace_level
 from inferencekit.bench.serve import prepare_serve, run_bench
 from inferencekit.data.datasets import load_static
 from inferencekit.data.prompts import Prompt, load_prompt_set
+from inferencekit.engines.launcher import RunningEngine
 from inferencekit.engines.model import embedded_gguf
-from inferencekit.engines.target import serve_target
+from inferencekit.engines.target import launched_context, serve_target
 from inferencekit.errors import OpError
 from inferencekit.evidence import artifact, build_record, save_record
 from inferencekit.extras import extra_refusal, require_extra
@@ -82,7 +83,7 @@ class Profile:
     equivalence_tokens: int = 0  # audit equivalence: output-token budget (0 = not in this profile)
     contract_json_load: int = 16  # probe --contract: structured-output requests under load
     # rare_tokens: strings per class, so the per-class rule can fire for every class (gates/judges/rare_tokens.py)
-    rare_per_class: int = 2
+    rare_per_class: int = 4
 
 
 ORDER_PART = "gates: order"
@@ -646,6 +647,16 @@ def plan_verify(req: VerifyRequest) -> VerifyPlan:
     return VerifyPlan(req, cfg, gate_s, policies, appliance, static, unavailable_parts(req))
 
 
+def adopt_launched_context(info: EngineInfo, eng: RunningEngine | None) -> None:
+    """Give ``info`` the context length verify launched the embedded engine with (``engines.target.launched_context``)
+    when the engine reports none itself (llama-cpp-python), so the contract's context items can be sent; the
+    source is named in ``info.details["n_ctx_source"]``."""
+    ctx = launched_context(eng)
+    if ctx and not info.context_tokens:
+        info.details["n_ctx"] = ctx
+        info.details["n_ctx_source"] = "the --n_ctx verify launched the embedded engine with (it reports none)"
+
+
 def run_verify(plan: VerifyPlan, *, argv: list[str], operation: str, quiet: bool
                ) -> tuple[RunDir, dict[str, Any], dict[str, Any]]:
     """Run every part of the plan in one run dir: ``(run dir, verification record, sub-records by part kind)``.
@@ -659,12 +670,13 @@ def run_verify(plan: VerifyPlan, *, argv: list[str], operation: str, quiet: bool
     run.update_run(command=list(argv), operation=operation, profile=prof.name, api_key_env=req.api_key_env,
                    bench_config=cfg.to_json(), prompt_set=plan.static[1] if plan.static else None)
 
-    async def main(url: str) -> dict[str, Any]:
+    async def main(url: str, eng: RunningEngine | None) -> dict[str, Any]:
         async with Client(Endpoint.parse(url, req.api_key_env), timeout_s=req.timeout) as client:
             # the engine detected and pinned, the workload's prompts built (a drawn set or a trace, with the
             # server's tokenizer) and its declared sharing checked, all before the first request
             info, prompts = await prepare_serve(cfg, client, run, req.model, plan.static, argv=argv,
                                                 operation=operation, api_key_env=req.api_key_env, quiet=quiet)
+            adopt_launched_context(info, eng)
             probe_rec = await probe_endpoint(client, info, run, plan.policies["capability probe"])
             with ProgressBar(quiet) as bar:
                 bench_rec = await run_bench(cfg, client, info, run, prompts, on_done=bar.on_done,
@@ -717,8 +729,8 @@ def run_verify(plan: VerifyPlan, *, argv: list[str], operation: str, quiet: bool
         return rec, {"probe": probe_rec, "bench": bench_rec, "appliance": st["app_rec"]}
 
     try:
-        with serve_target(req.base_url, run.engine_dir, quiet=quiet) as (url, _):
-            rec, subs = finish(url, run_loop(main(url)))
+        with serve_target(req.base_url, run.engine_dir, quiet=quiet) as (url, eng):
+            rec, subs = finish(url, run_loop(main(url, eng)))
     except OpError:
         run.discard_if_empty()
         raise

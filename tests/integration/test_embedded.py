@@ -121,17 +121,22 @@ def test_api_key_value_is_never_written(embedded_engine, tmp_path, capsys, monke
     assert secret not in json.dumps(out)
 
 
-def test_verify_without_url_runs_the_embedded_engine_and_is_unproven(tmp_path, capsys):
+def test_verify_without_url_runs_the_embedded_engine_and_decides(tmp_path, capsys):
     run = tmp_path / "v"
     code = main(["verify", "--run-dir", str(run), "--quiet"])  # the card, as `make demo` prints it
     card = capsys.readouterr().out
-    assert code == 3, card  # the card names the part that decided otherwise
+    # issue 42: the honest embedded engine earns PASS, its missing features listed as properties; the one part
+    # that may still leave it UNPROVEN is rare_tokens (a class none of its four replies wrote), never a FAIL
+    assert code in (0, 3), card
     rid = json.loads((run / "run.json").read_text())["verification_record"]
-    for text in ("UNPROVEN", "TTFT p50", "out tok/s", "capabilities (judged by effect)", "gates: caching",
-                 "NOT RUN", f"record: {rid}", f"run dir: {run.resolve()}", "N_out from: streamed:logprobs"):
+    for text in ("PASS" if code == 0 else "UNPROVEN", "TTFT p50", "out tok/s", "capabilities (judged by effect)",
+                 "gates: caching", f"record: {rid}", f"run dir: {run.resolve()}", "N_out from: streamed:logprobs",
+                 "property (gates: contract), not a verdict: drops-n"):
         assert text in card, text
-    code, out, err = run_cli(capsys, "evidence", "show", rid)
-    assert code == 0 and out["verdict"] == "UNPROVEN"
+    code_show, out, err = run_cli(capsys, "evidence", "show", rid)
+    assert code_show == 0 and out["verdict"] == ("PASS" if code == 0 else "UNPROVEN")
+    unproven = {p["part"] for p in out["data"]["parts"] if p["verdict"] in ("UNPROVEN", "NOT RUN")}
+    assert unproven <= {"gates: rare_tokens", "bench serve"}, out["data"]["parts"]
     out = {"evidence_id": rid, "verdict": out["verdict"], "parts": out["data"]["parts"],
            "levels": json.loads((run / "evidence" / f"{out['data']['parts'][1]['evidence_id']}.json").read_text())[
                "data"]["levels"]}
@@ -163,12 +168,18 @@ def test_verify_without_url_runs_the_embedded_engine_and_is_unproven(tmp_path, c
     logs = sorted((run / "probes").glob("2*Z-*.jsonl"))
     assert len(logs) == 2
     assert sum('"kind":"contract"' in p.read_text() for p in logs) == 1
-    # llama-cpp-python answers json_schema with HTTP 500 and reports no context length
-    assert parts["gates: contract"]["verdict"] == "UNPROVEN"
-    assert "context: at the limit" in parts["gates: contract"]["reason"]
-    # it drops n: one choice for n 2, the property drops-n (docs/properties.md), not an UNPROVEN item
-    assert "drops-n" in [p["property"] for p in parts["gates: contract"].get("properties") or ()]
-    assert ", n," not in parts["gates: contract"]["reason"]
+    # llama-cpp-python reports no context length: verify sends the context items at the --n_ctx it launched the
+    # engine with. It drops n (one choice for n 2), answers json_schema with HTTP 500 naming the field and returns
+    # text for tool_choice required: properties (docs/properties.md), not UNPROVEN items, so the contract can PASS
+    contract = parts["gates: contract"]
+    assert contract["verdict"] == "PASS", contract
+    assert [p["property"] for p in contract.get("properties") or ()] == [
+        "drops-n", "no-json-schema", "ignores-tool-choice-required"], contract
+    gates_rec = json.loads((run / "evidence" / f"{contract['evidence_id']}.json").read_text())
+    items = {i["item"]: i for g in gates_rec["data"]["gates"] if g["gate"] == "contract" for i in g["metrics"]["items"]}
+    assert items["context: at the limit"]["verdict"] == "PASS" and items["context: at the limit"]["context_tokens"] \
+        == 4096, items["context: at the limit"]
+    assert items["context: over the limit"]["verdict"] == "PASS" and items["context: over the limit"]["status"] == 400
     # correctness under load: 4 known answers alone, then inside the heaviest level (c4), judged as the order gate
     kat = run / "outputs" / "llama-cpp-python" / "kat"
     assert len(list((kat / "alone").glob("*.json"))) == 4 and len(list((kat / "load").glob("*.json"))) == 4

@@ -87,7 +87,8 @@ class Dialect:
         cache_reset_path: POST path that empties the prefix cache, or None.
         capacity_path: GET path whose JSON reports parallel capacity; ``capacity_of`` reads it.
         fixed_capacity: capacity known without asking (llama-cpp-python serialises: 1).
-        ignores: option names this engine is known to accept and drop without effect.
+        ignores: option names this engine is known to accept and drop without effect (``option=value`` for one
+            value of it: ``tool_choice=required``).
         honours: option names this engine is known to honour (docs/engines.md: llama-server and vLLM generate
             past EOS with ``ignore_eos``): a reply that shows otherwise is the engine's fault, not a missing
             feature.
@@ -231,7 +232,8 @@ DIALECTS: dict[str, Dialect] = {
         "llama-cpp-python", tokenize_path="/extras/tokenize", tokenize_body=lambda t: {"input": t},
         detokenize_path="/extras/detokenize", detokenize_body=lambda ids: {"tokens": ids},
         count_fields={"logprobs": True, "top_logprobs": 0},
-        fixed_capacity=1, ignores=("ignore_eos", "stream_options", "n"), neutral_sampling={"repeat_penalty": 1.0},
+        fixed_capacity=1, ignores=("ignore_eos", "stream_options", "n", "tool_choice=required"),
+        neutral_sampling={"repeat_penalty": 1.0},
         named_tool_choice=True, json_schema=False),
     "openai": Dialect("openai"),
 }

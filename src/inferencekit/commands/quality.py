@@ -18,7 +18,7 @@ from inferencekit.api.endpoint import Endpoint, read_api_key
 from inferencekit.data.gsm8k import load_gsm8k
 from inferencekit.data.prompts import load_prompt_set
 from inferencekit.engines.recipes import DEFAULT_CONTEXT
-from inferencekit.engines.target import serve_target
+from inferencekit.engines.target import EMBEDDED_N_CTX_FLAG, serve_target
 from inferencekit.errors import OpError
 from inferencekit.options import CLIENT_ARGS, FIXED_ARG, check_client_args, check_urls
 from inferencekit.quality import niah
@@ -26,7 +26,7 @@ from inferencekit.quality.gsm8k import pair_problem
 from inferencekit.quality.gsm8k_lmeval_run import check_lm_eval_request, run_lm_eval_backend
 from inferencekit.quality.gsm8k_run import GSM_FIXED, gsm8k_settings, load_paired_run, run_builtin
 from inferencekit.quality.local_model import require_reference
-from inferencekit.quality.niah_run import EMBEDDED_N_CTX_FLAG, NIAH_FIXED, check_fit, run_niah
+from inferencekit.quality.niah_run import NIAH_FIXED, check_fit, run_niah
 from inferencekit.quality.reference import (
     REFERENCE_KINDS,
     LocalReference,

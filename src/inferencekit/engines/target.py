@@ -10,9 +10,19 @@ from pathlib import Path
 from inferencekit.engines.launcher import RunningEngine, start_engine, stop_engine
 from inferencekit.extras import require_extra
 
-__all__ = ["serve_target", "EMBEDDED_ENGINE"]
+__all__ = ["EMBEDDED_ENGINE", "EMBEDDED_N_CTX_FLAG", "launched_context", "serve_target"]
 
 EMBEDDED_ENGINE = "llama-cpp-python"
+EMBEDDED_N_CTX_FLAG = "--n_ctx"  # how the embedded engine (llama-cpp-python) is given its context length
+
+
+def launched_context(eng: RunningEngine | None) -> int | None:
+    """The context length (tokens per request) an engine started here was launched with (llama-cpp-python's
+    ``--n_ctx``), which it does not report itself; None for a server given by URL or a launch without the flag."""
+    if eng is None or EMBEDDED_N_CTX_FLAG not in eng.argv:
+        return None
+    i = eng.argv.index(EMBEDDED_N_CTX_FLAG)
+    return int(eng.argv[i + 1]) if i + 1 < len(eng.argv) and eng.argv[i + 1].isdigit() else None
 
 
 @contextmanager

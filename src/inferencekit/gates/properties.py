@@ -66,6 +66,22 @@ PROPERTIES: dict[str, Property] = {p.name: p for p in (
              "UNPROVEN",
              ("llama-server (llama.cpp vendored in llama-cpp-python 0.3.36) serving SmolLM2-135M-Instruct: verify "
               "quick, 7 Dec 2026",)),
+    Property("no-json-schema",
+             "constrain a reply to a JSON schema (response_format json_schema)",
+             "every contract request with response_format json_schema was refused: a 4xx, or a 5xx whose error names "
+             "the field (gates/judges/contract_structured.py); a reply that came back outside the schema still FAILs",
+             "UNPROVEN",
+             ("llama-cpp-python 0.3.36 (the embedded engine; HTTP 500, a pydantic literal_error on "
+              "response_format.type): verify quick, 6-7 Dec 2026",)),
+    Property("ignores-tool-choice-required",
+             "force a tool call when asked with tool_choice 'required'",
+             "tool_choice required returned text and no call while tool_choice named on the same prompt returned a "
+             "call, on an engine documented to force only a named function (api/dialects.py ignores "
+             "'tool_choice=required'; gates/judges/contract_structured.py); on any other engine the same reply stays "
+             "UNPROVEN, and a call with tool_choice none still FAILs",
+             "UNPROVEN",
+             ("llama-cpp-python 0.3.36 (the embedded engine: its template chat handler builds a grammar for a dict "
+              "tool_choice only, llama_chat_format.py): verify quick, 6-7 Dec 2026",)),
 )}
 
 

@@ -24,6 +24,7 @@ from inferencekit.api.endpoint import Endpoint
 from inferencekit.api.tokenize import EngineTokenizer, TokenizeError
 from inferencekit.data.niah_filler import calibration_text
 from inferencekit.engines.launcher import RunningEngine
+from inferencekit.engines.target import EMBEDDED_N_CTX_FLAG, launched_context
 from inferencekit.errors import OpError
 from inferencekit.evidence import artifact, metric
 from inferencekit.quality import niah
@@ -40,7 +41,6 @@ NIAH_FIXED = {"model", "messages", "max_tokens", "max_completion_tokens", "tempe
 TEMPLATE_ALLOWANCE = 64
 """Tokens allowed for the chat template (role markers, a default system prompt) when checking that a case fits."""
 RESULTS_FORMAT = "inferencekit.niah.v1"
-EMBEDDED_N_CTX_FLAG = "--n_ctx"  # how the embedded engine (llama-cpp-python) is given its context length
 
 
 def check_fit(lengths: list[int], max_tokens: int, context: int | None, chars_per_token: float, source: str) -> None:
@@ -69,8 +69,9 @@ def _context(info: EngineInfo, eng: RunningEngine | None) -> tuple[int | None, s
     """The context one request may use and where that figure comes from, or (None, None)."""
     if info.context_tokens:
         return info.context_tokens, f"reported by {info.engine}"
-    if eng is not None and EMBEDDED_N_CTX_FLAG in eng.argv:
-        return int(eng.argv[eng.argv.index(EMBEDDED_N_CTX_FLAG) + 1]), f"the embedded engine's {EMBEDDED_N_CTX_FLAG}"
+    launched = launched_context(eng)
+    if launched:
+        return launched, f"the embedded engine's {EMBEDDED_N_CTX_FLAG}"
     return None, None
 
 

@@ -430,7 +430,7 @@ def contract_items(run: ProbeRun) -> list[Item]:
         ("accounting", lambda: _accounting(v.get("accounting", {}))),
         ("context", lambda: _context(v.get("context", {}), _skipped(v.get("context", {})))),
         ("json", lambda: structured_items(v, run.settings)),
-        ("tools", lambda: tool_items(v, run.settings)),
+        ("tools", lambda: tool_items(v, run.settings, tuple(run.header.get("known_ignored_options") or ()))),
     ]
     return [row for key, make in groups if asked is None or key in asked for row in make()]
 

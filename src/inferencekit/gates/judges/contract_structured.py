@@ -23,7 +23,7 @@ import jsonschema
 from inferencekit.shapes import ProbeRecord, is_ok
 from inferencekit.stats import Verdict, rules_out
 
-__all__ = ["json_bucket", "renders_tools", "structured_items", "tool_calls_of", "tool_items"]
+__all__ = ["REQUIRED_DROPPED", "json_bucket", "renders_tools", "structured_items", "tool_calls_of", "tool_items"]
 
 Item = dict[str, Any]
 
@@ -65,6 +65,15 @@ def json_bucket(reply: Mapping[str, Any], schema: Mapping[str, Any] | None) -> t
     return "valid", ""
 
 
+REQUIRED_DROPPED = "tool_choice=required"  # the name api/dialects.py lists for an engine that forces no call on it
+
+
+def _names_format(r: ProbeRecord) -> bool:
+    """A failed reply whose error text names the field refused (``response_format`` or ``json_schema``)."""
+    err = str(_reply(r).get("error") or "")
+    return "response_format" in err or "json_schema" in err
+
+
 def _json_items(fmt: str, v: Mapping[str, ProbeRecord], schema: Mapping[str, Any] | None, load: Any) -> list[Item]:
     out = []
     for regime, label in (("alone", "alone"), ("load", "under load")):
@@ -90,7 +99,15 @@ def _json_items(fmt: str, v: Mapping[str, ProbeRecord], schema: Mapping[str, Any
                             f"(first: {next(iter(whys.values()))})", buckets["invalid"][:8], **ev))
         elif refused and len(refused) == len(recs):
             out.append(_row(name, "structured", Verdict.NOT_RUN, f"refused with HTTP "
-                            f"{(refused[0].get('reply') or {}).get('status')} (compliant)", refused[:1], **ev))
+                            f"{(refused[0].get('reply') or {}).get('status')} (compliant)", refused[:1], **ev,
+                            **({"property": "no-json-schema"} if fmt == "json_schema" else {})))
+        elif fmt == "json_schema" and counts.get("error") == len(recs) and all(_names_format(r) for r in recs):
+            # every request refused by a validation error that names the field, sent as a 5xx (llama-cpp-python's
+            # pydantic errors): the engine lacks the feature and claimed nothing (a property, not a verdict)
+            first = _reply(recs[0])
+            out.append(_row(name, "structured", None, f"every request refused: HTTP {first.get('status')} naming "
+                            f"response_format ({str(first.get('error') or '')[:100]})", recs[:1], **ev,
+                            property="no-json-schema"))
         elif valid:
             out.append(_row(name, "structured", Verdict.PASS, rules_out(0, valid, "replies invalid",
                                                                         "invalid-reply rate"), recs[:8], **ev))
@@ -157,8 +174,8 @@ def renders_tools(accounting: Mapping[str, ProbeRecord]) -> tuple[bool | None, s
     return counts[0] != counts[1], f"prompt_tokens {counts[0]} with the tools, {counts[1]} without"
 
 
-def _tool_items(v: Mapping[str, ProbeRecord], named: str, rendered: tuple[bool | None, str] = (None, "")
-                ) -> list[Item]:
+def _tool_items(v: Mapping[str, ProbeRecord], named: str, rendered: tuple[bool | None, str] = (None, ""),
+                ignored: Sequence[str] = ()) -> list[Item]:
     out: list[Item] = []
     recs = {k: v.get(k) for k in ("none", "required", "named", "named-stream")}
     calls = {k: tool_calls_of(_reply(r)) for k, r in recs.items()}
@@ -193,6 +210,13 @@ def _tool_items(v: Mapping[str, ProbeRecord], named: str, rendered: tuple[bool |
             else:
                 out.append(_row("tool_choice none", "tools", Verdict.UNPROVEN, "no call, but no tool_choice made the "
                                 "engine call at all, so 'none' had nothing to prevent", [r]))
+        elif not got and k == "required" and REQUIRED_DROPPED in ignored and calls["named"]:
+            # text where a named tool_choice on the same prompt called: the engine forces only a named function
+            # (llama-cpp-python builds a grammar for a dict tool_choice alone: llama_chat_format.py), a property
+            out.append(_row("tool_choice required", "tools", None, "tool_choice required returned text and no call, "
+                            f"where tool_choice named returned {[n for n, _ in calls['named']]} (the engine is known "
+                            "to accept 'required' and force nothing: api/dialects.py ignores)", [r, recs["named"]],
+                            property="ignores-tool-choice-required"))
         elif not got:
             out.append(_row(f"tool_choice {k}", "tools", Verdict.UNPROVEN, f"tool_choice {k} returned text and no call "
                             "(the engine may build no tool-call grammar for this model's template: it cannot do the "
@@ -240,7 +264,9 @@ def structured_items(v: Mapping[str, Mapping[str, ProbeRecord]], settings: Mappi
             *_json_items("json_schema", v.get("json_schema", {}), c.get("schema"), c.get("json_load"))]
 
 
-def tool_items(v: Mapping[str, Mapping[str, ProbeRecord]], settings: Mapping[str, Any]) -> list[Item]:
-    """The tool_choice items; ``contract.named_tool`` of the settings is the function a named tool_choice asks for."""
+def tool_items(v: Mapping[str, Mapping[str, ProbeRecord]], settings: Mapping[str, Any],
+               ignored: Sequence[str] = ()) -> list[Item]:
+    """The tool_choice items; ``contract.named_tool`` of the settings is the function a named tool_choice asks for;
+    ``ignored``: the options the engine is known to accept and drop (the header's ``known_ignored_options``)."""
     return _tool_items(v.get("tool_choice", {}), str((settings.get("contract") or {}).get("named_tool")),
-                       renders_tools(v.get("accounting", {})))
+                       renders_tools(v.get("accounting", {})), ignored)

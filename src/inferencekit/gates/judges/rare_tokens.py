@@ -26,7 +26,9 @@ copying error: a majority of at least ``MIN_ATTEMPTS`` such copy attempts, or ev
 ``MIN_CLASS_ATTEMPTS``) at one class, FAILs without a reference. When every class had a reply that wrote its
 rare characters (copied, or an imperfect copy that wrote some of them), no class is masked: the gate PASSes on
 that narrower claim, the misses listed and the narrowing a fallback (``--strict``: UNPROVEN). Issue 42: verify
-sends two strings per class, so a class has two chances to show its characters and its per-class rule can fire.
+sends four strings per class (``verify.Profile.rare_per_class``), so a class has four chances to show its characters
+and its per-class rule can fire: with two, a class of the embedded engine's quick run had no writer (one reply went
+wrong in its leading nonce, the other wrote no CJK) and left the gate UNPROVEN (7 Dec 2026).
 """
 
 from __future__ import annotations

@@ -99,12 +99,19 @@ def test_honest_llama_cpp_python_fails_no_item_and_names_what_it_cannot_do():
     assert "known to accept n and drop it" in items["n"]["reason"]
     assert items["n"]["verdict"] is None and items["n"]["property"] == "drops-n" and items["n"]["choices"] == 1
     gate = judge_probes(_run("llama-cpp-python"))
-    assert [p["property"] for p in gate.properties] == ["drops-n"]
+    assert [p["property"] for p in gate.properties] == ["drops-n", "no-json-schema"]
     assert "n" not in {i["item"] for i in gate.details}
     assert items["prompt_tokens (user)"]["verdict"] == "PASS"
     assert items["prompt_tokens (user)"]["count_source"].startswith("local:")  # --tokenizer: no engine route
     assert items["context: at the limit"]["reason"] == "not sent: the engine reports no context length"
-    assert items["response_format json_schema (alone)"]["verdict"] == "UNPROVEN"  # HTTP 500, not a 4xx
+    # json_schema answered with HTTP 500 naming response_format (pydantic's literal_error) on every request: the
+    # engine lacks the feature and claimed nothing, the property no-json-schema, no verdict
+    for regime in ("alone", "under load"):
+        schema = items[f"response_format json_schema ({regime})"]
+        assert schema["verdict"] is None and schema["property"] == "no-json-schema", schema
+        assert schema["reason"].startswith("every request refused: HTTP 500 naming response_format")
+    # the fixture's header predates 'tool_choice=required' on the dialect's list: text for it stays UNPROVEN
+    assert items["tool_choice required"]["verdict"] == "UNPROVEN"
     assert items["tool_choice named"]["verdict"] == "PASS" and items["tool_choice named"]["calls"] == ["get_time"]
     assert items["tool_choice none"]["verdict"] == "PASS" and items["tool calls streamed vs not"]["verdict"] == "PASS"
     assert items["invalid top_p 2"]["status"] == 500 and items["invalid top_p 2"]["compliant"] is False
@@ -257,3 +264,46 @@ def test_the_progress_total_counts_what_the_asked_groups_send():
     assert ContractSettings(items=["top_k"]).planned_requests() == 3 + 4  # with the T=1 controls
     # a recorded full run sent every planned request (llama-server: 45 + its --json-load 8)
     assert len([r for r in _run("llama-server").records if r.get("reply")]) == 45 + 8
+
+
+def _with_header(run: ProbeRun, **header: Any) -> ProbeRun:
+    return ProbeRun({**run.header, **header}, run.records)
+
+
+def test_tool_choice_required_as_text_is_a_property_only_where_the_engine_is_known_to_force_nothing():
+    # llama-cpp-python forces a call only for a named tool_choice (its dialect lists tool_choice=required): text for
+    # 'required' where 'named' called is the property ignores-tool-choice-required
+    run = _with_header(_run("llama-cpp-python"), known_ignored_options=["ignore_eos", "stream_options", "n",
+                                                                        "tool_choice=required"])
+    item = _items(run)["tool_choice required"]
+    assert item["verdict"] is None and item["property"] == "ignores-tool-choice-required"
+    assert "where tool_choice named returned ['get_time']" in item["reason"]
+    gate = judge_probes(run)
+    assert [p["property"] for p in gate.properties] == ["drops-n", "no-json-schema", "ignores-tool-choice-required"]
+    # no named call to compare with: not shown by effect, UNPROVEN as before
+    no_named = _edit(run, "contract/tool_choice/named", tool_calls=[], text="It is noon.")
+    assert _items(no_named)["tool_choice required"]["verdict"] == "UNPROVEN"
+    # a call under tool_choice none still FAILs whatever the dialect says
+    called = _items(run)["tool_choice named"]
+    assert called["verdict"] == "PASS"
+    none_call = _edit(run, "contract/tool_choice/none", tool_calls=_reply_of(run, "contract/tool_choice/named")
+                      ["tool_calls"])
+    assert _items(none_call)["tool_choice none"]["verdict"] == "FAIL"
+
+
+def _reply_of(run: ProbeRun, rid: str) -> dict[str, Any]:
+    return next(dict(r["reply"]) for r in run.records if r["id"] == rid)
+
+
+def test_json_schema_refusals_are_a_property_only_when_they_name_the_field():
+    run = _run("llama-cpp-python")
+    ids = [r["id"] for r in run.records if r.get("key") == "json_schema" and "plain" not in r["id"]]
+    # a 5xx that names nothing (an overloaded or crashed server) is no evidence of a missing feature: UNPROVEN
+    crashed = run
+    for rid in ids:
+        crashed = _edit(crashed, rid, error="HTTP 500: Internal Server Error")
+    assert _items(crashed)["response_format json_schema (alone)"]["verdict"] == "UNPROVEN"
+    assert "property" not in _items(crashed)["response_format json_schema (alone)"]
+    # one request answered with a reply outside the schema still FAILs the item
+    outside = _edit(run, ids[0], status=200, error=None, text='{"city": 3}')
+    assert _items(outside)["response_format json_schema (alone)"]["verdict"] == "FAIL"
