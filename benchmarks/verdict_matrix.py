@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/verdict_matrix.py --rows llama-server-p4:quick:20,embedded:quick:10 [--busy]
     .venv/bin/python benchmarks/verdict_matrix.py --cheats output-cache,usage-inflate --runs 3
     .venv/bin/python benchmarks/verdict_matrix.py --table          # the table from the results file alone
+    .venv/bin/python benchmarks/verdict_matrix.py --since COMMIT …  # only rows made under the rules since COMMIT
     make bench-verdicts BENCH_VERDICTS_ARGS="…"
 
 Each run is one fresh ``inferencekit verify --profile P --json`` process (seed = run number), appended as one line
@@ -137,10 +138,21 @@ def one_run(target: str, profile: str, seed: int, url: str | None, run_dir: Path
     return row
 
 
-def read_rows(path: Path) -> list[dict[str, Any]]:
+def read_rows(path: Path, since: str | None = None) -> list[dict[str, Any]]:
+    """The rows of the results file; with ``since`` (a commit) only those made at that commit or a later one (rules
+    change between commits: older rows are kept in the file, never counted again), and never a ``-dirty`` one."""
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return rows if since is None else [r for r in rows if _descends(str(r.get("commit") or ""), since)]
+
+
+def _descends(commit: str, since: str) -> bool:
+    if not commit or commit.endswith("-dirty"):
+        return False
+    head = commit.rsplit("-g", 1)[-1]  # git describe's tag-N-gHASH, else the bare hash
+    return subprocess.run(["git", "-C", str(ROOT), "merge-base", "--is-ancestor", since, head],
+                          capture_output=True, check=False).returncode == 0
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -187,10 +199,12 @@ def main() -> int:
     ap.add_argument("--results", default=str(RESULTS))
     ap.add_argument("--work", default=None, help="folder for the run dirs, kept (default: a new temporary folder)")
     ap.add_argument("--table", action="store_true", help="print the table of the results file and stop")
+    ap.add_argument("--since", default=None, help="count only rows made at this commit or a later one (resume and "
+                    "table): the rules in force since then")
     a = ap.parse_args()
     path = Path(a.results)
     if a.table:
-        print(table(read_rows(path)))
+        print(table(read_rows(path, a.since)))
         return 0
     wanted = [tuple(x.rsplit(":", 2)) for x in a.rows.split(",") if x]
     wanted += [(f"cheat:{c}", "quick", str(a.runs)) for c in a.cheats.split(",") if c]
@@ -198,7 +212,7 @@ def main() -> int:
     machine = {"cpus": os.cpu_count(), "processor": platform.processor() or platform.machine(),
                "python": platform.python_version()}
     for target, profile, runs in wanted:
-        have = [r for r in read_rows(path) if r["target"] == target and r["profile"] == profile
+        have = [r for r in read_rows(path, a.since) if r["target"] == target and r["profile"] == profile
                 and bool(r.get("busy")) == a.busy and "verdict" in r]
         seeds = [s for s in range(int(runs)) if s not in {r["seed"] for r in have}]
         if not seeds:
@@ -217,7 +231,7 @@ def main() -> int:
                     f.write(json.dumps(row) + "\n")
                 print(f"{target} {profile} {'busy' if a.busy else 'idle'} seed {seed}: {row.get('verdict', 'error')} "
                       f"({row['wall_s']} s)", flush=True)
-    print(table(read_rows(path)))
+    print(table(read_rows(path, a.since)))
     return 0
 
 
