@@ -37,6 +37,7 @@ from inferencekit.errors import OpError
 from inferencekit.evidence import artifact, build_record, save_record
 from inferencekit.extras import extra_refusal, require_extra
 from inferencekit.gates import GATES, PLANNED_GATES
+from inferencekit.gates.budget import Budget, apply_budget
 from inferencekit.gates.check import check_run_dir
 from inferencekit.gates.probes.contract import CONTRACT_FIXED
 from inferencekit.gates.probes.load import load_extras
@@ -170,10 +171,13 @@ def assemble_parts(prof: Profile, probe_rec: dict[str, Any], bench_rec: dict[str
 
 def verification_record(run: RunDir, profile: Profile, info: dict[str, Any], parts: list[Part],
                         sub_records: list[dict[str, Any]], headline: list[dict[str, Any]],
-                        notes: dict[str, list[str]], workload: str = "dev") -> dict[str, Any]:
+                        notes: dict[str, list[str]], workload: str = "dev", budget: dict[str, Any] | None = None
+                        ) -> dict[str, Any]:
     """One record linking every part; its verdict combines the parts (informational parts excluded). ``notes``: the
     request policy's limitations by part (``--extra-body`` fields a part set itself and did not send); ``workload``
-    the load part's ``--workload`` (in the identity: two verifications of different workloads are not compared)."""
+    the load part's ``--workload`` (in the identity: two verifications of different workloads are not compared);
+    ``budget`` the error budget the gates' statistical FAILs were held to (``gates.budget.Budget.to_json``), kept as
+    ``data.budget`` and printed on the card (docs/error-budget.md)."""
     judged = [p["verdict"] for p in parts if p["verdict"] is not None]
     verdict = combine_claims("UNPROVEN" if v == "NOT RUN" else v for v in judged)
     not_run = [p["part"] for p in parts if p["verdict"] == "NOT RUN"]
@@ -192,7 +196,7 @@ def verification_record(run: RunDir, profile: Profile, info: dict[str, Any], par
                        data={"run_dir": str(run.path.resolve()), "profile": profile.name, "workload": workload,
                              "parts": parts,
                              "properties": [{"part": p["part"], **q} for p in parts for q in p.get("properties") or ()],
-                             "request_notes": notes,
+                             "request_notes": notes, "budget": budget,
                              "combine": "any FAIL → FAIL; else any UNPROVEN (an expected part NOT RUN counts as "
                                         "UNPROVEN) → UNPROVEN; else any PASS → PASS; else NOT RUN"})
     save_record(rec, run)
@@ -248,16 +252,18 @@ def _gate_settings(prof: Profile, seed: int, reference_url: str | None, fixed: b
 
 
 def _gate_parts(run: RunDir, engine: str, gate_runs: list[str], s: GateRunSettings, order_missing: str | None,
-                strict: bool = False) -> tuple[dict[str, Part], dict[str, Any]]:
+                strict: bool = False) -> tuple[dict[str, Part], dict[str, Any], Budget]:
     """Every gate judged with ``gates check``'s code — the load replies, the hidden probes and known answers mixed
-    into the load, this verify's gate runs (live probes, order draw) — as verify parts by name, and their ``gates``
-    record. ``order_missing``: why the profile's order draw could not run (it then counts as UNPROVEN)."""
+    into the load, this verify's gate runs (live probes, order draw) — as verify parts by name, their ``gates``
+    record, and the error budget their statistical FAILs were held to (``gates.budget.apply_budget``, before
+    ``--strict``). ``order_missing``: why the profile's order draw could not run (it then counts as UNPROVEN)."""
     checked = check_run_dir(run.path, engine, gate_runs=gate_runs)
     gates = checked.gates
     if order_missing:
         gates = [merge_gates("order", [*([g] if g.verdict != "NOT RUN" else []),
                                        Gate("order", "UNPROVEN", f"BFCL order draw not run: {order_missing}")])
                  if g.gate == "order" else g for g in gates]
+    gates, budget = apply_budget(gates)
     if strict:
         gates = [strict_gate(g) for g in gates]
     rec = gates_record(run, gates, engine=engine, files=checked.files, mode="verify", notes=checked.notes,
@@ -269,7 +275,7 @@ def _gate_parts(run: RunDir, engine: str, gate_runs: list[str], s: GateRunSettin
                                                      g.fallbacks)
             if g.properties:
                 part["properties"] = [dict(p) for p in g.properties]
-    return parts, rec
+    return parts, rec, budget
 
 
 def _bench_part(rec: dict[str, Any]) -> Part:
@@ -710,7 +716,7 @@ def run_verify(plan: VerifyPlan, *, argv: list[str], operation: str, quiet: bool
     def finish(url: str, st: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         info, probe_rec, bench_rec = st["info"], st["probe"], st["bench"]
         label = bench_rec["data"]["engine_label"]
-        built, gates_rec = _gate_parts(run, label, st["gate_runs"], gate_s, st["order_missing"], req.strict)
+        built, gates_rec, budget = _gate_parts(run, label, st["gate_runs"], gate_s, st["order_missing"], req.strict)
         if st["q_part"]:
             built[QUALITY_PART] = st["q_part"]  # a built part like the gates, found by its name below
         if st["eq_part"]:
@@ -725,7 +731,8 @@ def run_verify(plan: VerifyPlan, *, argv: list[str], operation: str, quiet: bool
                     and m["name"] in ("ttft_ms", "tpot_ms", "output_throughput")]
         subs = ([probe_rec, bench_rec, gates_rec] + ([st["app_rec"]] if st["app_rec"] else []) + st["q_recs"]
                 + task_recs)
-        rec = verification_record(run, prof, info.to_dict(), parts, subs, headline, notes, workload=req.workload)
+        rec = verification_record(run, prof, info.to_dict(), parts, subs, headline, notes, workload=req.workload,
+                                  budget=budget.to_json())
         return rec, {"probe": probe_rec, "bench": bench_rec, "appliance": st["app_rec"]}
 
     try:

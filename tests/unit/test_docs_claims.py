@@ -57,3 +57,13 @@ def test_the_departures_check_sees_a_broken_promise():
     assert breaks_a_promise(promise)
     assert not breaks_a_promise(promise + "\n## Departures from the seed\n- one\n")
     assert not breaks_a_promise("Behaviour follows the seed.\n")
+
+
+def test_error_budget_md_states_the_budget_and_the_deterministic_gates_the_code_uses():
+    from inferencekit.gates.budget import DETERMINISTIC_GATES, FAMILY_ALPHA
+
+    text = (DOCS / "error-budget.md").read_text()
+    assert f"family-wise false-FAIL rate of {FAMILY_ALPHA:.0%}**" in text and "Holm's step-down rule" in text
+    row = table_row(text, ", ".join(sorted(DETERMINISTIC_GATES, key=["token_count", "output_length",
+                                                                      "unique_prompts"].index)))
+    assert row[2] == "deterministic"

@@ -269,15 +269,20 @@ def test_a_property_is_reported_beside_the_verdict_and_strict_gives_its_strict_v
         write_json(base / KAT_ALONE / f"kat-{i}.json", a)
         write_json(base / KAT_LOAD / f"kat-{i}.json", {**b, "level": "c4"})
     settings = GateRunSettings(gates=[], probes=ProbeSettings(gates=()))
-    parts, _ = _gate_parts(run, "e", [], settings, None)
+    parts, _, budget = _gate_parts(run, "e", [], settings, None)
     order = parts["gates: order"]
     assert order["verdict"] == "PASS" and [p["property"] for p in order["properties"]] == ["not-batch-invariant"]
-    rec = verification_record(run, PROFILES["quick"], {"engine": "e", "model": "m"}, [order], [], [], {})
+    # the order part ran a null test (the margin's rank), so it is in the error budget's family, and PASSed
+    assert [f["gate"] for f in budget.family] == ["order"] and not budget.kept and not budget.withheld
+    rec = verification_record(run, PROFILES["quick"], {"engine": "e", "model": "m"}, [order], [], [], {},
+                              budget=budget.to_json())
     assert rec["verdict"] == "PASS" and rec["data"]["properties"][0]["part"] == "gates: order"
     bench = {"identity": {"engine": {"engine": "e"}, "model": {"id": "m"}}, "limitations": [], "missing": [],
              "data": {"levels": {}}}
     out = io.StringIO()
     render_verification(Console(file=out, width=200), rec, {"bench": bench, "probe": {"data": {"capabilities": {}}}})
     assert "property (gates: order), not a verdict: not-batch-invariant: 1 of 5 known-answer requests" in out.getvalue()
-    strict, _ = _gate_parts(run, "e", [], settings, None, strict=True)
+    assert "error budget: statistical FAILs share a family-wise false-FAIL rate of 1% for an honest engine, split by " \
+           "Holm (1979) over 1 gate(s) (order)" in out.getvalue()
+    strict, _, _ = _gate_parts(run, "e", [], settings, None, strict=True)
     assert strict["gates: order"]["verdict"] == "FAIL"

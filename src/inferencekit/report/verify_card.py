@@ -38,6 +38,8 @@ def render_verification(console: Any, rec: dict[str, Any], subs: dict[str, dict[
         console.print(f"property ({prop.get('part')}), not a verdict: {prop.get('property')}: {prop.get('shown_by')} "
                       f"(an honest engine may lack it: docs/properties.md; --strict: {prop.get('strict')})",
                       markup=False, style="yellow")
+    if (rec["data"].get("budget") or {}).get("line"):
+        console.print(rec["data"]["budget"]["line"], style="dim", markup=False)
     console.print(f"overall: {rec['data']['combine']}", style="dim", markup=False)
     render_bench_notes(console, subs["bench"])
     # --extra-body fields a part sets itself and did not send (the bench part's are among the bench notes above)

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import inferencekit.gates.records as pr
+from inferencekit.gates.budget import binomial_tail, null_test
 from inferencekit.gates.inputs import ProbeRun, RunRows, dropped_note
 from inferencekit.gates.result import Gate
 from inferencekit.shapes import ProbeRecord, generated_text
@@ -38,6 +39,11 @@ __all__ = ["LIVE_LIMITATION", "SAMPLING_KINDS", "SAMPLING_MIN_FAIL", "SamplingRo
 # wrongly fails an honest engine with P = p^n: 1/81 at n = 4, 1/6561 at n = 8 (derived); >= 3/4
 # matching is UNPROVEN. An engine that ignores temperature matches on every prompt and still fails.
 SAMPLING_MIN_FAIL = 4
+SAMPLING_NULL_RATE = 1 / 3  # the chance both T=1 samples of one prompt equal greedy on an honest engine (above)
+SAMPLING_RULE = "hidden_probes: T=1 samples equal to greedy on every prompt (temperature ignored)"
+SAMPLING_CALIBRATION = ("the seed's stock engines on three hosts: short extraction answers equal to greedy on 2/3, 0/3 "
+                        "and 1/3 prompts, so about 1/3 per prompt (inferred, not measured here); 0 FAIL in the "
+                        "verify runs of 7 Dec 2026 (benchmarks/results/verdict_matrix.jsonl)")
 SAMPLING_KINDS = ("greedy", "sample_a", "sample_a2", "sample_b")
 LIVE_LIMITATION = ("the live probes ran on their own, one at a time (concurrency 1), not inside the benchmark load: an "
                    "engine that behaves only when idle is not caught here (mix the probes into a bench serve load "
@@ -283,8 +289,23 @@ def gate_hidden_probes(records: Sequence[ProbeRecord], where: str = "live") -> G
     metrics: dict[str, Any] = {}
     details: list[dict[str, Any]] = []
     limitations = [LIVE_LIMITATION] if where == "live" else []
-    parts = _sampling_part(records, metrics, details, limitations) + _logprob_part(records, metrics, details)
+    sampling = _sampling_part(records, metrics, details, limitations)
+    logprob = _logprob_part(records, metrics, details)
+    parts = sampling + logprob
     n_prompts, positions = metrics["sampling_prompts"], metrics["logprob_positions"]
+    if n_prompts:
+        # the budget's null test (gates/budget.py): k of n prompts matched greedy, each at most 1/3 likely for an
+        # honest engine, pooled with the other hidden-probe run of the verification as one binomial count
+        equal = metrics["samples_equal_greedy"]
+        fired = any(v == "FAIL" for v, _ in sampling)
+        metrics["null_tests"] = [null_test(SAMPLING_RULE, binomial_tail(equal, n_prompts, SAMPLING_NULL_RATE)
+                                           if fired else None, SAMPLING_NULL_RATE ** SAMPLING_MIN_FAIL,
+                                           SAMPLING_CALIBRATION, fired=fired,
+                                           binomial=(equal, n_prompts, SAMPLING_NULL_RATE))]
+    if any(v == "FAIL" for v, _ in logprob):
+        metrics["fail_kind"] = "deterministic"  # a logprob entry off a distribution: no honest engine sends one
+    elif any(v == "FAIL" for v, _ in sampling):
+        metrics["fail_kind"] = "statistical"
     bounds = []
     if n_prompts:
         bounds.append(f"T=1 samples equal greedy on {metrics['samples_equal_greedy']}/{n_prompts} prompts: an engine "

@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from inferencekit.api.reply import rederive
+from inferencekit.gates.budget import null_test
 from inferencekit.gates.inputs import ProbeRun, RunRows, dropped_note
 from inferencekit.gates.judges.order_noise import (
     CONFIDENT,
@@ -72,6 +73,9 @@ WINDOW = 24  # characters of context shown on each side of a difference
 # the known-answer part's false-FAIL share (docs/gates.md, the order gate: the error budget; seed 004 had no α: any
 # byte difference FAILed)
 NOISE_ALPHA = 0.01
+KAT_RULE = "order: a known answer's first different token ranked among the run's own margin changes"
+KAT_CALIBRATION = ("llama-server --parallel 4 (CPU, F32 logits): 10 bench serve runs with verify quick's load and "
+                   "known answers, 0 FAIL at α 0.01, 7 Dec 2026 (benchmarks/results/order_noise-20261207.json)")
 
 
 # BFCL's own generation cap: bfcl-eval 2026.3.23 (model_handler/local_inference/base_oss_handler.py) asks for
@@ -450,6 +454,11 @@ def judge_noise(rows: Sequence[Mapping[str, Any]], *, what: str, alpha: float = 
     if agree:
         details.append({"status": "AGREE", "sample_ids": agree})
     n, m = len(rows), sum(1 for _, d in plain if d.get("margin_a") is not None and not d.get("not_greedy"))
+    ranked = [float(d["p"]) for _, d in by[CONFIDENT] + by[NEAR_TIE] if d.get("p") is not None
+              and not d.get("not_greedy")]
+    metrics["null_tests"] = [null_test(KAT_RULE, min(1.0, len(ranked) * min(ranked)) if ranked else None, alpha,
+                                       KAT_CALIBRATION, fired=any(d.get("p") is not None and not d.get("not_greedy")
+                                                                  for _, d in by[CONFIDENT]))]
     scale = (f"the run's noise: {metrics['noise_samples']} matched positions, margin change median "
              f"{metrics['noise_median']}, max {metrics['noise_max']} nats")
     lim = list(strict.limitations)
@@ -467,6 +476,9 @@ def judge_noise(rows: Sequence[Mapping[str, Any]], *, what: str, alpha: float = 
                f"difference(s) no token divergence explains, beyond the run's own noise ({scale}); {first}. "
                f"α = {alpha:g} for this part (an honest engine's false-FAIL share: the p-value is the margin's rank "
                "among the run's own margin changes, Phipson & Smyth 2010)")
+        # a non-greedy choice or a difference no token explains is deterministic evidence; a margin rank is not
+        metrics["fail_kind"] = "deterministic" if unexplained or any(
+            d.get("p") is None or d.get("not_greedy") for _, d in by[CONFIDENT]) else "statistical"
         return Gate("order", "FAIL", why, metrics, details, lim)
     undecided = by[UNDECIDED]
     if undecided or strict.verdict == "UNPROVEN":

@@ -122,6 +122,10 @@ def test_a_confident_divergence_fails_with_its_alpha():
     assert "kat-4 at token 5" in gate.reason and "α = 0.01" in gate.reason and "p = " in gate.reason
     d = next(x for r in gate.details if r.get("status") == "DIFFER" for x in r["divergences"])
     assert d["class"] == CONFIDENT and d["p"] == pytest.approx(1 / (4 * 32 + 5 + 1), rel=1e-3)
+    # a margin's rank is statistical evidence: its p (one divergence judged) goes to verify's error budget
+    assert gate.metrics["fail_kind"] == "statistical"
+    (test,) = gate.metrics["null_tests"]
+    assert test["fired"] and test["p"] == pytest.approx(d["p"]) and test["alpha"] == 0.01
 
 
 def test_the_order_dependent_cheat_is_unexplained_and_fails():
@@ -136,6 +140,7 @@ def test_the_order_dependent_cheat_is_unexplained_and_fails():
     gate = judge_noise(rows, what="5 known answers")
     assert gate.verdict == "FAIL" and gate.metrics["unexplained"] == 1
     assert "the generated tokens agree but text at 0" in gate.reason
+    assert gate.metrics["fail_kind"] == "deterministic"  # no noise explains other text on the same tokens: no α
 
 
 def test_the_order_dependent_cheat_rewriting_a_token_and_its_entry_fails():
@@ -154,6 +159,7 @@ def test_the_order_dependent_cheat_rewriting_a_token_and_its_entry_fails():
     gate = judge_noise(run_rows([*honest_run(), (a, b)]), what="5 known answers")
     assert gate.verdict == "FAIL" and gate.metrics["confident"] == 1
     assert f"kat-4 at token {k}" in gate.reason and "not the top of its own listed candidates" in gate.reason
+    assert gate.metrics["fail_kind"] == "deterministic"  # a non-greedy choice at T=0: no α
 
 
 def test_a_finish_reason_that_differs_on_the_same_tokens_fails():
