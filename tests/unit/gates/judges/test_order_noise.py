@@ -275,8 +275,9 @@ def test_recorded_known_answers(name):
                    "answering every request sent inside the load) first differs at near-ties of its own, larger "
                    "noise (margin changes median 0.26-0.43 nats against the honest 0.07-0.17), so the rule that ranks "
                    "a margin among the run's own noise calls it not-batch-invariant; what would catch it, the noise "
-                   "level or the near-tie rate against an honest calibration, is not there. A rate rule cannot separate it at "
-                   "verify's 4 known answers: the honest llama-server --parallel 4 diverged at near-ties in 3 of 4 "
+                   "level or the near-tie rate against an honest calibration, is not there. A rate rule cannot "
+                   "separate it at verify's 4 known answers: the honest llama-server --parallel 4 diverged at "
+                   "near-ties in 3 of 4 "
                    "in a run whose batches were computed differently (order_noise-20261207.json seed 0), the cheat "
                    "in 3-4 of 4")
 def test_the_quantised_under_load_cheat_fails():
