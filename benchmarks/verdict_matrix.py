@@ -5,6 +5,7 @@
     .venv/bin/python benchmarks/verdict_matrix.py --cheats output-cache,usage-inflate --runs 3
     .venv/bin/python benchmarks/verdict_matrix.py --table          # the table from the results file alone
     .venv/bin/python benchmarks/verdict_matrix.py --since COMMIT …  # only rows made under the rules since COMMIT
+    .venv/bin/python benchmarks/verdict_matrix.py --rejudge --work DIR  # kept run dirs re-judged with today's code
     make bench-verdicts BENCH_VERDICTS_ARGS="…"
 
 Each run is one fresh ``inferencekit verify --profile P --json`` process (seed = run number), appended as one line
@@ -138,6 +139,42 @@ def one_run(target: str, profile: str, seed: int, url: str | None, run_dir: Path
     return row
 
 
+def run_dir_of(work: Path, target: str, profile: str, busy: bool, seed: int) -> Path:
+    """Where a row's verify run dir is kept under ``--work``."""
+    return work / f"{target.replace(':', '-')}-{profile}-{'busy' if busy else 'idle'}-{seed}"
+
+
+def rejudge(row: dict[str, Any], work: Path) -> dict[str, Any] | None:
+    """The row re-judged with today's code from its kept run dir: every gate part judged again from the run dir
+    (``gates check``'s code on the gate runs verify recorded) and held to the error budget, as verify does; the other
+    parts (load, quality) as recorded. None when the run dir is not under ``work``."""
+    from inferencekit.gates.budget import apply_budget
+    from inferencekit.gates.check import check_run_dir
+    from inferencekit.stats import combine_claims
+
+    run_dir = run_dir_of(work, row["target"], row["profile"], bool(row.get("busy")), row["seed"])
+    try:
+        rec = json.loads((run_dir / "evidence" / f"{row['evidence_id']}.json").read_text())
+        gid = next(p["evidence_id"] for p in rec["data"]["parts"] if p["part"].startswith("gates: ")
+                   and p.get("evidence_id"))
+        settings = json.loads((run_dir / "evidence" / f"{gid}.json").read_text())["data"]["settings"]
+    except (OSError, KeyError, StopIteration, json.JSONDecodeError):
+        return None
+    checked = check_run_dir(run_dir, settings["engine"], gate_runs=settings.get("gate_runs"))
+    gates, budget = apply_budget(checked.gates)
+    now = {f"gates: {g.gate}": g for g in gates}
+    parts = [{"part": p["part"], "verdict": str(now[p["part"]].verdict) if p["part"] in now else p["verdict"],
+              "reason": (now[p["part"]].reason if p["part"] in now else str(p.get("reason") or ""))[:400]}
+             for p in rec["data"]["parts"] if p["verdict"] is not None]
+    verdict = str(combine_claims("UNPROVEN" if p["verdict"] == "NOT RUN" else p["verdict"] for p in parts))
+    commit = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True,
+                            text=True, check=False).stdout.strip() or None
+    return {**row, "verdict": verdict, "parts": parts, "recorded_verdict": row["verdict"], "rejudged_commit": commit,
+            "budget": budget.to_json()["line"],
+            "properties": [{"part": f"gates: {g.gate}", "property": q.get("property")} for g in gates
+                           for q in g.properties]}
+
+
 def read_rows(path: Path, since: str | None = None) -> list[dict[str, Any]]:
     """The rows of the results file; with ``since`` (a commit) only those made at that commit or a later one (rules
     change between commits: older rows are kept in the file, never counted again), and never a ``-dirty`` one."""
@@ -201,10 +238,24 @@ def main() -> int:
     ap.add_argument("--table", action="store_true", help="print the table of the results file and stop")
     ap.add_argument("--since", default=None, help="count only rows made at this commit or a later one (resume and "
                     "table): the rules in force since then")
+    ap.add_argument("--rejudge", action="store_true", help="re-judge every row whose run dir is kept under --work "
+                    "with today's code (gate parts and the error budget; load and quality parts as recorded) into "
+                    "results/verdict_matrix-rejudged.jsonl, and print their table; runs nothing")
     a = ap.parse_args()
     path = Path(a.results)
     if a.table:
         print(table(read_rows(path, a.since)))
+        return 0
+    if a.rejudge:
+        if not a.work:
+            ap.error("--rejudge needs --work (the folder the run dirs were kept in)")
+        again = [r2 for r in read_rows(path, a.since) if "verdict" in r
+                 for r2 in [rejudge(r, Path(a.work))] if r2 is not None]
+        out = path.with_name(path.stem + "-rejudged.jsonl")
+        out.write_text("".join(json.dumps(r) + "\n" for r in again))
+        changed = sum(r["verdict"] != r["recorded_verdict"] for r in again)
+        print(f"re-judged {len(again)} row(s) from {a.work} ({changed} changed verdict) into {out}")
+        print(table(again))
         return 0
     wanted = [tuple(x.rsplit(":", 2)) for x in a.rows.split(",") if x]
     wanted += [(f"cheat:{c}", "quick", str(a.runs)) for c in a.cheats.split(",") if c]
@@ -219,7 +270,7 @@ def main() -> int:
             continue
         with target_url(target, work / target.replace(":", "-")) as url:
             for seed in seeds:
-                run_dir = work / f"{target.replace(':', '-')}-{profile}-{'busy' if a.busy else 'idle'}-{seed}"
+                run_dir = run_dir_of(work, target, profile, a.busy, seed)
                 commit = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"],
                                         capture_output=True, text=True, check=False).stdout.strip() or None
                 with busy_loop(a.busy):
