@@ -4,8 +4,9 @@
     .venv/bin/python tests/capture_quality.py --replies URL      # raw replies of one engine
 
 With ``--replies``: one non-streamed greedy chat reply with top-5 logprobs (and the engine's id fields)
-from the engine at URL, plus, on vLLM, a ``prompt_logprobs`` completion and, on llama-cpp-python, an
-``echo`` completion, into ``tests/fixtures/quality/replies/<engine>/``.
+from the engine at URL, plus, on vLLM, a ``prompt_logprobs`` completion, on llama-cpp-python, an
+``echo`` completion, and on llama-server a sampler draw whose token streamed no logprob entry
+(``first_token_held_back``), into ``tests/fixtures/quality/replies/<engine>/``.
 
 Copies ``RUN/quality/<label>/`` (trajectory files and index), ``RUN/run.json`` and the
 ``quality_trajectory`` records that list those indexes into ``tests/fixtures/quality/run/``, then asks
@@ -93,6 +94,8 @@ async def _replies(url: str) -> Path:
             bodies["echo"] = ("/v1/completions", {"model": info.model, "prompt": ECHO_CHECK_TEXT, "max_tokens": 1,
                                                   "temperature": 0.0, "echo": True, "logprobs": 5})
         out = HERE / "replies" / info.engine
+        if d.verbose_ids:
+            bodies["first_token_held_back"] = await _held_back(client, info)
         for name, (path, body) in bodies.items():
             val, err = await client.post_json(path, body)
             if err:
@@ -103,6 +106,24 @@ async def _replies(url: str) -> Path:
                                                                   timespec="seconds")},
                                               "reply": val}, indent=True)
         return out
+
+
+async def _held_back(client, info) -> tuple[str, dict]:
+    """A sampler-check draw (``quality/sampling_collect.py``: T=1, top_k 20, max_tokens 1, one alternative, the
+    dialect's ``verbose_ids``) whose drawn token streamed no logprob entry: the first seed of md-chat-003 (the
+    prompt verify's sampler check found one on, 6 Dec 2026) whose reply has none."""
+    from inferencekit.data.prompts import load_prompt_set
+    from inferencekit.quality.sampling_collect import first_token
+
+    p = next(x for x in load_prompt_set("dev").prompts if x.id == "md-chat-003")
+    for seed in range(2000):
+        body = {**info.dialect.neutral_sampling, "temperature": 1.0, "top_k": 20, "top_p": 1.0, "min_p": 0.0,
+                "model": info.model, "messages": [dict(m) for m in p.messages], "max_tokens": 1, "seed": seed,
+                "stream": False, "logprobs": True, "top_logprobs": 1, **info.dialect.verbose_ids}
+        val, err = await client.post_json("/v1/chat/completions", body)
+        if err is None and first_token(val)[0] is None:
+            return "/v1/chat/completions", body
+    raise SystemExit("no held-back draw in 2000 seeds")
 
 
 def main() -> int:

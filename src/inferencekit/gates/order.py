@@ -29,9 +29,10 @@ MAX_ORDERS = 6
 
 
 def order_settings(samples: list[Sample], *, orders: int, max_tokens: int, concurrency: int, hermetic: bool,
-                   draw_info: dict[str, Any], cap_warning: str | None) -> OrderSettings:
+                   draw_info: dict[str, Any], cap_warning: str | None, cache_off_only: bool = False) -> OrderSettings:
     """Checked settings of one order-gate run. ``max_tokens`` 0 means BFCL's own budget, fixed once the server's
-    context is known (``bfcl_budget``).
+    context is known (``bfcl_budget``). ``cache_off_only``: the one regime ``cache-off`` (verify's order draw on an
+    engine with a known cache bypass; ``regimes_for``).
 
     Raises:
         OpError: orders outside 2..6, max_tokens < 0, concurrency < 1, or an empty draw.
@@ -44,7 +45,8 @@ def order_settings(samples: list[Sample], *, orders: int, max_tokens: int, concu
         raise OpError("the draw is empty: nothing to compare")
     return OrderSettings(sample_ids=[x.sample_id for x in samples], orders=orders,
                          max_tokens=max_tokens or BFCL_BUDGET, budget="set" if max_tokens else "bfcl",
-                         concurrency=concurrency, regimes=["cache-off", "cache-on"] if hermetic else ["as-served"],
+                         concurrency=concurrency, regimes=["cache-off"] if cache_off_only else
+                         ["cache-off", "cache-on"] if hermetic else ["as-served"],
                          draw=draw_info, cap_warning=cap_warning)
 
 
@@ -72,7 +74,7 @@ def regimes_for(s: OrderSettings, info: EngineInfo) -> list[Regime]:
                       "cache_prompt: false, vLLM's cache_salt); run without --hermetic, or start the server with its "
                       "cache disabled")
     s.cache_bypass = sorted(bypass())
-    return [Regime("cache-off", bypass), Regime("cache-on")]
+    return [Regime("cache-off", bypass)] + ([] if s.regimes == ["cache-off"] else [Regime("cache-on")])
 
 
 async def run_order_gate(client: Client, info: EngineInfo, run: RunDir, samples: list[Sample], s: OrderSettings, *,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,7 @@ from inferencekit.quality.sampling import collision_probability, seed_stage
 from inferencekit.quality.task_run import ItemStore, post_chat
 from inferencekit.quality.trajectory import LogprobCap, ask_logprobs
 
-__all__ = ["FORMAT", "SEED_CHECK_PROMPTS", "SEED_CHECK_SEEDS", "SamplingPlan", "collect_side",
+__all__ = ["FORMAT", "SEED_CHECK_PROMPTS", "SEED_CHECK_SEEDS", "SamplingPlan", "collect_side", "verbose_first_id",
            "first_token", "seed_block"]
 
 FORMAT = "inferencekit.quality.sampling.v1"
@@ -91,6 +91,16 @@ def first_token(resp: dict[str, Any], k: int | None = None) -> tuple[Any, list[l
     return key, top, None
 
 
+def verbose_first_id(resp: Mapping[str, Any]) -> int | None:
+    """The first generated token id of a reply asked with ``Dialect.verbose_ids`` (llama-server ``__verbose.tokens``),
+    else None (no such field, or not a list that starts with an int)."""
+    verbose = resp.get("__verbose")
+    ids = verbose.get("tokens") if isinstance(verbose, Mapping) else None
+    if isinstance(ids, list) and ids and isinstance(ids[0], int) and not isinstance(ids[0], bool):
+        return ids[0]
+    return None
+
+
 def _messages(p: Prompt) -> list[dict[str, Any]]:
     return [dict(m) for m in p.messages or ()]
 
@@ -102,6 +112,7 @@ class _Side:
         self.requests = 0
         self.sem = asyncio.Semaphore(max(1, plan.concurrency))
         self.seed_stage: dict[str, Any] | None = None
+        self.verbose_draws = 0  # draws whose id came from __verbose.tokens (``verbose_first_id``)
 
     def body(self, p: Prompt, seed: int) -> dict[str, Any]:
         ctk = {**self.plan.ctk, **(p.chat_template_kwargs or {})}
@@ -124,10 +135,16 @@ class _Side:
     async def draw(self, p: Prompt, seed: int) -> tuple[Any, str | None]:
         async with self.sem:
             self.requests += 1
-            resp, err = await post_chat(self.client, {**self.body(p, seed), "top_logprobs": 1})
+            resp, err = await post_chat(self.client, {**self.body(p, seed), "top_logprobs": 1,
+                                                      **self.info.dialect.verbose_ids})
         if resp is None:
             return None, err
         key, _, err = first_token(resp)
+        if key is None and (vid := verbose_first_id(resp)) is not None:
+            # a drawn token the logprob entries leave out (llama-server holds back one that ends inside a UTF-8
+            # character): its id from __verbose.tokens, named as the ids of the list are
+            self.verbose_draws += 1
+            return vid, None
         return key, err
 
     async def prompt(self, p: Prompt, index: int) -> dict[str, Any]:
@@ -275,4 +292,4 @@ async def collect_side(client: Client, info: EngineInfo, prompts: Sequence[Promp
     repeats = await side.seed_repeats(prompts, rows)
     return {"rows": rows, "repeats": repeats, "requests": side.requests, "top_logprobs": side.cap.k,
             "cap_errors": side.cap.errors, "refused": side.cap.refused, "reused": side.store.reused,
-            "looks_run": looks_run, "seed_stage": side.seed_stage}
+            "looks_run": looks_run, "seed_stage": side.seed_stage, "verbose_draws": side.verbose_draws}

@@ -31,7 +31,8 @@ DEFAULT_SETTINGS = {"temperature": 1.0, "top_k": 20, "top_p": 1.0, "min_p": 0.0}
 own defaults (llama.cpp: top_k 40, top_p 0.95, min_p 0.05) never apply unseen."""
 SAMPLING_FIELDS = tuple(DEFAULT_SETTINGS)
 OWN_FIELDS = {"model", "messages", "max_tokens", "max_completion_tokens", "seed", "stream", "n", "logprobs",
-              "top_logprobs", "stream_options", "return_token_ids", "return_tokens_as_token_ids"}
+              "top_logprobs", "stream_options", "return_token_ids", "return_tokens_as_token_ids", "return_tokens",
+              "verbose"}
 
 
 def _per_prompt(got: dict[str, Any], prompts: list[Prompt]) -> list[dict[str, Any]]:
@@ -138,6 +139,10 @@ def _limitations(res: dict[str, Any], got: dict[str, Any], plan: SamplingPlan, *
                    "beside other requests need not follow the logprobs of one request alone")
     if got["reused"]:
         out.append(f"{got['reused']} prompts kept from an earlier, interrupted run of the same requests")
+    if got.get("verbose_draws"):
+        out.append(f"{got['verbose_draws']} draw(s) streamed no logprob entry (a token that ends inside a UTF-8 "
+                   "character, held back by llama-server): their ids come from the same reply's __verbose.tokens "
+                   "(return_tokens, verbose)")
     seq = res.get("sequential")
     if seq:
         out.append(f"sequential: drawn in rounds up to {seq['looks']} draws per prompt, stopped at look {seq['look']} "

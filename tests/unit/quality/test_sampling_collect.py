@@ -45,3 +45,23 @@ def test_a_reply_without_logprobs_is_an_error_not_a_draw():
     key, top, err = first_token({"choices": [{"message": {"content": "Hi"}, "finish_reason": "length"}]})
     assert key is None and top is None and err == "the reply has no logprobs"
     assert first_token({"error": "x"})[2] == "reply has no choices[0]"
+
+
+def test_a_llama_server_draw_held_back_from_the_logprobs_takes_its_id_from_verbose_tokens():
+    # llama-server sends no logprob entry for a token that ends inside a UTF-8 character; asked with return_tokens
+    # and verbose (Dialect.verbose_ids) the same reply lists its id in __verbose.tokens (tests/capture_quality.py)
+    from inferencekit.api.dialects import dialect
+    from inferencekit.quality.sampling_collect import verbose_first_id
+
+    doc = json.loads((REPLIES / "llama-server" / "first_token_held_back.json").read_text())
+    assert doc["_provenance"]["body"]["return_tokens"] is True and doc["_provenance"]["body"]["max_tokens"] == 1
+    key, top, err = first_token(doc["reply"])
+    assert key is None and err == "the reply has no logprobs"
+    vid = verbose_first_id(doc["reply"])
+    assert isinstance(vid, int) and vid >= 0
+    # a list the same prompt gave names tokens by id too, so the draw lands in the list's bins
+    _, listed, _ = first_token(reply("llama-server", "chat_logprobs.json"))
+    assert all(isinstance(k, int) for k, _ in listed)
+    assert dialect("llama-server").verbose_ids == {"return_tokens": True, "verbose": True}
+    assert verbose_first_id({"__verbose": {"tokens": []}}) is None and verbose_first_id({}) is None
+    assert verbose_first_id({"__verbose": {"tokens": [True]}}) is None

@@ -73,6 +73,10 @@ WINDOW = 24  # characters of context shown on each side of a difference
 # the known-answer part's false-FAIL share (docs/gates.md, the order gate: the error budget; seed 004 had no α: any
 # byte difference FAILed)
 NOISE_ALPHA = 0.01
+CACHE_OFF_ONLY = ("the order draw ran with the prompt cache bypassed on every request (cache-off): a greedy reply "
+                  "that a partial prompt-cache hit changes is not judged here (honest llama-server at concurrency 1: "
+                  "cache-off 40/40 identical, cache-on 10/40 differ, docs/gates.md; `gates order --hermetic` runs "
+                  "both)")
 KAT_RULE = "order: a known answer's first different token ranked among the run's own margin changes"
 KAT_CALIBRATION = ("llama-server --parallel 4 (CPU, F32 logits): 10 bench serve runs with verify quick's load and "
                    "known answers, 0 FAIL at α 0.01, 7 Dec 2026 (benchmarks/results/order_noise-20261207.json)")
@@ -95,7 +99,8 @@ class OrderSettings:
             context the server reports), ``"set"`` (a flag or a verify profile).
         context_tokens: the context one request may use, as the server reported it (None: not reported).
         concurrency: requests in flight at once.
-        regimes: ``["as-served"]`` or ``["cache-off", "cache-on"]`` (``--hermetic``).
+        regimes: ``["as-served"]``, ``["cache-off", "cache-on"]`` (``--hermetic``) or ``["cache-off"]`` (verify's
+            order draw on an engine with a known cache bypass).
         cache_bypass: the fields the cache-off regime sent (names; vLLM's salt differs per request).
         draw: the draw's description (source, files' SHA-256, selection rule, draw id).
         cap_warning: what a ``--sample-cap`` selected, or None.
@@ -369,6 +374,8 @@ def judge_order_log(header: Mapping[str, Any], records: Sequence[Mapping[str, An
              for regime in s.regimes]
     gate = merge_gates("order", parts) if parts else Gate("order", "NOT RUN", "the log names no regime")
     gate = gate.with_limitations([s.cap_warning] if s.cap_warning else [])
+    if s.regimes == ["cache-off"]:
+        gate = gate.with_limitations([CACHE_OFF_ONLY])
     cut = s.budget_fallback()
     return gate.replace(limitations=(*gate.limitations, cut), fallbacks=(*gate.fallbacks, cut)) if cut else gate
 

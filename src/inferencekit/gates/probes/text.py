@@ -155,16 +155,18 @@ def rare_targets(rng: random.Random, per_class: int = 1) -> list[tuple[str, str]
 
     Args:
         rng: the plan's random source.
-        per_class: strings drawn (without replacement, at most the class's size) from each class of
-            ``RARE_POOL``; also the number of fresh ``code`` identifiers, and of each of the two
-            ``number`` forms (30-45 digits; a hex literal with a float in exponent notation).
+        per_class: strings drawn from each class of ``RARE_POOL``, without replacement up to the class's size and
+            then the same draw again in turn (each copy a new attempt: fresh nonces, and the caller's framing); also
+            the number of fresh ``code`` identifiers, and of each of the two ``number`` forms (30-45 digits; a hex
+            literal with a float in exponent notation).
 
     Returns:
         ``[(class, target), ...]`` covering every class of ``RARE_POOL`` plus ``code`` and ``number``.
     """
     picked: list[tuple[str, str]] = []
     for cls, pool in RARE_POOL.items():
-        picked.extend((cls, s) for s in rng.sample(pool, min(per_class, len(pool))))
+        drawn = rng.sample(pool, min(per_class, len(pool)))
+        picked.extend((cls, drawn[i % len(drawn)]) for i in range(per_class))
     for _ in range(per_class):
         picked.append(("code", _code_identifier(rng)))
         picked.append(("number", _long_decimal(rng)))

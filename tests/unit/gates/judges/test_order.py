@@ -208,6 +208,27 @@ def test_probe_log_judgement_names_the_regime_that_failed():
     assert "FAIL: 2-sample draw in 2 orders, T=0, max_tokens 16, concurrency 1 (cache-on)" in gate.reason
 
 
+def test_verifys_order_draw_runs_cache_off_only_and_says_what_it_leaves_out():
+    from types import SimpleNamespace
+
+    from inferencekit.api.dialects import dialect
+    from inferencekit.data.bfcl import Sample
+    from inferencekit.gates.order import order_settings, regimes_for
+
+    samples = [Sample("simple_python_0", "simple_python", [{"role": "user", "content": "hi"}], [], "auto", {})]
+    s = order_settings(samples, orders=2, max_tokens=16, concurrency=1, hermetic=False, draw_info={},
+                       cap_warning=None, cache_off_only=True)
+    assert s.regimes == ["cache-off"]
+    got = regimes_for(s, SimpleNamespace(dialect=dialect("llama-server"), engine="llama-server"))  # type: ignore
+    assert [r.name for r in got] == ["cache-off"] and s.cache_bypass == ["cache_prompt"]
+    # judged on the one regime, its limitation on the gate: a partial cache hit's effect is not judged there
+    header, recs = _log(["cache-off"], {("cache-off", o, sid): TEXT for o in ("canonical", "reversed")
+                                        for sid in ("a", "b")})
+    gate = judge_probe_log(header, recs)["order"]
+    assert gate.verdict == "PASS" and "(cache-off)" in gate.reason
+    assert any(x.startswith("the order draw ran with the prompt cache bypassed") for x in gate.limitations)
+
+
 def test_a_run_cut_short_leaves_unmeasured_samples_not_a_pass():
     header, recs = _log(["as-served"], {("as-served", "canonical", "a"): TEXT, ("as-served", "canonical", "b"): TEXT,
                                         ("as-served", "reversed", "b"): TEXT})

@@ -112,6 +112,17 @@ def test_rare_targets_per_class_draws_distinct_strings():
     assert len(set(cjk)) == 3
 
 
+def test_rare_targets_past_a_class_size_repeat_its_strings_in_turn_with_fresh_nonces():
+    # verify sends six per class; the pool holds four or five strings: every string once, then again in turn
+    targets = pt.rare_targets(random.Random(9), per_class=6)
+    for cls, pool in pt.RARE_POOL.items():
+        mine = [t for c, t in targets if c == cls]
+        cores = Counter(pt.rare_core(t) for t in mine)
+        assert len(mine) == 6 and set(cores) == set(pool), cls
+        assert max(cores.values()) - min(cores.values()) <= 1, cls
+        assert len(set(mine)) == 6, cls  # a repeated string is a new attempt: its nonces differ
+
+
 def test_rare_targets_are_fresh_per_seed():
     a = pt.rare_targets(random.Random(1))
     assert a == pt.rare_targets(random.Random(1))
