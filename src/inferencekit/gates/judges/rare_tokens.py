@@ -29,9 +29,10 @@ that narrower claim, the misses listed and the narrowing a fallback (``--strict`
 sends six strings per class (``verify.Profile.rare_per_class``), so a class has six chances to show its characters
 and its per-class rule can fire. With two, a class of the embedded engine's quick run had no writer (one reply went
 wrong in its leading nonce, the other wrote no CJK); with four, llama-server's CJK class had none in one of three
-runs. Per attempt, honest SmolLM2 Q4_1 replies wrote a class's characters 53% (CJK) to 79% (math) of the time over
-nine verify runs of 7 Dec 2026 (benchmarks/results/verdict_matrix.jsonl, run dirs re-read), so six attempts leave
-some class without a writer in about 2.5% of honest runs (0.47^6 + 0.42^6 + …), four in about 15%.
+runs. Per attempt, honest SmolLM2 replies (the embedded engine, llama-server, vLLM-CPU) wrote a class's characters
+60% (code) to 86% (math) of the time over the verify runs of 7 Dec 2026, so six attempts leave some class without a
+writer in about 1.4% of honest runs, four in about 11% (benchmarks/rare_rates.py,
+benchmarks/results/rare_rates-20261207.json; attempts taken as independent).
 """
 
 from __future__ import annotations
