@@ -384,12 +384,17 @@ async def _quality_part(client: Client, info: Any, run: RunDir, prof: Profile, l
         model = load_local_model(src)
         base_s = TrajectorySettings(label="reference", max_tokens=prof.quality_tokens, ctk=ctk)
         base_rec = run_local_trajectories(src, run, prompts, base_s, prompts_info=pinfo, quiet=quiet)
-        gguf, why = replica_gguf(reference, claim)
-        replica_rec, replica_dir = (None, None) if gguf is None or claim is None else await replica_trajectories(
-            run, prompts, gguf, claim, max_tokens=prof.quality_tokens, ctk=policy.chat_template_kwargs,
-            prompts_info=pinfo, prompts_sha256=pset.sha256)
     except OpError as e:
         return _part(QUALITY_PART, None, None, "NOT RUN", str(e)), [eng_rec]
+    replica_rec, replica_dir = None, None
+    try:
+        gguf, why = replica_gguf(reference, claim)
+        if gguf is not None and claim is not None:
+            replica_rec, replica_dir = await replica_trajectories(
+                run, prompts, gguf, claim, max_tokens=prof.quality_tokens, ctk=policy.chat_template_kwargs,
+                prompts_info=pinfo, prompts_sha256=pset.sha256)
+    except OpError as e:  # no replica after all: the reference's own floor, said on the part
+        why = f"the replica did not run: {str(e)[:200]}"
     report = await score_sets(LocalReference(model), [load_set(out_dir)], load_set(run.quality_dir("reference")),
                               load_set(replica_dir) if replica_dir else None, context="reference",
                               margins=DEFAULT_MARGINS, resamples=2000, seed=0)
