@@ -154,7 +154,8 @@ class Budget:
         names = ", ".join(f["gate"] for f in self.family) or "none ran"
         out = (f"error budget: statistical FAILs share a family-wise false-FAIL rate of {self.alpha:.0%} for an "
                f"honest engine, split by Holm (1979) over {len(self.family)} gate(s) ({names}); deterministic "
-               "FAILs (usage against the stream, a reply outside its schema, a non-greedy token at T=0) have no α")
+               "FAILs (a count or length against the stream, a non-greedy token at T=0, an old string echoed) have "
+               "no α")
         if self.withheld:
             out += f"; withheld (significant alone, not within the budget): {', '.join(self.withheld)}"
         if self.outside:

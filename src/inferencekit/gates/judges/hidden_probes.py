@@ -293,18 +293,18 @@ def gate_hidden_probes(records: Sequence[ProbeRecord], where: str = "live") -> G
     logprob = _logprob_part(records, metrics, details)
     parts = sampling + logprob
     n_prompts, positions = metrics["sampling_prompts"], metrics["logprob_positions"]
+    fired = any(v == "FAIL" for v, _ in sampling)
     if n_prompts:
         # the budget's null test (gates/budget.py): k of n prompts matched greedy, each at most 1/3 likely for an
         # honest engine, pooled with the other hidden-probe run of the verification as one binomial count
         equal = metrics["samples_equal_greedy"]
-        fired = any(v == "FAIL" for v, _ in sampling)
         metrics["null_tests"] = [null_test(SAMPLING_RULE, binomial_tail(equal, n_prompts, SAMPLING_NULL_RATE)
                                            if fired else None, SAMPLING_NULL_RATE ** SAMPLING_MIN_FAIL,
                                            SAMPLING_CALIBRATION, fired=fired,
                                            binomial=(equal, n_prompts, SAMPLING_NULL_RATE))]
     if any(v == "FAIL" for v, _ in logprob):
         metrics["fail_kind"] = "deterministic"  # a logprob entry off a distribution: no honest engine sends one
-    elif any(v == "FAIL" for v, _ in sampling):
+    elif fired:
         metrics["fail_kind"] = "statistical"
     bounds = []
     if n_prompts:

@@ -461,11 +461,11 @@ def judge_noise(rows: Sequence[Mapping[str, Any]], *, what: str, alpha: float = 
     if agree:
         details.append({"status": "AGREE", "sample_ids": agree})
     n, m = len(rows), sum(1 for _, d in plain if d.get("margin_a") is not None and not d.get("not_greedy"))
-    ranked = [float(d["p"]) for _, d in by[CONFIDENT] + by[NEAR_TIE] if d.get("p") is not None
-              and not d.get("not_greedy")]
-    metrics["null_tests"] = [null_test(KAT_RULE, min(1.0, len(ranked) * min(ranked)) if ranked else None, alpha,
-                                       KAT_CALIBRATION, fired=any(d.get("p") is not None and not d.get("not_greedy")
-                                                                  for _, d in by[CONFIDENT]))]
+    ranked = {c: [float(d["p"]) for _, d in by[c] if d.get("p") is not None and not d.get("not_greedy")]
+              for c in (CONFIDENT, NEAR_TIE)}
+    ps = ranked[CONFIDENT] + ranked[NEAR_TIE]
+    metrics["null_tests"] = [null_test(KAT_RULE, min(1.0, len(ps) * min(ps)) if ps else None, alpha, KAT_CALIBRATION,
+                                       fired=bool(ranked[CONFIDENT]))]
     scale = (f"the run's noise: {metrics['noise_samples']} matched positions, margin change median "
              f"{metrics['noise_median']}, max {metrics['noise_max']} nats")
     lim = list(strict.limitations)
