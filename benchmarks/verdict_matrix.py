@@ -140,8 +140,19 @@ def one_run(target: str, profile: str, seed: int, url: str | None, run_dir: Path
 
 
 def run_dir_of(work: Path, target: str, profile: str, busy: bool, seed: int) -> Path:
-    """Where a row's verify run dir is kept under ``--work``."""
+    """Where a row's verify run dir was kept under ``--work`` before rows named theirs (``run_dir``)."""
     return work / f"{target.replace(':', '-')}-{profile}-{'busy' if busy else 'idle'}-{seed}"
+
+
+def new_run_dir(work: Path, target: str, profile: str, busy: bool, seed: int, commit: str | None) -> Path:
+    """A fresh run dir for a row under ``--work``: the old name plus the commit, and a count when a run of the same
+    commit was kept there already (an interrupted or failed attempt: verify refuses a run dir holding a run)."""
+    base = f"{run_dir_of(work, target, profile, busy, seed).name}-{commit or 'nocommit'}"
+    n, path = 1, work / base
+    while path.exists():
+        n += 1
+        path = work / f"{base}.{n}"
+    return path
 
 
 def rejudge(row: dict[str, Any], work: Path) -> dict[str, Any] | None:
@@ -152,7 +163,8 @@ def rejudge(row: dict[str, Any], work: Path) -> dict[str, Any] | None:
     from inferencekit.gates.check import check_run_dir
     from inferencekit.stats import combine_claims
 
-    run_dir = run_dir_of(work, row["target"], row["profile"], bool(row.get("busy")), row["seed"])
+    run_dir = (work / row["run_dir"] if row.get("run_dir")
+               else run_dir_of(work, row["target"], row["profile"], bool(row.get("busy")), row["seed"]))
     try:
         rec = json.loads((run_dir / "evidence" / f"{row['evidence_id']}.json").read_text())
         gid = next(p["evidence_id"] for p in rec["data"]["parts"] if p["part"].startswith("gates: ")
@@ -270,14 +282,14 @@ def main() -> int:
             continue
         with target_url(target, work / target.replace(":", "-")) as url:
             for seed in seeds:
-                run_dir = run_dir_of(work, target, profile, a.busy, seed)
                 commit = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"],
                                         capture_output=True, text=True, check=False).stdout.strip() or None
+                run_dir = new_run_dir(work, target, profile, a.busy, seed, commit)
                 with busy_loop(a.busy):
                     row = one_run(target, profile, seed, url, run_dir)
                 row = {"target": target, "profile": profile, "busy": a.busy, "seed": seed,
                        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "machine": machine,
-                       "commit": commit, **row}
+                       "commit": commit, "run_dir": run_dir.name, **row}
                 with path.open("a") as f:
                     f.write(json.dumps(row) + "\n")
                 print(f"{target} {profile} {'busy' if a.busy else 'idle'} seed {seed}: {row.get('verdict', 'error')} "
