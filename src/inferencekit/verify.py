@@ -340,6 +340,10 @@ async def _contract_gate(client: Client, info: Any, run: RunDir, prof: Profile, 
 
 
 QUALITY_PART = "quality: trajectory + score"
+# the quality score's looks, as multiples of the profile's quality_prompts: prompts are added while an interval
+# straddles its margin (an honest engine's NLL differs from its replica's by chance divergences of whole replies:
+# 16 prompts left 0.00006-0.153 around a 0.05 margin, verify standard on llama-server, 7 Dec 2026)
+QUALITY_LOOKS = (1, 2, 4)
 
 
 async def _quality_part(client: Client, info: Any, run: RunDir, prof: Profile, label: str, reference: str | None,
@@ -352,7 +356,7 @@ async def _quality_part(client: Client, info: Any, run: RunDir, prof: Profile, l
     refused from it, and the record says so)."""
     from inferencekit.quality.reference import LocalReference
     from inferencekit.quality.replica import NO_REPLICA, replica_gguf, replica_trajectories
-    from inferencekit.quality.score_judge import DEFAULT_MARGINS
+    from inferencekit.quality.score_judge import DEFAULT_MARGINS, more_prompts_needed
     from inferencekit.quality.score_run import score_record, score_sets
     from inferencekit.quality.trajectory import TrajectorySettings, collect_engine, select_prompts, write_index
     from inferencekit.quality.trajectory_run import TRAJ_FIXED, local_source, run_local_trajectories, trajectory_record
@@ -364,45 +368,62 @@ async def _quality_part(client: Client, info: Any, run: RunDir, prof: Profile, l
         return _part(QUALITY_PART, None, None, "NOT RUN", "no reference model for this engine: give "
                      "--quality-reference (the model's weights as a .gguf file or Hugging Face folder)"), []
     pset = load_prompt_set("dev")
-    prompts = select_prompts(pset.prompts, prof.quality_prompts)
-    pinfo = {**pset.describe(), "selected": [p.id for p in prompts]}
+    chat = select_prompts(pset.prompts, None)
+    sizes = sorted({min(len(chat), prof.quality_prompts * k) for k in QUALITY_LOOKS})
+    confidence = 1.0 - 0.05 / len(sizes)  # Bonferroni over the looks planned (QUALITY_LOOKS)
     policy = body_policy(extra, ctk, fixed=TRAJ_FIXED, operation="quality trajectory")
     s = TrajectorySettings(label=label, max_tokens=prof.quality_tokens, ctk=policy.chat_template_kwargs,
                            extra=policy.extra, notes=policy.limitations())
     out_dir = run.quality_dir(label)
-    with ProgressBar(quiet) as bar:
-        bar.on_level(f"quality trajectories ({label})", len(prompts))
-        rows, state = await collect_engine(client, info, prompts, out_dir, s,
-                                           on_done=lambda r: bar.on_done("t", "error" not in r))
-    write_index(out_dir, label=label, model=str(info.model), engine=info.engine, prompts_sha256=pset.sha256, rows=rows)
-    eng_rec = trajectory_record(run, out_dir, rows, label=label, engine=info.identity(), model=str(info.model), s=s,
-                                prompts=pinfo, state=state)
     try:
         from inferencekit.quality.local_model import load_local_model
 
         src = local_source(reference)
         model = load_local_model(src)
-        base_s = TrajectorySettings(label="reference", max_tokens=prof.quality_tokens, ctk=ctk)
-        base_rec = run_local_trajectories(src, run, prompts, base_s, prompts_info=pinfo, quiet=quiet)
     except OpError as e:
-        return _part(QUALITY_PART, None, None, "NOT RUN", str(e)), [eng_rec]
-    replica_rec, replica_dir = None, None
-    try:
-        gguf, why = replica_gguf(reference, claim)
-        if gguf is not None and claim is not None:
-            replica_rec, replica_dir = await replica_trajectories(
-                run, prompts, gguf, claim, max_tokens=prof.quality_tokens, ctk=policy.chat_template_kwargs,
-                prompts_info=pinfo, prompts_sha256=pset.sha256)
-    except OpError as e:  # no replica after all: the reference's own floor, said on the part
-        why = f"the replica did not run: {str(e)[:200]}"
-    report = await score_sets(LocalReference(model), [load_set(out_dir)], load_set(run.quality_dir("reference")),
-                              load_set(replica_dir) if replica_dir else None, context="reference",
-                              margins=DEFAULT_MARGINS, resamples=2000, seed=0)
+        return _part(QUALITY_PART, None, None, "NOT RUN", str(e)), []
+    looks: list[dict[str, Any]] = []
+    for n in sizes:  # each look resumes the trajectories of the last and adds prompts (collect_* keep their files)
+        prompts = chat[:n]
+        pinfo = {**pset.describe(), "selected": [p.id for p in prompts]}
+        with ProgressBar(quiet) as bar:
+            bar.on_level(f"quality trajectories ({label})", len(prompts))
+            rows, state = await collect_engine(client, info, prompts, out_dir, s,
+                                               on_done=lambda r: bar.on_done("t", "error" not in r))
+        write_index(out_dir, label=label, model=str(info.model), engine=info.engine, prompts_sha256=pset.sha256,
+                    rows=rows)
+        eng_rec = trajectory_record(run, out_dir, rows, label=label, engine=info.identity(), model=str(info.model),
+                                    s=s, prompts=pinfo, state=state)
+        try:
+            base_s = TrajectorySettings(label="reference", max_tokens=prof.quality_tokens, ctk=ctk)
+            base_rec = run_local_trajectories(src, run, prompts, base_s, prompts_info=pinfo, quiet=quiet)
+        except OpError as e:
+            return _part(QUALITY_PART, None, None, "NOT RUN", str(e)), [eng_rec]
+        replica_rec, replica_dir = None, None
+        try:
+            gguf, why = replica_gguf(reference, claim)
+            if gguf is not None and claim is not None:
+                replica_rec, replica_dir = await replica_trajectories(
+                    run, prompts, gguf, claim, max_tokens=prof.quality_tokens, ctk=policy.chat_template_kwargs,
+                    prompts_info=pinfo, prompts_sha256=pset.sha256)
+        except OpError as e:  # no replica after all: the reference's own floor, said on the part
+            why = f"the replica did not run: {str(e)[:200]}"
+        report = await score_sets(LocalReference(model), [load_set(out_dir)], load_set(run.quality_dir("reference")),
+                                  load_set(replica_dir) if replica_dir else None, context="reference",
+                                  margins=DEFAULT_MARGINS, resamples=2000, seed=0, confidence=confidence)
+        looks.append({"prompts": n, "verdict": report["engines"][label]["verdict"]["verdict"]})
+        if not more_prompts_needed(report["engines"][label]):
+            break
     floor = (f"A/A floor: an honest replica of the claim, {why}" if replica_dir else f"{NO_REPLICA} ({why})")
-    report["limitations"] = [*report.get("limitations", []), floor]
+    seq = (f"prompts added in looks of {' → '.join(str(x) for x in sizes)} until no interval straddled its margin, "
+           f"each interval at {100 * confidence:.4g}% (Bonferroni over {len(sizes)} looks); stopped at "
+           f"{looks[-1]['prompts']}")
+    report["looks"] = looks
+    report["limitations"] = [*report.get("limitations", []), floor, seq]
     rec = score_record(report, run.quality_file("score.json"), run, context="reference", margins=DEFAULT_MARGINS,
                        have_baseline=True)
-    return _part(QUALITY_PART, "quality_score", rec, rec["verdict"], f"{_quality_reason(report, label)}; {floor}",
+    return _part(QUALITY_PART, "quality_score", rec, rec["verdict"],
+                 f"{_quality_reason(report, label)}; {floor}; {seq}",
                  record_fallbacks(eng_rec, rec)), [eng_rec, base_rec, *([replica_rec] if replica_rec else []), rec]
 
 

@@ -23,7 +23,7 @@ from inferencekit import stats
 from inferencekit.quality.metrics import BUCKET_LABELS, bucket_of
 
 __all__ = ["FIELDS", "DEFAULT_MARGINS", "units", "summarize", "first_divergence", "divergence", "judge_engine",
-           "at_k"]
+           "at_k", "more_prompts_needed"]
 
 # (row field, metric name, higher is better)
 FIELDS = (("agree", "top1_agreement", True), ("kl", "kl_mean", False), ("tv", "tv_mean", False),
@@ -98,7 +98,8 @@ def at_k(results: Sequence[dict[str, Any]], k: int) -> list[dict[str, Any]]:
 
 
 def judge_engine(engine: Sequence[dict[str, Any]], floor_by_id: dict[str, dict[str, Any]] | None,
-                 margins: dict[str, float | None], resamples: int = 2000, seed: int = 0) -> dict[str, Any]:
+                 margins: dict[str, float | None], resamples: int = 2000, seed: int = 0,
+                 confidence: float = 0.95) -> dict[str, Any]:
     """``{"verdict", "reason", "checks"}`` of one engine against the A/A floor.
 
     Args:
@@ -106,6 +107,9 @@ def judge_engine(engine: Sequence[dict[str, Any]], floor_by_id: dict[str, dict[s
         floor_by_id: the floor's scored result per prompt id, scored the same way (re-tokenized engines
             against the floor's re-tokenized text); None when there is no floor.
         margins: ``{"agreement", "kl", "tv", "nll"}``; a None margin reports the check without judging it.
+        confidence: the coverage of each paired interval (0.95; lower than that per look when prompts are added
+            in looks, ``verify``'s quality part: ``QUALITY_LOOKS``). The interval is kept under ``ci95`` whatever
+            its coverage, which ``confidence`` on the check states.
 
     Each check pairs the prompts both arms scored. KL and TV are paired at the smallest k either arm
     returned. A check with no data is NOT RUN. The verdict combines the checks that have a margin
@@ -133,7 +137,7 @@ def judge_engine(engine: Sequence[dict[str, Any]], floor_by_id: dict[str, dict[s
                 " (KL and TV need token-id top-k lists from both the engine and the floor)"
                 if field in ("kl", "tv") else "")}
             continue
-        d = stats.paired_bootstrap_delta(e_u, f_u, resamples, seed)
+        d = stats.paired_bootstrap_delta(e_u, f_u, resamples, seed, confidence=confidence)
         lo, hi = d["ci95"]
         delta = d["delta"]
         if higher_better:  # a drop is "worse": negate and swap
@@ -143,9 +147,9 @@ def judge_engine(engine: Sequence[dict[str, Any]], floor_by_id: dict[str, dict[s
         if margin is None:
             v, why = "NOT RUN", "reported, not judged (no pre-registered margin)"
         else:
-            v, why = stats.margin_verdict(lo, hi, margin)
+            v, why = stats.margin_verdict(lo, hi, margin, confidence=confidence)
         checks[name] = {"verdict": v, "reason": why, "worse_than_floor": delta, "ci95": [lo, hi], "margin": margin,
-                        "n_prompts": d["n_prompts"]}
+                        "n_prompts": d["n_prompts"], "confidence": confidence}
         if field in ("kl", "tv"):
             checks[name]["top_k"] = k_pair
     # a check with a margin that could not be computed is missing evidence: UNPROVEN, never a silent PASS
@@ -154,3 +158,15 @@ def judge_engine(engine: Sequence[dict[str, Any]], floor_by_id: dict[str, dict[s
     verdict = stats.combine_claims(judged) if judged else "UNPROVEN"
     return {"verdict": verdict, "reason": "; ".join(f"{k}: {c['reason']}" for k, c in checks.items()),
             "checks": checks}
+
+
+def more_prompts_needed(block: dict[str, Any]) -> bool:
+    """True when one engine's judged block (``score.json``'s ``engines[label]``) is UNPROVEN only because an interval
+    straddles its margin: every check with a margin is PASS or a straddle (both bounds numeric), at least one
+    straddles, and no data problem stands (more prompts cannot mend a changed or mismatched input)."""
+    v = block.get("verdict") or {}
+    if v.get("verdict") != "UNPROVEN" or block.get("data_problems"):
+        return False
+    judged = [c for c in (v.get("checks") or {}).values() if c.get("margin") is not None]
+    straddles = [c for c in judged if c.get("verdict") == "UNPROVEN" and None not in (c.get("ci95") or [None])]
+    return bool(straddles) and all(c.get("verdict") == "PASS" or c in straddles for c in judged)

@@ -54,6 +54,7 @@ class TrajectoryScorer:
             engine_prompt = doc.get("prompt_token_ids")
             if engine_prompt and list(engine_prompt) != ref_prompt:
                 at = first_divergence(list(engine_prompt), ref_prompt)
+                out["prompt_ids_sha256"] = sha256_hex(canonical_json([int(t) for t in engine_prompt]))
                 out["template_mismatch"] = (f"the engine's {len(engine_prompt)} prompt ids differ from the reference's "
                                             f"{len(ref_prompt)} from token {at} on")
             elif not engine_prompt and (doc.get("usage") or {}).get("prompt_tokens") not in (None, len(ref_prompt)):
@@ -116,6 +117,21 @@ def _coverage_text(label: str, cov: dict[str, Any]) -> str:
         reasons.append(f"scoring failed: {len(cov['scoring_errors'])} (first: {first[:120]})")
     return (f"{label}: no score for {cov['missing']}/{cov['required']} prompts — "
             + (", ".join(reasons) or "see coverage"))
+
+
+def _floor_answered_same(results: list[dict[str, Any]], floor: list[dict[str, Any]] | None) -> bool:
+    """True when there is a replica floor (a second engine run, not the reference itself), some prompt's ids differ
+    from the reference template's, and on every such prompt, the engine's or the floor's, both were given the same
+    prompt ids (``prompt_ids_sha256``): both answered one context, so pairing them prompt by prompt compares like
+    with like (an honest llama-server and its replica tokenize a prompt alike, and otherwise than the reference's
+    tokenizer: 191 vs 192 ids for one dev prompt, verify standard, 7 Dec 2026)."""
+    if not floor:
+        return False
+    mine = {r["id"]: r.get("prompt_ids_sha256") for r in results if r.get("template_mismatch")}
+    theirs = {r["id"]: r.get("prompt_ids_sha256") for r in floor if r.get("template_mismatch")}
+    if not mine and not theirs:
+        return False
+    return mine.keys() == theirs.keys() and all(v is not None and theirs[k] == v for k, v in mine.items())
 
 
 def _data_problems(*, integrity: bool, cov: dict[str, Any], floor_gaps: list[str], unpaired: int, template: bool,
@@ -192,7 +208,7 @@ def _metrics_for(label: str, block: dict[str, Any]) -> list[dict[str, Any]]:
 
 async def score_sets(ref: Reference, engines: list[TrajectorySet], baseline: TrajectorySet | None,
                      repeat: TrajectorySet | None, *, context: str, margins: dict[str, float | None], resamples: int,
-                     seed: int) -> dict[str, Any]:
+                     seed: int, confidence: float = 0.95) -> dict[str, Any]:
     """The whole ``score.json`` report (``SCORE_FORMAT``) for ``engines`` against ``baseline``'s floor.
 
     The A/A floor is ``repeat`` (a second greedy run of the reference) scored like an engine, else
@@ -200,7 +216,7 @@ async def score_sets(ref: Reference, engines: list[TrajectorySet], baseline: Tra
     re-tokenized text are paired with the floor's text re-tokenized the same way. ``limitations`` lists what the
     verdicts cannot see; ``fallbacks``, the part of them that changed what was measured (prompts read as text, clamp
     sentinels left out, KL on shorter lists than the reference's), which ``verify --strict`` does not let a PASS rest
-    on."""
+    on. ``confidence``: each verdict interval's coverage (``judge_engine``)."""
     sets = [*engines, *(x for x in (baseline, repeat) if x is not None)]
     ks = {min(doc_k(d), ref.k) for s in sets for d in s.docs.values() if doc_k(d) > 0}
     scorer = TrajectoryScorer(ref, ks, context)
@@ -265,16 +281,17 @@ async def score_sets(ref: Reference, engines: list[TrajectorySet], baseline: Tra
         paired = None if floor_by_id is None else {
             pid: pick for pid, r in floor_by_id.items()
             if (pick := floor_text_by_id.get(pid) if pid in text_ids else r) is not None}
-        v = judge_engine(results, paired, margins, resamples, seed)
+        v = judge_engine(results, paired, margins, resamples, seed, confidence)
         if cov["missing"]:
             limitations.append(_coverage_text(label, cov))
         mismatched = block["template_mismatch"]
         like_for_like = context == "engine" and all(r.get("context") == "engine_prompt_ids"
                                                     for r in results if r["id"] in mismatched)
+        same_context = _floor_answered_same(results, floor_res if repeat is not None else None)
         problems = _data_problems(
             integrity=bool(s.problems or base_problems), cov=cov, floor_gaps=floor_gaps,
             unpaired=sum(1 for pid in text_ids if "rows" not in floor_text_by_id.get(pid, {})) if floor_res else 0,
-            template=bool(mismatched and not like_for_like) or floor_mismatch,
+            template=bool((mismatched or floor_mismatch) and not like_for_like and not same_context),
             other_prompts=baseline is not None and (s.prompts_sha256 not in base_shas or len(base_shas) > 1))
         if problems:
             downgrade = v["verdict"] == "PASS"
@@ -290,7 +307,11 @@ async def score_sets(ref: Reference, engines: list[TrajectorySet], baseline: Tra
             limitations.append(f"{label}: {len(mismatched)} prompt(s) whose prompt tokens differ from the reference's "
                                "(chat template or tokenizer)" + (
                                    " — scored on the engine's own prompt ids (--context engine), so the comparison is "
-                                   "like for like; the difference itself is not judged" if like_for_like else ""))
+                                   "like for like; the difference itself is not judged" if like_for_like else
+                                   f" — the A/A floor ({floor_set.label}) was given the very same prompt ids, so "  # type: ignore[union-attr]
+                                   "engine and floor answered one context and their paired comparison is like for "
+                                   "like; the difference from the reference's template itself is not judged"
+                                   if same_context else ""))
         if block["retokenized_prompts"]:
             fallbacks.append(f"{label}: {block['retokenized_prompts']}/{block['n_scored']} prompts "
                              "carry no token ids, "

@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from inferencekit.quality.score_judge import DEFAULT_MARGINS, divergence, first_divergence, judge_engine, summarize
+from inferencekit.quality.score_judge import (DEFAULT_MARGINS, divergence, first_divergence, judge_engine,
+                                             more_prompts_needed, summarize)
 from inferencekit.quality.score_rows import score_positions
 
 LN = math.log
@@ -129,3 +130,31 @@ def test_summarize_leaves_clamped_disagreements_out_of_the_gap_median():
     assert out["all"]["disagreement_gap_median"] == pytest.approx(LN(3))
     assert out["all"]["ref_nll_mean"]["n_tokens"] == 2  # clamped positions are not averaged into the NLL
     assert out["all"]["top1_agreement"]["value"] == pytest.approx(0.25)
+
+
+def _block(v: dict, problems: list[str] | None = None) -> dict:
+    return {"verdict": v, "data_problems": problems or []}
+
+
+def test_more_prompts_are_needed_only_where_an_interval_straddles_its_margin():
+    mixed = [result(f"p{i}", [1] * 20, kl=0.04 if i % 2 else 0.0) for i in range(12)]
+    straddle = judge_engine(mixed, floor(), DEFAULT_MARGINS, resamples=500)
+    assert more_prompts_needed(_block(straddle))
+    # the same straddle beside a data problem: more prompts would not mend a mismatched input
+    assert not more_prompts_needed(_block(straddle, ["template mismatch: ..."]))
+    hot = [result(f"p{i}", [1] * 20, kl=0.05) for i in range(12)]
+    assert not more_prompts_needed(_block(judge_engine(hot, floor(), DEFAULT_MARGINS, resamples=500)))  # a FAIL
+    good = [result(f"p{i}", [1] * 20) for i in range(12)]
+    assert not more_prompts_needed(_block(judge_engine(good, floor(), DEFAULT_MARGINS, resamples=500)))  # a PASS
+    # a KL that could not be computed is missing evidence, not a straddle
+    text_only = [result(f"p{i}", [1] * 20, kl=None) for i in range(12)]
+    assert not more_prompts_needed(_block(judge_engine(text_only, floor(), DEFAULT_MARGINS, resamples=500)))
+
+
+def test_a_look_held_to_a_higher_confidence_widens_its_interval():
+    mixed = [result(f"p{i}", [1] * 20, kl=0.03 if i % 3 else 0.0) for i in range(12)]
+    at95 = judge_engine(mixed, floor(), DEFAULT_MARGINS, resamples=500)["checks"]["kl_mean"]
+    at983 = judge_engine(mixed, floor(), DEFAULT_MARGINS, resamples=500, confidence=1 - 0.05 / 3)["checks"]["kl_mean"]
+    assert at983["confidence"] == pytest.approx(0.98333, abs=1e-4) and at95["confidence"] == 0.95
+    assert at983["ci95"][0] <= at95["ci95"][0] < at95["ci95"][1] <= at983["ci95"][1]
+    assert at983["ci95"] != at95["ci95"] and "98.3333% CI" in at983["reason"]

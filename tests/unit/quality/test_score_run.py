@@ -261,3 +261,34 @@ def test_clamp_sentinels_are_left_out_of_nll_not_averaged():
     rows = score_positions([5, 6], [{5: -0.5, 7: -0.2}, {6: -9999.0, 8: -0.1}], None, ks=(), own_k=0)
     assert rows[0]["nll"] == 0.5 and rows[0]["clamped"] is False
     assert rows[1]["nll"] is None and rows[1]["gap"] is None and rows[1]["clamped"] is True and rows[1]["agree"] == 0
+
+
+def _retemplate(run: Path, label: str, pid: str, cut: int) -> None:
+    folder = run / "quality" / label
+    f = folder / f"{pid}.json"
+    doc = read_json(f)
+    doc["prompt_token_ids"] = doc["prompt_token_ids"][:-cut]  # another tokenizer's ids for the same messages
+    write_json(f, doc)
+    _reindex(run, folder)
+
+
+def test_a_replica_floor_given_the_same_prompt_ids_compares_like_for_like(run):
+    """An honest llama-server and its replica (the floor) tokenize a prompt alike and otherwise than the reference
+    (verify standard, 7 Dec 2026): both answered one context, so their pairing is no data problem; a floor given
+    other ids still is one."""
+    shutil.copytree(run / "quality" / "ref2", run / "quality" / "replica")
+    for label in ("ref2", "replica"):
+        _retemplate(run, label, "vs-chat-001", 3)
+    engines, base = [load_set(run / "quality" / "ref2")], load_set(run / "quality" / "reference")
+    rep = asyncio.run(score_sets(RecordedReference(), engines, base, load_set(run / "quality" / "replica"),
+                                 context="reference", margins=MARGINS, resamples=500, seed=0))
+    e = rep["engines"]["ref2"]
+    assert list(e["template_mismatch"]) == ["vs-chat-001"] and e["data_problems"] == []
+    assert e["verdict"]["verdict"] == "PASS", e["verdict"]["reason"]
+    assert any("was given the very same prompt ids" in x for x in rep["limitations"])
+    _retemplate(run, "replica", "vs-chat-001", 1)  # the floor now saw 2 more ids than the engine: another context
+    rep = asyncio.run(score_sets(RecordedReference(), [load_set(run / "quality" / "ref2")], base,
+                                 load_set(run / "quality" / "replica"), context="reference", margins=MARGINS,
+                                 resamples=500, seed=0))
+    e = rep["engines"]["ref2"]
+    assert e["verdict"]["verdict"] == "UNPROVEN" and "template mismatch" in e["verdict"]["reason"]
