@@ -38,7 +38,7 @@ from inferencekit.stats import rules_out
 __all__ = ["COPY_PROBES", "COUNTED_KINDS", "READ_KINDS", "CUT_SLACK", "RETOK_EXEMPT", "RETOK_TOL", "TEXT_ONLY_MIN_OVER",
            "count_row",
            "gate_token_count", "usage_conflict", "judge_counts", "judge_probes", "judge_run", "lossy_text",
-           "merged_explained", "named_requests",
+           "merged_explained", "named_requests", "split_slack", "SPLIT_SLACK", "SPLIT_MIN",
            "probe_count_part", "text_covers", "unstreamed_at_cut", "CountProblem", "JudgedCounts"]
 
 # Probe kinds whose text is not a fair re-tokenization target. After EOS (ignore_eos) an engine may
@@ -65,11 +65,16 @@ _MERGE_SLACK_UNKNOWN = 2  # a row recorded before merge_slack existed: the allow
 RETOK_TOL = 0.02  # re-tokenized count tolerance (relative, at least 2 tokens): the seed's value
 # A greedy model can generate a split of its text other than the tokenizer's own (a repeated "\n\n" as two "\n";
 # observed 6 Dec 2026 on llama-server: "Gemeinschaften:\n\nGemeinschaften:\n\nGemeins", usage 24, re-tokenized
-# 21; and a load reply with 10 multi-byte characters, usage 128 = 128 streamed token ids, re-tokenized 124), so a
+# 21; a load reply with 10 multi-byte characters, usage 128 = 128 streamed token ids, re-tokenized 124; on 8 Dec a
+# code reply with none, "\n", "\n" twice and ":", "`": 128 streamed ids, re-tokenized 125), so a
 # reply whose usage (and a stream agreeing with it) is above its text can be honest. Such gaps are set aside (a
 # limitation) while they are a minority of the replies judged against their text; a count inflated on most of them
 # (at least this many) is a miscount (inferencekit's rule; the seed FAILed any single gap).
 TEXT_ONLY_MIN_OVER = 3
+# How far a stream of exactly usage's length may sit above its text's own split and still be set aside as a generated
+# split: the byte tokens of its multi-byte characters (merge_slack), plus SPLIT_SLACK of the stream, at least
+# SPLIT_MIN tokens (the code reply above: 3 of 128). A larger gap on one reply is a miscount (inferencekit's rule).
+SPLIT_SLACK, SPLIT_MIN = 0.05, 3
 # Probe kinds whose counts the gate checks: the count probes, and the exact-length and copy probes with their
 # allowances (RETOK_EXEMPT). Sampled (T=1) text is left out: a sampled token sequence need not be the tokenizer's
 # own split of its text.
@@ -265,6 +270,13 @@ def _usage_vs_stream(row: CountRow, retok_tol: float) -> str | None:
     return "by_text" if text_covers(row.get("retokenized"), u, retok_tol) else "unsettled"
 
 
+def split_slack(row: CountRow) -> int:
+    """Tokens a stream of usage's length may sit above its re-tokenized text as a generated split other than the
+    tokenizer's: ``merge_slack`` + ``max(SPLIT_MIN, ⌊SPLIT_SLACK · streamed⌋)`` (constants above)."""
+    s = int(row.get("streamed") or 0)
+    return int(row.get("merge_slack") or 0) + max(SPLIT_MIN, int(SPLIT_SLACK * s))
+
+
 def judge_counts(rows: Iterable[CountRow], retok_tol: float = 0.02) -> JudgedCounts:
     """Sort count rows by what their counts show.
 
@@ -280,9 +292,11 @@ def judge_counts(rows: Iterable[CountRow], retok_tol: float = 0.02) -> JudgedCou
       keys that have usage and either a stream (already judged against usage) or a copy-probe prefix:
       the gap goes to ``retok_only`` (a limitation), and a copy probe with usage alone then counts
       as not checked;
-    - a row whose usage — with no stream, or a stream of exactly as many tokens and a gap no larger than its
-      multi-byte characters' ``merge_slack`` (a byte-level split of them) — is above the re-tokenized count
-      beyond the tolerance (a generated split other than the tokenizer's can do this honestly) goes to
+    - a row whose usage — with no stream, or a stream of exactly as many tokens and a gap within ``split_slack``
+      (its multi-byte characters' byte tokens, plus 5% of the stream, at least 3) — is above the re-tokenized count
+      beyond the tolerance (a generated split other than the tokenizer's can do this honestly: byte tokens of
+      multi-byte characters, or "\n\n" generated as two "\n", which a code reply without any multi-byte character
+      did three times: usage = 128 streamed ids, re-tokenized 125, llama-server, verify standard, 8 Dec 2026) goes to
       ``retok_only`` (checked only as far as usage and the stream agreed), unless such rows are at least
       ``TEXT_ONLY_MIN_OVER`` and a majority of the rows so judged against their text: then each is a mismatch
       (a count inflated where the stream does not show it, or shows it padded alike);
@@ -338,8 +352,8 @@ def judge_counts(rows: Iterable[CountRow], retok_tol: float = 0.02) -> JudgedCou
                 elif u is not None and key.startswith(RETOK_EXEMPT) and (s is not None or key.startswith(COPY_PROBES)):
                     retok_only.append({**row, "problem": retok_gap})
                     counts_row = s is not None  # usage against the text alone, set aside: nothing checked
-                elif (s is None or (s == u and s - t <= int(row.get("merge_slack") or 0))) and u is not None \
-                        and not problems and t < ref and not key.startswith(RETOK_EXEMPT):
+                elif (s is None or (s == u and s - t <= split_slack(row))) and u is not None and not problems \
+                        and t < ref and not key.startswith(RETOK_EXEMPT):
                     what = "usage" if s is None else "usage and the stream"
                     over_text.append({**row, "problem": f"{retok_gap}: {what} above the text's own split"})
                     counts_row = s is not None  # usage and the stream agreed: that much was checked

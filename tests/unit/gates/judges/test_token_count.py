@@ -15,6 +15,7 @@ from inferencekit.gates.judges.token_count import (
     gate_token_count,
     generated_text,
     judge_counts,
+    split_slack,
     text_covers,
     usage_conflict,
 )
@@ -200,9 +201,17 @@ def test_a_token_id_stream_equal_to_usage_above_its_text_is_a_split_not_a_miscou
     # padded alike on most replies: a miscount
     padded = [{**r, "retokenized": 110} for r in others]
     assert len(judge_counts([honest, *padded])["bad"]) == 5
-    # a stream that disagrees with usage is judged as before, and so is a gap the characters cannot explain
+    # a stream that disagrees with usage is judged as before
     assert judge_counts([{**honest, "usage": 130}])["bad"]
-    assert judge_counts([{**honest, "merge_slack": 3}])["bad"]
+    # a split needs no multi-byte character: recorded on llama-server (8 Dec 2026, verify standard, load level c2),
+    # a code reply streamed as 128 ids with "\n", "\n" twice and ":", "`" where the tokenizer has one token each
+    code = {**row(key="load-c2/very_short/vs-code_bug-001", usage=128, streamed=128, method="token_ids", retok=125,
+                  max_tokens=128), "multibyte": False, "multibyte_chars": 0, "merge_slack": 0}
+    judged = judge_counts([code, *others])
+    assert not judged["bad"] and [r["key"] for r in judged["retok_only"]] == ["load-c2/very_short/vs-code_bug-001"]
+    # the same gap on most replies is still a miscount, and so is one reply's gap beyond a split's slack
+    assert len(judge_counts([code, *[{**r, "retokenized": 124} for r in others]])["bad"]) == 5
+    assert split_slack(code) == 6 and judge_counts([{**code, "retokenized": 121}, *others])["bad"]
 
 
 def test_fail_details_put_offending_rows_first_and_cap_them():
