@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """Do the sequential rules keep the error rates they state? The caching gate's family (issue 24 item 2).
 
-    .venv/bin/python benchmarks/sequential_calibration.py [--runs 8] [--resamples 10000] [--engine ENGINE]
+    .venv/bin/python benchmarks/sequential_calibration.py [--runs 8] [--resamples 10000] [--engine ENGINE] [--busy]
     .venv/bin/python benchmarks/sequential_calibration.py --replay-from results/sequential_calibration-….json
     make bench-sequential
 
 Against llama-server ``--parallel 4`` with its prompt cache on (started here), for the honest engine and each cheat
 the caching gate must catch (output-cache, near-duplicate-cache, prefix-cache-only, through the cheat proxy):
 
-1. ``--runs`` live ``gates run --gates caching --fixed`` runs (every pair of the plan sent) and as many sequential
+1. ``--runs`` live ``gates run --gates caching --fixed`` runs (every pair of the plan sent, and since 7 Dec 2026 as
+   many control pairs: two first-seen requests sent back to back) and as many sequential
    ones (the default), each a fresh process with a fresh probe seed; their verdicts, requests sent and wall time;
 2. every fixed run's trials kept (the caching probes' timing fields and texts, ``slim``) in the results file;
 3. the replay: ``--resamples`` trial sequences per cell, each drawn from one fixed run chosen at random (its timing
@@ -23,7 +24,9 @@ the caching gate must catch (output-cache, near-duplicate-cache, prefix-cache-on
    its first: an engine speeding up shows as hits on the first pairs); this one keeps it, over as many sequences
    as there are fixed runs.
 
-``--engine llama-cpp-python`` runs the cells against the embedded engine instead (one request at a time).
+``--engine llama-cpp-python`` runs the cells against the embedded engine instead (one request at a time); ``--busy``
+runs a spinning process per core beside the live runs (a busy host). Control pairs are resampled beside the timing
+pairs, and replayed alternating with them; results recorded before control pairs replay under the A/A rule.
 ``--replay-from FILE`` sends nothing: it replays the fixed trials kept in an earlier results file through today's
 rules (steps 3 and 4) and writes ``…-replay.json`` beside the live figures it read.
 
@@ -53,6 +56,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from inferencekit.cheats.proxy import running_proxy  # noqa: E402
 from inferencekit.engines.launcher import start_engine, stop_engine  # noqa: E402
 from inferencekit.gates.judges.caching import (  # noqa: E402
+    CACHE_KINDS,
     SEQ_ALPHA,
     SEQ_BETA,
     echo_rule,
@@ -69,7 +73,6 @@ CACHE_PROMPTS, ECHO_PAIRS = 6, 4  # gates run's defaults: the fixed plan, and th
 FLAGS = ["--gates", "caching", "--max-tokens", "16", "--echo-tokens", "40", "--cache-prompts", str(CACHE_PROMPTS),
          "--timeout", "120"]
 REPLY_FIELDS = ("status", "error", "ttft_ms", "e2el_ms", "usage", "n_streamed", "chunks", "text", "reasoning")
-CACHE_KINDS = ("cache_first", "cache_repeat", "echo_orig", "echo_perturbed")
 
 
 def slim(rec: dict[str, Any]) -> dict[str, Any]:
@@ -117,15 +120,20 @@ def _relabel(draw: list[tuple[dict[str, Any], dict[str, Any]]], prefix: str) -> 
 
 
 def sequential_take(timing: list[list[dict[str, Any]]], echoes: list[list[dict[str, Any]]], timing_cap: int,
-                    echo_cap: int) -> list[dict[str, Any]]:
+                    echo_cap: int, controls: list[list[dict[str, Any]]] | None = None) -> list[dict[str, Any]]:
     """The records the live collector would have sent: pairs complete one by one, the families in turn, and a
-    family stops once its rule decides (``sequential_states``)."""
+    family stops once its rule decides (``sequential_states``). ``controls`` (control pairs, of the timing family)
+    alternate with the timing pairs, as the random interleaving sends them on average."""
     taken: list[dict[str, Any]] = []
-    queues = {"timing": list(timing), "echo": list(echoes)}
+    units = [u for pair in zip(timing, controls) for u in pair] if controls else list(timing)
+    if controls:
+        units += timing[len(controls):] + controls[len(timing):]
+    queues = {"timing": units, "echo": list(echoes)}
     while active := [fam for fam, q in queues.items() if q]:
         for fam in active:
             taken += queues[fam].pop(0)
-            if sequential_states(taken, 0.10, timing_cap, echo_cap)[fam].decision in ("PASS", "FAIL"):
+            if sequential_states(taken, 0.10, timing_cap, echo_cap, controls_planned=bool(controls)
+                                 )[fam].decision in ("PASS", "FAIL"):
                 queues[fam] = []  # decided: its other pairs are not sent
     return taken
 
@@ -133,18 +141,19 @@ def sequential_take(timing: list[list[dict[str, Any]]], echoes: list[list[dict[s
 def replay(runs: list[dict[str, Any]], resamples: int, seed: int) -> dict[str, Any]:
     """The two modes on ``resamples`` trial sequences drawn from the fixed runs (module docstring, step 3)."""
     rng = random.Random(seed)
-    pools = [(_pairs(r["trials"], "cache_first", "cache_repeat"), _pairs(r["trials"], "echo_orig", "echo_perturbed"))
-             for r in runs if r.get("trials")]
+    pools = [(_pairs(r["trials"], "cache_first", "cache_repeat"), _pairs(r["trials"], "echo_orig", "echo_perturbed"),
+              _pairs(r["trials"], "cache_control_a", "cache_control_b")) for r in runs if r.get("trials")]
     pools = [p for p in pools if p[0]]
     seq_v: Counter[str] = Counter()
     fix_v: Counter[str] = Counter()
     sent: list[int] = []
     for _ in range(resamples):
-        timing, echoes = rng.choice(pools)
+        timing, echoes, ctl = rng.choice(pools)
         t = _relabel([rng.choice(timing) for _ in range(CACHE_PROMPTS)], "c")
         e = _relabel([rng.choice(echoes) for _ in range(ECHO_PAIRS)], "e") if echoes else []
-        fix_v[str(gate_caching([x for pair in t + e for x in pair]).verdict)] += 1
-        taken = sequential_take(t, e, CACHE_PROMPTS, ECHO_PAIRS)
+        k = _relabel([rng.choice(ctl) for _ in range(CACHE_PROMPTS)], "k") if ctl else []
+        fix_v[str(gate_caching([x for pair in t + k + e for x in pair]).verdict)] += 1
+        taken = sequential_take(t, e, CACHE_PROMPTS, ECHO_PAIRS, k or None)
         seq_v[str(gate_caching(taken, sequential={"stopped": {}}).verdict)] += 1
         sent.append(len(taken))
     return {"resamples": resamples, "runs_pooled": len(pools), "fixed": dict(fix_v), "sequential": dict(seq_v),
@@ -160,10 +169,12 @@ def replay_in_order(runs: list[dict[str, Any]]) -> dict[str, Any]:
     for r in runs:
         timing = _pairs(r.get("trials") or [], "cache_first", "cache_repeat")
         echoes = _pairs(r.get("trials") or [], "echo_orig", "echo_perturbed")
+        ctl = _pairs(r.get("trials") or [], "cache_control_a", "cache_control_b")
         if not timing:
             continue
-        fix_v[str(gate_caching([x for pair in timing + echoes for x in pair]).verdict)] += 1
-        taken = sequential_take([list(p) for p in timing], [list(p) for p in echoes], len(timing), max(1, len(echoes)))
+        fix_v[str(gate_caching([x for pair in timing + ctl + echoes for x in pair]).verdict)] += 1
+        taken = sequential_take([list(p) for p in timing], [list(p) for p in echoes], len(timing), max(1, len(echoes)),
+                                [list(p) for p in ctl] or None)
         seq_v[str(gate_caching(taken, sequential={"stopped": {}}).verdict)] += 1
         sent.append(len(taken))
     return {"sequences": len(sent), "fixed": dict(fix_v), "sequential": dict(seq_v),
@@ -184,6 +195,7 @@ def main() -> int:
     ap.add_argument("--cells", default=",".join(CELLS))
     ap.add_argument("--engine", default="llama-server", choices=["llama-server", "llama-cpp-python"])
     ap.add_argument("--replay-from", type=Path, help="replay an earlier results file's fixed trials; send nothing")
+    ap.add_argument("--busy", action="store_true", help="a spinning process per core (nice 0) beside the live runs")
     args = ap.parse_args()
     if args.replay_from:
         return replay_file(args.replay_from, args.resamples)
@@ -196,6 +208,9 @@ def main() -> int:
                               "rules": {"timing": timing_rule(CACHE_PROMPTS).describe(),
                                         "echo": echo_rule(ECHO_PAIRS).describe()},
                               "alpha": SEQ_ALPHA, "beta": SEQ_BETA, "runs_per_mode": args.runs, "cells": {}}
+    result["host"] = "busy: one spinning process per core beside the runs" if args.busy else "idle"
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"], stdin=subprocess.DEVNULL)
+                for _ in range(os.cpu_count() or 1)] if args.busy else []
     with tempfile.TemporaryDirectory(prefix="ik-seq-cal-") as tmp:
         work = Path(tmp)
         eng = start_engine(args.engine, work / "engine", parallel=4)
@@ -212,8 +227,11 @@ def main() -> int:
                 result["cells"][cell] = judge_cell(cell, live, args.resamples)
         finally:
             stop_engine(eng)
+            for sp in spinners:
+                sp.kill()
+                sp.wait()
     result["wall_s"] = round(time.monotonic() - t_all)
-    return write(result, "")
+    return write(result, "-busy" if args.busy else "")
 
 
 def judge_cell(cell: str, live: dict[str, list[dict[str, Any]]], resamples: int) -> dict[str, Any]:

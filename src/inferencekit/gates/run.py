@@ -84,19 +84,22 @@ class CachingStop:
     rule reaches a boundary, its unsent pairs are skipped (a pair whose first request went out is completed).
     ``record()`` is the probe log's ``sequential`` line, which the judge reads back."""
 
-    FAMILY = {"cache_first": "timing", "cache_repeat": "timing", "echo_orig": "echo", "echo_perturbed": "echo"}
-    OPENS = ("cache_first", "echo_orig")
+    FAMILY = {"cache_first": "timing", "cache_repeat": "timing", "cache_control_a": "timing",
+              "cache_control_b": "timing", "echo_orig": "echo", "echo_perturbed": "echo"}
+    OPENS = ("cache_first", "cache_control_a", "echo_orig")
 
     def __init__(self, s: GateRunSettings) -> None:
         self.threshold = s.threshold
         self.caps = {"timing": s.probes.cache_prompts, "echo": s.probes.echo_pairs}
+        self.controls = s.probes.cache_controls
         self.answered: list[ProbeRecord] = []
         self.opened: set[tuple[str, str]] = set()
         self.stopped: dict[str, dict[str, Any]] = {}
         self.skipped = {"timing": 0, "echo": 0}
 
     def _states(self) -> dict[str, SprtState]:
-        return sequential_states(self.answered, self.threshold, self.caps["timing"], self.caps["echo"])
+        return sequential_states(self.answered, self.threshold, self.caps["timing"], self.caps["echo"],
+                                 controls_planned=self.controls)
 
     def on_done(self, rec: ProbeRecord) -> None:
         if rec.get("kind") not in self.FAMILY:

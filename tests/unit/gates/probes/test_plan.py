@@ -51,17 +51,29 @@ def test_pairs_keep_their_order_and_prompts_are_fresh_except_the_repeats():
     assert plan[0]["kind"] == plan[1]["kind"] == "warmup"
 
 
-def test_each_timing_repeat_goes_out_one_request_after_its_first():
-    # the caching gate compares a repeat's speed with its first request's: the pairs run together, staggered,
-    # so the engine's drift touches both members alike (the echo pairs, compared by content, are spread out)
+def test_each_timing_repeat_and_each_control_goes_out_right_after_its_first_amid_the_other_probes():
+    # the caching gate compares a repeat's speedup over its first with a control's (two first-seen requests) sent the
+    # same way: each pair is one unit of the one random interleaving (issue 42, item 5), not a block of its own
+    spread = []
     for seed in range(5):
         _, plan = _plan(seed=seed)
         pos = {p["id"]: i for i, p in enumerate(plan)}
         gaps = [pos[f"{p['key']}.cache_repeat"] - pos[p["id"]] for p in plan if p["kind"] == "cache_first"]
-        # stagger: f0 f1 t0 f2 t1 f3 t2 … f5 t4 t5 — two requests between a first and its repeat, one at the ends
-        assert gaps == [2] + [3] * (len(gaps) - 2) + [2]
-        run = [p["kind"] for p in plan[pos["c0.cache_first"]:pos[f"c{len(gaps) - 1}.cache_repeat"] + 1]]
-        assert set(run) == {"cache_first", "cache_repeat"}
+        gaps += [pos[f"{p['key']}.cache_control_b"] - pos[p["id"]] for p in plan if p["kind"] == "cache_control_a"]
+        assert gaps == [1] * 12
+        firsts = sorted(pos[p["id"]] for p in plan if p["kind"] in ("cache_first", "cache_control_a"))
+        spread.append(firsts[-1] - firsts[0])
+        texts = {p["key"]: p["body"]["messages"][0]["content"] for p in plan if p["kind"].startswith("cache_")}
+        for i in range(6):  # a control is its pair's text under two other tags that lead
+            a = next(p for p in plan if p["id"] == f"k{i}.cache_control_a")["body"]["messages"][0]["content"]
+            b = next(p for p in plan if p["id"] == f"k{i}.cache_control_b")["body"]["messages"][0]["content"]
+            assert a != b != texts[f"c{i}"] and a[:1] in "(#T" and b[:1] in "(#T"
+            core = a.split(" ", 1)[1] if a.startswith("(") else a.split("\n", 1)[1]
+            assert core in texts[f"c{i}"] and core in b
+    # the 24 caching requests are spread among the others, not sent as one run
+    assert min(spread) > 30
+    _, plain = _plan(seed=0, cache_controls=False)
+    assert not any(p["kind"].startswith("cache_control") for p in plain)
 
 
 def test_bodies_carry_what_each_gate_needs():
@@ -138,8 +150,9 @@ def test_caching_and_rare_probes_carry_the_dialects_bypass_over_extra_body_and_n
     s = ProbeSettings(seed=5)
     plan = plan_probes(DEV, s, model="m", extra={"cache_prompt": True},
                        cache_bypass=DIALECTS["llama-server"].cache_bypass)
-    caching = [p for p in plan if p["kind"] in ("cache_first", "cache_repeat", "echo_orig", "echo_perturbed", "rare")]
-    assert len(caching) == 2 * (s.cache_prompts + s.echo_pairs) + sum(1 for p in plan if p["kind"] == "rare") > 20
+    caching = [p for p in plan if p["kind"] in ("cache_first", "cache_repeat", "cache_control_a", "cache_control_b",
+                                                "echo_orig", "echo_perturbed", "rare")]
+    assert len(caching) == 2 * (2 * s.cache_prompts + s.echo_pairs) + sum(1 for p in plan if p["kind"] == "rare") > 20
     assert all(p["body"]["cache_prompt"] is False for p in caching)  # the bypass wins over --extra-body
     assert all(p["body"]["cache_prompt"] is True for p in plan if p not in caching)
     # vLLM's bypass: a fresh salt for every caching probe, the repeat's differing from its first's
