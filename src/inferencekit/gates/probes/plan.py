@@ -23,14 +23,16 @@ logprobs, ``r`` rare strings (a new gate's probes take a letter not in this list
 Every prompt is drawn from the prompt set's short/medium prompts without replacement and carries a
 random tag, so no probe repeats a prompt the engine saw before (except the repeats the caching gate
 sends on purpose). Ordered pairs keep their order and are randomly interleaved with all other probes,
-so nothing marks a request as a probe. Each caching timing pair goes out back to back (its repeat right after
-its first) as one unit of the interleaving, and so does each *control pair*: the pair's text under two other tags
-that come first, two first-seen requests sent the same way (issue 42, item 5). The judge compares the repeats'
-speedups with the controls' (``gates/judges/caching.py``), so the engine's own drift (the embedded engine decoded
-the first probes after a load at about half the rate of the later ones) and a busy host touch both alike; until
-7 Dec 2026 the timing pairs went out as one staggered block instead, which kept drift off a pair but set the
-caching probes apart from the rest. The plan follows the seed's probe plan otherwise; the random seed is fresh per
-run and recorded.
+so nothing marks a request as a probe. Each caching timing pair goes out with its *control pair* (the pair's text
+under two other tags that come first: two first-seen requests) as one unit of four of the interleaving, the pairs
+crossed (``first, control a, repeat, control b``, or the control first): each second request follows its first
+after one other request, so the repeats and the controls are sent the same way (issue 42, item 5), and none
+follows a request that shares its prompt (a one-slot engine reusing the previous prompt's prefix reuses nothing).
+The judge compares the repeats' speedups with the controls' (``gates/judges/caching.py``), so the engine's own drift
+(the embedded engine decoded the first probes after a load at about half the rate of the later ones) and a busy
+host touch both alike; until 7 Dec 2026 the timing pairs went out as one staggered block instead, which kept drift
+off a pair but set the caching probes apart from the rest. The plan follows the seed's probe plan otherwise; the
+random seed is fresh per run and recorded.
 """
 
 from __future__ import annotations
@@ -233,15 +235,19 @@ def plan_probes(prompts: Sequence[Prompt], s: ProbeSettings, *, model: str, extr
         for i in range(s.cache_prompts):
             base = _user_text(next(draw))
             t = pt.tag_prompt(base, rng)
-            # one unit each, a repeat right after its first; and its control, sent the same way: the same text
-            # under two more tags up front, two first-seen requests as alike as the pair's (no extra prompt drawn)
-            chains.append([[_probe("cache_first", f"c{i}", b.chat(t, s.max_tokens, **bypass())),
-                            _probe("cache_repeat", f"c{i}", b.chat(t, s.max_tokens, **bypass()))]])
-            if s.cache_controls:
-                chains.append([[_probe("cache_control_a", f"k{i}", b.chat(pt.lead_tag(base, rng), s.max_tokens,
-                                                                            **bypass())),
-                                _probe("cache_control_b", f"k{i}", b.chat(pt.lead_tag(base, rng), s.max_tokens,
-                                                                            **bypass()))]])
+            pair = [_probe("cache_first", f"c{i}", b.chat(t, s.max_tokens, **bypass())),
+                    _probe("cache_repeat", f"c{i}", b.chat(t, s.max_tokens, **bypass()))]
+            if not s.cache_controls:
+                chains.append([pair])
+                continue
+            # its control, sent the same way: the same text under two more tags up front, two first-seen requests
+            # as alike as the pair's (no extra prompt drawn); one unit, the pairs crossed so that each second request
+            # follows its first after one other request (which shares no prefix with it: a one-slot engine that
+            # reuses the previous prompt's prefix, llama-cpp-python, reuses nothing), in a random order of the two
+            ctl = [_probe(kind, f"k{i}", b.chat(pt.lead_tag(base, rng), s.max_tokens, **bypass()))
+                   for kind in ("cache_control_a", "cache_control_b")]
+            x, y = (pair, ctl) if rng.random() < 0.5 else (ctl, pair)
+            chains.append([[x[0], y[0], x[1], y[1]]])
         origs, changed = [], []
         for i in range(s.echo_pairs):
             word, style = pt.nonce(rng, 16), pt.echo_style(rng)  # one style per pair: one character differs

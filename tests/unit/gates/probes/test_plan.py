@@ -51,16 +51,21 @@ def test_pairs_keep_their_order_and_prompts_are_fresh_except_the_repeats():
     assert plan[0]["kind"] == plan[1]["kind"] == "warmup"
 
 
-def test_each_timing_repeat_and_each_control_goes_out_right_after_its_first_amid_the_other_probes():
+def test_each_timing_repeat_and_each_control_goes_out_two_after_its_first_amid_the_other_probes():
     # the caching gate compares a repeat's speedup over its first with a control's (two first-seen requests) sent the
-    # same way: each pair is one unit of the one random interleaving (issue 42, item 5), not a block of its own
+    # same way: each pair and its control are one unit of the one random interleaving (issue 42, item 5), not a block
     spread = []
     for seed in range(5):
         _, plan = _plan(seed=seed)
         pos = {p["id"]: i for i, p in enumerate(plan)}
         gaps = [pos[f"{p['key']}.cache_repeat"] - pos[p["id"]] for p in plan if p["kind"] == "cache_first"]
         gaps += [pos[f"{p['key']}.cache_control_b"] - pos[p["id"]] for p in plan if p["kind"] == "cache_control_a"]
-        assert gaps == [1] * 12
+        assert gaps == [2] * 12  # crossed: first, control a, repeat, control b (or the control pair first)
+        for p in plan:
+            if p["kind"] == "cache_first":
+                unit = [q["kind"] for q in plan[pos[p["id"]] - 1:pos[p["id"]] + 3]]
+                assert unit[1:] == ["cache_first", "cache_control_a", "cache_repeat"] or \
+                    unit == ["cache_control_a", "cache_first", "cache_control_b", "cache_repeat"]
         firsts = sorted(pos[p["id"]] for p in plan if p["kind"] in ("cache_first", "cache_control_a"))
         spread.append(firsts[-1] - firsts[0])
         texts = {p["key"]: p["body"]["messages"][0]["content"] for p in plan if p["kind"].startswith("cache_")}
