@@ -57,6 +57,7 @@ from inferencekit.cheats.proxy import running_proxy  # noqa: E402
 from inferencekit.engines.launcher import start_engine, stop_engine  # noqa: E402
 from inferencekit.gates.judges.caching import (  # noqa: E402
     CACHE_KINDS,
+    CONTROL_KINDS,
     SEQ_ALPHA,
     SEQ_BETA,
     echo_rule,
@@ -241,6 +242,11 @@ def judge_cell(cell: str, live: dict[str, list[dict[str, Any]]], resamples: int)
     want = "not FAIL" if cell == "honest" else "FAIL"
     what = "FAIL" if cell == "honest" else "miss"
     error_rate = {m: rate(rep[m], what) for m in ("fixed", "sequential")}
+    # the same trials without their control pairs: the A/A rule (before 7 Dec 2026) on identical data, side by side
+    stripped = [{**r, "trials": [x for x in r.get("trials") or [] if x.get("kind") not in CONTROL_KINDS]}
+                for r in live["fixed"]]
+    with_controls = any(x.get("kind") in CONTROL_KINDS for r in live["fixed"] for x in r.get("trials") or [])
+    aa = replay(stripped, resamples, seed=zlib.crc32(cell.encode())) if with_controls else None
     bound = SEQ_ALPHA if cell == "honest" else SEQ_BETA
     return {"expected": want, "live": live, "replay": rep, "replay_in_order": ordered, "error_rate": error_rate,
             "error_rate_in_order": {m: rate(ordered[m], what) for m in ("fixed", "sequential")}, "stated": bound,
@@ -248,7 +254,9 @@ def judge_cell(cell: str, live: dict[str, list[dict[str, Any]]], resamples: int)
             "live_verdicts": {m: dict(Counter(r.get("verdict") for r in live[m])) for m in live},
             "live_requests_mean": {m: sum(r.get("requests") or 0 for r in live[m]) / max(1, len(live[m]))
                                    for m in live},
-            "live_wall_s_mean": {m: sum(r.get("wall_s") or 0 for r in live[m]) / max(1, len(live[m])) for m in live}}
+            "live_wall_s_mean": {m: sum(r.get("wall_s") or 0 for r in live[m]) / max(1, len(live[m])) for m in live},
+            "aa_rule_same_trials": None if aa is None else {"replay": aa, "error_rate": {
+                m: rate(aa[m], what) for m in ("fixed", "sequential")}}}
 
 
 def replay_file(path: Path, resamples: int) -> int:
@@ -263,15 +271,22 @@ def replay_file(path: Path, resamples: int) -> int:
     return write(result, "-replay")
 
 
+def _share(r: dict[str, Any] | None) -> str:
+    return "—" if not r else f"{r['k']}/{r['n']} = {r['rate']:.4f}"
+
+
 def write(result: dict[str, Any], suffix: str) -> int:
     lines = ["| cell | mode | live verdicts | live requests (mean) | live wall s (mean) | replayed error rate "
-             "[Wilson 95%] | in recorded order | stated |", "|---|---|---|---|---|---|---|---|"]
+             "[Wilson 95%] | in recorded order | A/A rule, same trials | stated |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for cell, c in result["cells"].items():
         for m in ("fixed", "sequential"):
             er, eo = c["error_rate"][m], c["error_rate_in_order"][m]
+            aa = (c.get("aa_rule_same_trials") or {}).get("error_rate", {}).get(m)
             lines.append(f"| {cell} | {m} | {c['live_verdicts'][m]} | {c['live_requests_mean'][m]:.1f} | "
                          f"{c['live_wall_s_mean'][m]:.1f} | {er['k']}/{er['n']} = {er['rate']:.4f} "
                          f"[{er['wilson95'][0]:.4f}, {er['wilson95'][1]:.4f}] | {eo['k']}/{eo['n']} | "
+                         f"{_share(aa)} | "
                          f"{'α' if cell == 'honest' else 'β'} {c['stated']} |")
     result["table_markdown"] = "\n".join(lines)
     print(result["table_markdown"])

