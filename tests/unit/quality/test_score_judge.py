@@ -6,8 +6,14 @@ import math
 
 import pytest
 
-from inferencekit.quality.score_judge import (DEFAULT_MARGINS, divergence, first_divergence, judge_engine,
-                                             more_prompts_needed, summarize)
+from inferencekit.quality.score_judge import (
+    DEFAULT_MARGINS,
+    divergence,
+    first_divergence,
+    judge_engine,
+    more_prompts_needed,
+    summarize,
+)
 from inferencekit.quality.score_rows import score_positions
 
 LN = math.log
