@@ -67,7 +67,8 @@ CAUGHT_BY = {
     "logit-bias-dropped": "gates: contract", "penalty-dropped": "gates: contract", "stop-ignored": "gates: contract",
     "silent-truncate": "gates: contract", "logprobs-unnormalised": "gates: hidden_probes",
     "order-dependent": "gates: order", "json-broken-under-load": "gates: contract",
-    "quantised-under-load": "gates: order (the known answers alone vs inside the load)",
+    "quantised-under-load": "quality: equivalence audit, standard (its prompts go out 4 at a time, inside the load; "
+                            "quick's order rule misses it: results/order_noise-20261207.json)",
     "vocab-mask": "gates: rare_tokens (UNPROVEN without a reference engine: verify has none)",
     "spec-inexact": "none: needs a second engine (gates spec-exact)",
     "seed-ignored": "none: a documented limitation (honest engines are nondeterministic under batching too)",
