@@ -8,7 +8,7 @@
 Against llama-server ``--parallel 4`` with its prompt cache on (started here), for the honest engine and each cheat
 the caching gate must catch (output-cache, near-duplicate-cache, prefix-cache-only, through the cheat proxy):
 
-1. ``--runs`` live ``gates run --gates caching --fixed`` runs (every pair of the plan sent, and since 7 Dec 2026 as
+1. ``--runs`` live ``gates run --gates caching --fixed`` runs (every pair of the plan sent, and since 8 Dec 2026 as
    many control pairs: two first-seen requests sent back to back) and as many sequential
    ones (the default), each a fresh process with a fresh probe seed; their verdicts, requests sent and wall time;
 2. every fixed run's trials kept (the caching probes' timing fields and texts, ``slim``) in the results file;
@@ -242,7 +242,7 @@ def judge_cell(cell: str, live: dict[str, list[dict[str, Any]]], resamples: int)
     want = "not FAIL" if cell == "honest" else "FAIL"
     what = "FAIL" if cell == "honest" else "miss"
     error_rate = {m: rate(rep[m], what) for m in ("fixed", "sequential")}
-    # the same trials without their control pairs: the A/A rule (before 7 Dec 2026) on identical data, side by side
+    # the same trials without their control pairs: the A/A rule (before 8 Dec 2026) on identical data, side by side
     stripped = [{**r, "trials": [x for x in r.get("trials") or [] if x.get("kind") not in CONTROL_KINDS]}
                 for r in live["fixed"]]
     with_controls = any(x.get("kind") in CONTROL_KINDS for r in live["fixed"] for x in r.get("trials") or [])

@@ -415,9 +415,9 @@ async def _quality_part(client: Client, info: Any, run: RunDir, prof: Profile, l
         if not more_prompts_needed(report["engines"][label]):
             break
     floor = (f"A/A floor: an honest replica of the claim, {why}" if replica_dir else f"{NO_REPLICA} ({why})")
-    seq = (f"prompts added in looks of {' → '.join(str(x) for x in sizes)} until no interval straddled its margin, "
-           f"each interval at {100 * confidence:.4g}% (Bonferroni over {len(sizes)} looks); stopped at "
-           f"{looks[-1]['prompts']}")
+    seq = (f"prompts added in looks of {' → '.join(str(x) for x in sizes)} while an interval straddled its margin and "
+           f"nothing else was undecided, each interval at {100 * confidence:.4g}% (Bonferroni over {len(sizes)} "
+           f"looks); stopped at {looks[-1]['prompts']}")
     report["looks"] = looks
     report["limitations"] = [*report.get("limitations", []), floor, seq]
     rec = score_record(report, run.quality_file("score.json"), run, context="reference", margins=DEFAULT_MARGINS,

@@ -532,8 +532,8 @@ def gate_caching(records: Sequence[ProbeRecord], threshold: float = DEFAULT_THRE
             f"{len(answered_controls)} control pair(s) answered, fewer than {MIN_CONTROLS}: the repeats were judged "
             "against 1 + threshold raised by the A/A floor of first-seen prompts and the largest slow-down, not "
             "against first-seen prompts sent the same way" if any(r.get("kind") in CONTROL_KINDS for r in probes) else
-            "no control pairs (a gate run recorded before 7 Dec 2026): the repeats were judged against 1 + threshold "
-            "raised by the A/A floor of first-seen prompts and the largest slow-down")
+            "no control pairs (a gate run recorded before 8 Dec 2026, or planned without them): the repeats were "
+            "judged against 1 + threshold raised by the A/A floor of first-seen prompts and the largest slow-down")
     if unclear:
         limitations.append(f"{len(unclear)} perturbed echo probe(s) were inconclusive: the model copied neither the "
                            "original nor the changed string, so a near-duplicate cache could not be tested on them")

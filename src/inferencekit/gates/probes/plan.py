@@ -30,7 +30,7 @@ after one other request, so the repeats and the controls are sent the same way (
 follows a request that shares its prompt (a one-slot engine reusing the previous prompt's prefix reuses nothing).
 The judge compares the repeats' speedups with the controls' (``gates/judges/caching.py``), so the engine's own drift
 (the embedded engine decoded the first probes after a load at about half the rate of the later ones) and a busy
-host touch both alike; until 7 Dec 2026 the timing pairs went out as one staggered block instead, which kept drift
+host touch both alike; until 8 Dec 2026 the timing pairs went out as one staggered block instead, which kept drift
 off a pair but set the caching probes apart from the rest. The plan follows the seed's probe plan otherwise; the
 random seed is fresh per run and recorded.
 """
@@ -85,7 +85,7 @@ class ProbeSettings:
         sequential: send the caching gate's pairs under its sequential rules (``gates/judges/caching.py``
             ``timing_rule``/``echo_rule``) and stop a family once decided; False (``--fixed``) sends every one.
         cache_controls: plan the caching gate's control pairs (False: the timing pairs alone, judged against the
-            A/A floor as before 7 Dec 2026; kept to replay runs recorded then).
+            A/A floor as before 8 Dec 2026; kept to replay runs recorded then).
         cache_bypass: the request fields of the engine's per-request prompt-cache bypass that every caching probe
             carries (``api.dialects.Dialect.cache_bypass``: llama-server ``cache_prompt``, vLLM ``cache_salt``);
             None when the engine has none (its prefix cache, if any, then serves the repeats).
