@@ -103,12 +103,15 @@ def echo_prompt(s: str, style: EchoStyle) -> str:
     return "\n".join(parts)
 
 
+# the tag forms of a probe prompt ({t} the tag, {x} the text); the leading ones put the tag before the text
+_TAG_FORMS = ("({t}) {x}", "{x}\n\n-- {t}", "Ticket {t}\n{x}", "{x} [{t}]", "#{t}\n{x}")
+_LEAD_FORMS = tuple(f for f in _TAG_FORMS if f.startswith(("(", "Ticket", "#")))
+
+
 def tag_prompt(text: str, rng: random.Random) -> str:
     """``text`` with a random tag in one of several forms, so a probe is never a prompt seen before."""
     tag = nonce(rng, 8)
-    forms = (f"({tag}) {text}", f"{text}\n\n-- {tag}", f"Ticket {tag}\n{text}", f"{text} [{tag}]",
-             f"#{tag}\n{text}")
-    return rng.choice(forms)
+    return rng.choice(_TAG_FORMS).format(t=tag, x=text)
 
 
 def lead_tag(text: str, rng: random.Random) -> str:
@@ -116,7 +119,7 @@ def lead_tag(text: str, rng: random.Random) -> str:
     request of the caching gate shares no prefix with another tagging of the same text beyond the chat template's
     own header, so no prefix cache serves it, while its length and content match."""
     tag = nonce(rng, 8)
-    return rng.choice((f"({tag}) {text}", f"Ticket {tag}\n{text}", f"#{tag}\n{text}"))
+    return rng.choice(_LEAD_FORMS).format(t=tag, x=text)
 
 
 # Strings to copy verbatim, by the part of the vocabulary they exercise. Written for inferencekit;
