@@ -382,6 +382,7 @@ async def _quality_part(client: Client, info: Any, run: RunDir, prof: Profile, l
         model = load_local_model(src)
     except OpError as e:
         return _part(QUALITY_PART, None, None, "NOT RUN", str(e)), []
+    ref = LocalReference(model)  # one for every look: it keeps the sequences it scored
     looks: list[dict[str, Any]] = []
     for n in sizes:  # each look resumes the trajectories of the last and adds prompts (collect_* keep their files)
         prompts = chat[:n]
@@ -408,7 +409,7 @@ async def _quality_part(client: Client, info: Any, run: RunDir, prof: Profile, l
                     prompts_info=pinfo, prompts_sha256=pset.sha256)
         except OpError as e:  # no replica after all: the reference's own floor, said on the part
             why = f"the replica did not run: {str(e)[:200]}"
-        report = await score_sets(LocalReference(model), [load_set(out_dir)], load_set(run.quality_dir("reference")),
+        report = await score_sets(ref, [load_set(out_dir)], load_set(run.quality_dir("reference")),
                                   load_set(replica_dir) if replica_dir else None, context="reference",
                                   margins=DEFAULT_MARGINS, resamples=2000, seed=0, confidence=confidence)
         looks.append({"prompts": n, "verdict": report["engines"][label]["verdict"]["verdict"]})

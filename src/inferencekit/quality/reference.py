@@ -114,10 +114,13 @@ def _tokens(val: Any) -> list[int]:
 
 
 class LocalReference:
-    """``LocalModel`` behind the async interface (its work is CPU-bound: calls run one at a time)."""
+    """``LocalModel`` behind the async interface (its work is CPU-bound: calls run one at a time). A sequence it
+    scored once is answered from memory when asked again (the model is deterministic for one file: ``verify``'s
+    quality looks re-score every earlier prompt)."""
 
     def __init__(self, model: Any, k: int = 20) -> None:
         self.m, self.k = model, k
+        self._scored: dict[tuple[tuple[int, ...], int], list[dict[int, float]]] = {}
 
     def describe(self) -> dict[str, Any]:
         return {**self.m.describe(), "k": self.k}
@@ -131,8 +134,10 @@ class LocalReference:
         return ids
 
     async def score(self, ids: list[int], start: int) -> list[dict[int, float]]:
-        rows: list[dict[int, float]] = self.m.score(ids, start, self.k)
-        return rows
+        key = (tuple(ids), start)
+        if key not in self._scored:
+            self._scored[key] = self.m.score(ids, start, self.k)
+        return [dict(row) for row in self._scored[key]]  # copies: a caller may change its rows
 
 
 async def check_echo_reference(client: Client, model: str) -> dict[str, Any]:
